@@ -1,0 +1,47 @@
+# Total Recall — the commands people and checks rely on.
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.bootstrapped
+PYPROJECTS := $(wildcard libs/*/pyproject.toml cli/pyproject.toml services/*/pyproject.toml) requirements-dev.txt
+
+.PHONY: bootstrap run test test-unit test-integration test-e2e bench eval lint typecheck compose-check clean
+
+bootstrap: $(STAMP)
+
+$(STAMP): $(PYPROJECTS) scripts/bootstrap.sh
+	./scripts/bootstrap.sh
+	touch $(STAMP)
+
+## run: the whole stack locally (nats-server, Postgres, 4 services). Ctrl-C stops everything.
+run: bootstrap
+	$(BIN)/totalrecall run
+
+## test: every test (unit, integration against real servers, end-to-end)
+test: bootstrap
+	$(BIN)/pytest
+
+test-unit: bootstrap
+	$(BIN)/pytest tests/unit
+
+test-integration: bootstrap
+	$(BIN)/pytest tests/integration
+
+test-e2e: bootstrap
+	$(BIN)/pytest tests/e2e
+
+## bench: performance figures
+bench: bootstrap
+	$(BIN)/python -m bench
+
+## eval: retrieval quality on the benchmark data
+eval: bootstrap
+	$(BIN)/python -m eval
+
+lint: bootstrap
+	$(BIN)/ruff check libs cli services tests bench eval
+
+typecheck: bootstrap
+	$(BIN)/mypy libs/schema/totalrecall_schema cli/totalrecall
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

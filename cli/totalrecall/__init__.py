@@ -1,0 +1,1 @@
+"""The `totalrecall` command and the launchers of the local stack."""

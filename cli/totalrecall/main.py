@@ -1,0 +1,74 @@
+"""The `totalrecall` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+
+def _api() -> str:
+    return os.environ.get("TOTALRECALL_API", "http://127.0.0.1:" +
+                          os.environ.get("TOTALRECALL_API_PORT", "8765"))
+
+
+def _headers() -> dict[str, str]:
+    token = os.environ.get("TOTALRECALL_API_TOKEN")
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def _post(path: str, body: dict[str, object], timeout: float = 600.0) -> int:
+    import httpx
+
+    r = httpx.post(_api() + path, json=body, headers=_headers(), timeout=timeout)
+    print(json.dumps(r.json(), indent=2) if r.content else r.status_code)
+    return 0 if r.is_success else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="totalrecall", description="Total Recall memory system")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p_run = sub.add_parser("run", help="run the whole stack locally (nats, postgres, 4 services)")
+    p_run.add_argument("--only", nargs="*", help="start only these services")
+    p_model = sub.add_parser("model", help="embedding model management")
+    p_model.add_argument("action", choices=["build"])
+    p_model.add_argument("rest", nargs=argparse.REMAINDER)
+    sub.add_parser("rebuild", help="re-create Zvec and Postgres from the Markdown ground truth")
+    sub.add_parser("compact", help="promote memories between tiers now")
+    p_ingest = sub.add_parser("ingest", help="store one memory")
+    p_ingest.add_argument("summary")
+    p_ingest.add_argument("--detail", default="")
+    p_ingest.add_argument("--category", default="conversation")
+    p_ingest.add_argument("--namespace", default="default")
+    p_recall = sub.add_parser("recall", help="recall memories")
+    p_recall.add_argument("query")
+    p_recall.add_argument("--timeframe", default="auto")
+    p_recall.add_argument("--namespace", default="default")
+    p_recall.add_argument("-n", "--max-results", type=int, default=6)
+    args = parser.parse_args(argv)
+
+    if args.cmd == "run":
+        from .supervisor import run
+
+        return run(args.only)
+    if args.cmd == "model":
+        from .model_build import main as build_main
+
+        return int(build_main(args.rest) or 0)
+    if args.cmd == "rebuild":
+        return _post("/memory/rebuild", {})
+    if args.cmd == "compact":
+        return _post("/memory/compact", {})
+    if args.cmd == "ingest":
+        return _post("/memory/ingest", {"summary": args.summary, "detail": args.detail,
+                                        "category": args.category, "namespace": args.namespace})
+    if args.cmd == "recall":
+        return _post("/memory/recall", {"query": args.query, "timeframe": args.timeframe,
+                                        "namespace": args.namespace,
+                                        "maxResults": args.max_results})
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

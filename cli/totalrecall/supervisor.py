@@ -1,0 +1,187 @@
+"""`totalrecall run`: the whole stack as supervised local processes, no Docker.
+
+nats-server (JetStream) and Postgres first, then the four services, each its own process group.
+A crashed process is restarted with backoff; SIGINT/SIGTERM stops everything, services first,
+and leaves nothing behind (children also get SIGTERM if this supervisor itself dies).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .infra import NatsServer, PostgresServer
+from .infra.process import spawn, stop
+from .paths import default_model_path, home
+
+DATABASE = "totalrecall"
+
+
+@dataclass
+class Ports:
+    nats: int = 4222
+    nats_monitor: int = 8222
+    postgres: int = 5433
+    api: int = 8765
+    embedder: int = 8766
+    indexer: int = 8767
+    watchers: int = 8768
+
+    @classmethod
+    def from_env(cls) -> Ports:
+        p = cls()
+        for name in p.__dataclass_fields__:
+            value = os.environ.get(f"TOTALRECALL_{name.upper()}_PORT")
+            if value:
+                setattr(p, name, int(value))
+        return p
+
+
+@dataclass
+class Service:
+    name: str
+    module: str
+    env_prefix: str
+    port: int
+    proc: subprocess.Popen[bytes] | None = None
+    restarts: int = 0
+    started_at: float = 0.0
+    next_start: float = 0.0
+    backoff: float = 1.0
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def health_url(self) -> str:
+        path = "/memory/health" if self.name == "recall-api" else "/health"
+        return f"http://127.0.0.1:{self.port}{path}"
+
+
+def _log(msg: str) -> None:
+    print(f"[totalrecall] {msg}", flush=True)
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as r:  # noqa: S310 - loopback
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
+class Supervisor:
+    def __init__(self, state: Path, ports: Ports, services: list[str] | None = None) -> None:
+        self.state = state
+        self.ports = ports
+        self.logs = state / "logs"
+        self.nats = NatsServer(state / "nats", port=ports.nats, monitor_port=ports.nats_monitor,
+                               log_path=self.logs / "nats-server.log")
+        self.pg = PostgresServer(state / "pg", port=ports.postgres)
+        self.stopping = False
+        base = {
+            "TOTALRECALL_HOME": str(state),
+            "PYTHONUNBUFFERED": "1",
+        }
+        nats_url, pg_dsn = self.nats.url, self.pg.dsn(DATABASE)
+        specs = [
+            Service("indexer", "totalrecall_indexer", "TR_INDEXER_", ports.indexer),
+            Service("embedder", "totalrecall_embedder", "TR_EMBEDDER_", ports.embedder,
+                    extra_env={"TR_EMBEDDER_MODEL_PATH": os.environ.get(
+                        "TR_EMBEDDER_MODEL_PATH", str(default_model_path()))}),
+            Service("recall-api", "totalrecall_recall_api", "TR_RECALL_", ports.api),
+            Service("watchers", "totalrecall_watchers", "TR_WATCHERS_", ports.watchers),
+        ]
+        self.services = [s for s in specs if services is None or s.name in services]
+        for s in self.services:
+            s.extra_env = {**base, f"{s.env_prefix}NATS_URL": nats_url,
+                           f"{s.env_prefix}PG_DSN": pg_dsn, f"{s.env_prefix}HTTP_PORT": str(s.port),
+                           **s.extra_env}
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def _start_service(self, s: Service) -> None:
+        env = {**os.environ, **s.extra_env}
+        s.proc = spawn([sys.executable, "-m", s.module], log_path=self.logs / f"{s.name}.log",
+                       env=env)
+        s.started_at = time.monotonic()
+        _log(f"started {s.name} (pid {s.proc.pid}, log {self.logs / (s.name + '.log')})")
+
+    def start(self, ready_timeout: float = 180.0) -> None:
+        self.state.mkdir(parents=True, exist_ok=True)
+        _log(f"state in {self.state}")
+        self.nats.start()
+        _log(f"nats-server with JetStream at {self.nats.url}")
+        self.pg.start()
+        self.pg.create_database(DATABASE)
+        _log(f"postgres at {self.pg.dsn(DATABASE)}")
+        for s in self.services:
+            self._start_service(s)
+        deadline = time.monotonic() + ready_timeout
+        pending = list(self.services)
+        while pending and not self.stopping:
+            self.supervise_once()
+            pending = [s for s in pending if not _healthy(s.health_url)]
+            if time.monotonic() > deadline:
+                raise TimeoutError("not healthy in time: " + ", ".join(s.name for s in pending))
+            time.sleep(0.2)
+
+    def supervise_once(self) -> None:
+        now = time.monotonic()
+        for proc_owner, name in ((self.nats, "nats-server"), (self.pg, "postgres")):
+            if proc_owner.proc is not None and proc_owner.proc.poll() is not None and not self.stopping:
+                _log(f"{name} exited ({proc_owner.proc.returncode}); restarting")
+                proc_owner.start()
+        for s in self.services:
+            if s.proc is None or s.proc.poll() is None or self.stopping:
+                if s.proc is not None and now - s.started_at > 60:
+                    s.backoff = 1.0  # stable for a minute: forget earlier crashes
+                continue
+            if s.next_start == 0.0:
+                s.next_start = now + s.backoff
+                _log(f"{s.name} exited with {s.proc.returncode}; restarting in {s.backoff:.0f}s")
+                s.backoff = min(s.backoff * 2, 30.0)
+            elif now >= s.next_start:
+                s.next_start = 0.0
+                s.restarts += 1
+                self._start_service(s)
+
+    def shutdown(self) -> None:
+        self.stopping = True
+        _log("stopping services")
+        for s in self.services:
+            if s.proc is not None and s.proc.poll() is None:
+                os.killpg(s.proc.pid, signal.SIGTERM)
+        for s in self.services:
+            if s.proc is not None:
+                stop(s.proc, timeout=15)
+        self.pg.stop()
+        self.nats.stop()
+        _log("stopped")
+
+
+def run(services: list[str] | None = None) -> int:
+    sup = Supervisor(home(), Ports.from_env(), services)
+
+    def _on_signal(signum: int, _frame: object) -> None:
+        sup.stopping = True
+
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
+    try:
+        sup.start()
+        if not sup.stopping:
+            _log(f"Total Recall is up. Recall API: http://127.0.0.1:{sup.ports.api}  "
+                 f"(try: curl -s localhost:{sup.ports.api}/memory/health). Ctrl-C stops everything.")
+        while not sup.stopping:
+            sup.supervise_once()
+            time.sleep(0.5)
+    except Exception as exc:  # noqa: BLE001 - report, then clean up whatever started
+        _log(f"error: {exc}")
+        sup.shutdown()
+        return 1
+    sup.shutdown()
+    return 0

@@ -1,0 +1,45 @@
+"""Shared models, taxonomy and NATS topology of Total Recall."""
+
+from .api import (
+    TIMEFRAMES,
+    IngestEvent,
+    IngestResponse,
+    Memory,
+    RecallRequest,
+    RecallResponse,
+    Timeframe,
+    TimelineRequest,
+    TimelineResponse,
+)
+from .events import (
+    DeadLetter,
+    EmbeddedEvent,
+    EventMetadata,
+    MemoryEvent,
+    memory_key,
+    new_event_id,
+    utcnow,
+)
+from .rpc import (
+    AdminReply,
+    AdminRequest,
+    EmbedReply,
+    EmbedRequest,
+    Tier,
+    VectorFilter,
+    VectorHit,
+    VectorSearchReply,
+    VectorSearchRequest,
+)
+from .scrub import REDACTED, scrub_text, scrub_value
+from .taxonomy import CATEGORIES, Severity
+from .topology import Topology, ensure_streams
+
+__all__ = [
+    "CATEGORIES", "REDACTED", "TIMEFRAMES", "AdminReply", "AdminRequest", "DeadLetter",
+    "EmbedReply", "EmbedRequest", "EmbeddedEvent", "EventMetadata", "IngestEvent",
+    "IngestResponse", "Memory", "MemoryEvent", "RecallRequest", "RecallResponse", "Severity",
+    "Tier", "Timeframe", "TimelineRequest", "TimelineResponse", "Topology", "VectorFilter",
+    "VectorHit", "VectorSearchReply", "VectorSearchRequest", "ensure_streams", "memory_key",
+    "new_event_id", "scrub_text", "scrub_value", "utcnow",
+]

@@ -1,0 +1,93 @@
+"""Models of the HTTP recall API (the contract in docs/architecture.md)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .events import MAX_DETAIL_CHARS, MAX_SUMMARY_CHARS, EventId, Namespace
+from .rpc import Tier
+
+Timeframe = Literal["auto", "1h", "24h", "7d", "30d", "90d", "all"]
+
+TIMEFRAMES: dict[str, timedelta | None] = {
+    "1h": timedelta(hours=1),
+    "24h": timedelta(hours=24),
+    "7d": timedelta(days=7),
+    "30d": timedelta(days=30),
+    "90d": timedelta(days=90),
+    "all": None,
+}
+
+
+class IngestEvent(BaseModel):
+    """What a client sends; the server turns it into a `MemoryEvent`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    summary: str = Field(min_length=1, max_length=MAX_SUMMARY_CHARS)
+    detail: str = Field(default="", max_length=MAX_DETAIL_CHARS)
+    category: str | None = None
+    subcategory: str | None = None
+    actor: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    id: EventId | None = None
+    timestamp: datetime | None = None
+    namespace: Namespace | None = None
+    source: str | None = None
+
+
+class IngestResponse(BaseModel):
+    ids: list[str]
+    accepted: int
+    duplicates: int = 0
+
+
+class RecallRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    query: str = Field(min_length=1, max_length=8_000)
+    max_results: int = Field(default=6, ge=0, le=50, alias="maxResults")
+    timeframe: Timeframe = "auto"
+    category: str | None = None
+    namespace: Namespace = "default"
+
+
+class Memory(BaseModel):
+    id: str
+    score: float
+    timestamp: datetime
+    category: str
+    subcategory: str = "general"
+    summary: str
+    detail: str = ""
+    tier: Tier | Literal["text"] = "hot"
+    namespace: str = "default"
+    actor: str = "system"
+    severity: str = "info"
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    relative_time: str = ""
+
+
+class RecallResponse(BaseModel):
+    memories: list[Memory]
+    system_memory: str
+    took_ms: float = 0.0
+    query_class: str = "task"
+
+
+class TimelineRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    hours: float = Field(default=24, gt=0, le=24 * 365 * 10)
+    category: str | None = None
+    namespace: Namespace = "default"
+    limit: int = Field(default=200, ge=1, le=5000)
+
+
+class TimelineResponse(BaseModel):
+    memories: list[Memory]

@@ -1,0 +1,198 @@
+"""The memory event: what watchers publish, the embedder enriches and the indexer stores."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .scrub import scrub_text, scrub_value
+from .taxonomy import CATEGORIES, DEFAULT_CATEGORY, Severity
+
+MAX_SUMMARY_CHARS = 2_000
+MAX_DETAIL_CHARS = 32_000
+MAX_METADATA_BYTES = 16_000
+MAX_TAGS = 32
+MAX_TAG_CHARS = 64
+#: Events may be stamped slightly in the future (clock skew between machines), not more.
+MAX_FUTURE_SKEW = timedelta(hours=24)
+
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@/+=-]{0,199}$"
+NAMESPACE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+_SUBCATEGORY_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,63}$"
+_KEY_NAMESPACE = uuid.UUID("5d1f4b8e-52a4-4c55-9b5e-3c6c1f3f8a10")
+
+EventId = Annotated[str, Field(pattern=ID_PATTERN, description="Stable id; the idempotency key.")]
+Namespace = Annotated[str, Field(pattern=NAMESPACE_PATTERN, description="Memory namespace.")]
+
+
+def new_event_id() -> str:
+    return uuid.uuid4().hex
+
+
+def memory_key(namespace: str, event_id: str) -> str:
+    """The storage key of a memory: unique per (namespace, id), safe as a Zvec doc id and PK."""
+    return uuid.uuid5(_KEY_NAMESPACE, f"{namespace}\x00{event_id}").hex
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class EventMetadata(BaseModel):
+    """Structured fields used for filtering; unknown keys are kept (scrubbed)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    severity: Severity = Severity.INFO
+    service: str | None = None
+    package: str | None = None
+    path: str | None = None
+    generation: int | None = None
+    exit_code: int | None = None
+    duration_ms: float | None = None
+    tags: list[str] = Field(default_factory=list)
+
+    @field_validator("tags")
+    @classmethod
+    def _check_tags(cls, tags: list[str]) -> list[str]:
+        if len(tags) > MAX_TAGS:
+            raise ValueError(f"at most {MAX_TAGS} tags are allowed, got {len(tags)}")
+        cleaned: list[str] = []
+        for tag in tags:
+            tag = tag.strip()
+            if not tag:
+                continue
+            if len(tag) > MAX_TAG_CHARS:
+                raise ValueError(f"tag longer than {MAX_TAG_CHARS} characters: {tag[:20]!r}…")
+            if tag not in cleaned:
+                cleaned.append(tag)
+        return cleaned
+
+
+class MemoryEvent(BaseModel):
+    """One thing worth remembering. Secrets are scrubbed on construction, so every stage that
+    builds or parses an event stores only scrubbed text."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: EventId = Field(default_factory=new_event_id)
+    timestamp: datetime = Field(default_factory=utcnow)
+    namespace: Namespace = "default"
+    category: str = DEFAULT_CATEGORY
+    subcategory: str = "general"
+    actor: str = Field(default="system", min_length=1, max_length=128)
+    source: str = Field(default="api", min_length=1, max_length=128,
+                        description="What produced the event: a watcher name, 'api', 'rebuild', …")
+    summary: str = Field(min_length=1, max_length=MAX_SUMMARY_CHARS)
+    detail: str = Field(default="", max_length=MAX_DETAIL_CHARS)
+    metadata: EventMetadata = Field(default_factory=EventMetadata)
+
+    @field_validator("summary")
+    @classmethod
+    def _summary_not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("summary must not be blank")
+        return v
+
+    @field_validator("category")
+    @classmethod
+    def _known_category(cls, v: str) -> str:
+        if v not in CATEGORIES:
+            raise ValueError(f"unknown category {v!r}; expected one of: {', '.join(CATEGORIES)}")
+        return v
+
+    @field_validator("subcategory")
+    @classmethod
+    def _subcategory_shape(cls, v: str) -> str:
+        if not re.match(_SUBCATEGORY_PATTERN, v):
+            raise ValueError("subcategory must be lowercase letters, digits, '_', '.', '-' (≤64)")
+        return v
+
+    @field_validator("timestamp")
+    @classmethod
+    def _sane_timestamp(cls, v: datetime) -> datetime:
+        if v.tzinfo is None:
+            v = v.replace(tzinfo=UTC)
+        v = v.astimezone(UTC)
+        if v.year < 1971:
+            raise ValueError("timestamp before 1971 is not plausible")
+        if v > utcnow() + MAX_FUTURE_SKEW:
+            raise ValueError("timestamp is more than 24 hours in the future")
+        return v
+
+    @model_validator(mode="after")
+    def _scrub_and_size(self) -> MemoryEvent:
+        self.summary = scrub_text(self.summary)
+        self.detail = scrub_text(self.detail)
+        extra = self.metadata.model_extra
+        if extra:
+            extra.update(scrub_value(dict(extra)))
+        for name in ("service", "package", "path"):
+            val = getattr(self.metadata, name)
+            if val is not None:
+                setattr(self.metadata, name, scrub_text(val))
+        self.metadata.tags = [scrub_text(t) for t in self.metadata.tags]
+        size = len(json.dumps(self.metadata.model_dump(mode="json"), default=str))
+        if size > MAX_METADATA_BYTES:
+            raise ValueError(f"metadata is {size} bytes; the limit is {MAX_METADATA_BYTES}")
+        return self
+
+    @property
+    def key(self) -> str:
+        return memory_key(self.namespace, self.id)
+
+    @property
+    def ts_ms(self) -> int:
+        return int(self.timestamp.timestamp() * 1000)
+
+    @property
+    def severity(self) -> Severity:
+        return self.metadata.severity
+
+    def embedding_text(self) -> str:
+        """The text that gets embedded: summary first, then detail (models truncate the tail)."""
+        if self.detail and self.detail.strip() != self.summary.strip():
+            return f"{self.summary}\n{self.detail}"
+        return self.summary
+
+
+class EmbeddedEvent(BaseModel):
+    """An event after the embedder: the vector (or none, when no model was available)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    event: MemoryEvent
+    vector: list[float] | None = None
+    model: str | None = Field(default=None, description="Fingerprint of the embedding model")
+    dim: int | None = None
+    repeat_count: int = Field(default=1, ge=1)
+    last_seen: datetime | None = None
+    embedded_at: datetime = Field(default_factory=utcnow)
+
+    @property
+    def embedded(self) -> bool:
+        return self.vector is not None
+
+    @model_validator(mode="after")
+    def _dim_matches(self) -> EmbeddedEvent:
+        if self.vector is not None:
+            if self.dim is None:
+                self.dim = len(self.vector)
+            elif self.dim != len(self.vector):
+                raise ValueError(f"vector has {len(self.vector)} dimensions, dim says {self.dim}")
+        return self
+
+
+class DeadLetter(BaseModel):
+    """What goes to the dead-letter stream: the raw payload and why it can never succeed."""
+
+    stage: str
+    reason: str
+    subject: str
+    payload: str
+    failed_at: datetime = Field(default_factory=utcnow)

@@ -1,0 +1,66 @@
+"""Request-reply payloads between recall-api, the embedder and the indexer."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Tier = Literal["hot", "warm", "cold"]
+
+
+class EmbedRequest(BaseModel):
+    texts: list[str] = Field(min_length=1, max_length=1024)
+    kind: Literal["query", "document"] = "query"
+
+
+class EmbedReply(BaseModel):
+    vectors: list[list[float]] | None = None
+    model: str | None = None
+    dim: int | None = None
+    error: str | None = None
+    took_ms: float = 0.0
+
+
+class VectorFilter(BaseModel):
+    namespace: str = "default"
+    since_ms: int | None = None
+    until_ms: int | None = None
+    categories: list[str] | None = None
+    severities: list[str] | None = None
+
+
+class VectorSearchRequest(BaseModel):
+    vector: list[float]
+    model: str | None = Field(default=None, description="Fingerprint the vector was made with")
+    topk: int = Field(default=20, ge=1, le=1000)
+    tiers: list[Tier] = Field(default_factory=lambda: ["hot"])
+    filter: VectorFilter = Field(default_factory=VectorFilter)
+
+
+class VectorHit(BaseModel):
+    key: str
+    id: str
+    score: float = Field(description="Cosine similarity, higher is better")
+    tier: Tier
+    timestamp_ms: int
+    category: str
+    summary: str
+
+
+class VectorSearchReply(BaseModel):
+    hits: list[VectorHit] = Field(default_factory=list)
+    took_ms: dict[str, float] = Field(default_factory=dict)
+    error: str | None = None
+
+
+class AdminRequest(BaseModel):
+    verb: Literal["stats", "compact", "rebuild", "forget"]
+    namespace: str | None = None
+    keys: list[str] | None = None
+
+
+class AdminReply(BaseModel):
+    ok: bool = True
+    result: dict[str, object] = Field(default_factory=dict)
+    error: str | None = None

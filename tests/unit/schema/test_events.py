@@ -1,0 +1,61 @@
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from pydantic import ValidationError
+
+from totalrecall_schema import EmbeddedEvent, MemoryEvent, RecallRequest, Topology, memory_key
+
+
+def test_defaults_and_key_are_stable() -> None:
+    e = MemoryEvent(summary="nginx restarted", category="system.service", id="abc")
+    assert e.namespace == "default"
+    assert e.key == memory_key("default", "abc")
+    assert e.key != memory_key("other", "abc")
+    assert e.timestamp.tzinfo is not None
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"summary": ""}, "at least 1 character"),
+        ({"summary": "   "}, "must not be blank"),
+        ({"summary": "x", "category": "nope"}, "unknown category"),
+        ({"summary": "x", "namespace": "bad space"}, "String should match pattern"),
+        ({"summary": "x", "timestamp": datetime.now(UTC) + timedelta(days=3)}, "future"),
+        ({"summary": "x", "detail": "d" * 40_000}, "at most 32000"),
+        ({"summary": "x", "metadata": {"tags": ["t"] * 40}}, "at most 32 tags"),
+        ({"summary": "x", "surprise": 1}, "Extra inputs are not permitted"),
+    ],
+)
+def test_validation_messages_are_clear(fields: dict, message: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        MemoryEvent(**fields)
+    assert message in str(err.value)
+
+
+def test_naive_timestamp_is_utc() -> None:
+    e = MemoryEvent(summary="x", timestamp=datetime(2024, 5, 1, 12, 0))
+    assert e.timestamp == datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+
+def test_json_round_trip() -> None:
+    e = MemoryEvent(summary="s", detail="d", category="diagnosis",
+                    metadata={"severity": "error", "tags": ["a"], "custom": {"x": 1}})
+    again = MemoryEvent.model_validate_json(e.model_dump_json())
+    assert again == e
+    emb = EmbeddedEvent(event=e, vector=[0.0, 1.0], model="m")
+    assert EmbeddedEvent.model_validate_json(emb.model_dump_json()).dim == 2
+
+
+def test_recall_request_accepts_contract_alias() -> None:
+    r = RecallRequest.model_validate({"query": "q", "maxResults": 3})
+    assert r.max_results == 3
+    with pytest.raises(ValidationError):
+        RecallRequest.model_validate({"query": "q", "timeframe": "2w"})
+
+
+def test_topologies_are_isolated() -> None:
+    a, b = Topology.for_test("one"), Topology.for_test("two")
+    assert a.events_stream != b.events_stream
+    assert a.events_subject("error") == "tone.events.error"
+    assert Topology().events_subject("system.process") == "memory.events.system.process"
