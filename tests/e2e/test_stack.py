@@ -105,6 +105,29 @@ def test_cpu_hungry_process_shows_up_in_recall(stack: Stack) -> None:
         hog.wait()
 
 
+def test_crashed_service_is_restarted(stack: Stack) -> None:
+    def embedder() -> psutil.Process | None:
+        for child in psutil.Process(stack.proc.pid).children(recursive=True):
+            try:
+                if "totalrecall_embedder" in " ".join(child.cmdline()):
+                    return child
+            except psutil.NoSuchProcess:
+                continue
+        return None
+
+    first = wait_for(embedder, 10, "the embedder process")
+    first.kill()  # kill -9: no chance to clean up
+    second = wait_for(lambda: (e := embedder()) and e.pid != first.pid and e, 30,
+                      "the supervisor to restart the embedder")
+    assert second.is_running()
+    marker = uuid.uuid4().hex[:8]
+    r = stack.post("/memory/ingest", {"summary": f"disk /home at 93% after the restart {marker}",
+                                      "category": "system.storage"})
+    assert r.status_code == 200, r.text
+    wait_for(lambda: any(marker in m["summary"] for m in stack.recall("disk space on /home")), 60,
+             "an event ingested after the restart")
+
+
 def test_ctrl_c_leaves_nothing_running(stack: Stack) -> None:
     children = psutil.Process(stack.proc.pid).children(recursive=True)
     names = {c.name() for c in children}

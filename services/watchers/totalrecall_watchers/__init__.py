@@ -1,0 +1,1 @@
+"""Total Recall watchers: observe the machine and publish scrubbed `MemoryEvent`s."""

@@ -1,0 +1,128 @@
+"""`create_app(settings)`: the watchers, the publisher, /health and /metrics in one ASGI app."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from .core.base import Clock, EventContext, SystemClock, Watcher
+from .core.ratelimit import RateLimiter
+from .handlers import EventHandler
+from .metrics import Metrics
+from .publisher import NatsPublisher, Publisher
+from .runner import WatcherRunner
+from .settings import Settings
+
+log = logging.getLogger("totalrecall_watchers")
+
+WATCHER_NAMES = ("process", "journal", "services", "storage", "filesystem", "network", "nixos",
+                 "sessions", "timers")
+
+
+def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher], list[str]]:
+    """The enabled watchers (in priority order) and the names of the disabled ones."""
+    from .core.filesystem import FilesystemWatcher
+    from .core.journal import JournalWatcher
+    from .core.network import NetworkWatcher
+    from .core.nixos import NixosWatcher
+    from .core.process import ProcessThresholds, ProcessWatcher
+    from .core.sessions import SessionsWatcher
+    from .core.storage import StorageWatcher
+    from .core.systemd import ServicesWatcher, TimersWatcher
+
+    s = settings
+    factories: dict[str, Any] = {
+        "process": lambda: ProcessWatcher(ctx, interval_s=s.process.interval_s,
+                                          thresholds=ProcessThresholds(
+                                              cpu_percent=s.process.cpu_percent,
+                                              rss_mb=s.process.rss_mb,
+                                              mem_percent=s.process.mem_percent,
+                                              rearm_factor=s.process.rearm_factor,
+                                              max_cmdline_chars=s.process.max_cmdline_chars)),
+        "journal": lambda: JournalWatcher(ctx, s.journal),
+        "services": lambda: ServicesWatcher(ctx, interval_s=s.services.interval_s),
+        "storage": lambda: StorageWatcher(ctx, s.storage),
+        "filesystem": lambda: FilesystemWatcher(ctx, s.filesystem),
+        "network": lambda: NetworkWatcher(ctx, s.network),
+        "nixos": lambda: NixosWatcher(ctx, s.nixos),
+        "sessions": lambda: SessionsWatcher(ctx, interval_s=s.sessions.interval_s),
+        "timers": lambda: TimersWatcher(ctx, interval_s=s.timers.interval_s),
+    }
+    enabled: list[Watcher] = []
+    disabled: list[str] = []
+    for name in WATCHER_NAMES:
+        if getattr(s, name).enabled:
+            enabled.append(factories[name]())
+        else:
+            disabled.append(name)
+    return enabled, disabled
+
+
+def create_app(settings: Settings, *, publisher: Publisher | None = None,
+               clock: Clock | None = None, watchers: list[Watcher] | None = None,
+               metrics: Metrics | None = None) -> Starlette:
+    clock = clock or SystemClock()
+    metrics = metrics or Metrics()
+    ctx = EventContext(namespace=settings.namespace, hostname=settings.hostname, clock=clock)
+    if watchers is None:
+        watchers, disabled = build_watchers(settings, ctx)
+    else:
+        disabled = []
+    if publisher is None:
+        publisher = NatsPublisher(
+            nats_url=settings.nats_url, topology=settings.topology, spool=settings.spool_dir,
+            metrics=metrics, publish_timeout_s=settings.publish_timeout_s,
+            connect_timeout_s=settings.connect_timeout_s,
+            reconnect_wait_s=settings.reconnect_wait_s,
+            drain_interval_s=settings.spool.drain_interval_s,
+            max_spool_events=settings.spool.max_events, max_spool_bytes=settings.spool.max_bytes)
+    rl = settings.rate_limit
+    limiter = RateLimiter(per_watcher_per_hour=rl.per_watcher_per_hour,
+                          per_watcher_burst=rl.per_watcher_burst,
+                          global_per_hour=rl.global_per_hour, global_burst=rl.global_burst,
+                          monotonic=clock.monotonic)
+    handler = EventHandler(publisher, limiter, metrics)
+    runner = WatcherRunner(watchers, handler, metrics, disabled=disabled)
+    started = {"ok": False}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await publisher.start()
+        await runner.start()
+        started["ok"] = True
+        try:
+            yield
+        finally:
+            started["ok"] = False
+            await runner.stop()
+            await publisher.stop()
+
+    async def health(request: Request) -> JSONResponse:
+        watchers_h = runner.health()
+        nats_h = publisher.health()
+        failed = [n for n, w in watchers_h.items() if w["state"] == "failed"]
+        status = "ok" if nats_h.get("connected") and not failed else "degraded"
+        body = {"status": status if started["ok"] else "starting", "service": "watchers",
+                "nats": nats_h, "watchers": watchers_h, "rate_limit": limiter.snapshot()}
+        return JSONResponse(body, status_code=200 if started["ok"] else 503)
+
+    async def metrics_endpoint(request: Request) -> Response:
+        runner.export_stats()
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    app = Starlette(routes=[Route("/health", health), Route("/metrics", metrics_endpoint)],
+                    lifespan=lifespan)
+    app.state.runner = runner
+    app.state.publisher = publisher
+    app.state.limiter = limiter
+    app.state.metrics = metrics
+    app.state.settings = settings
+    return app

@@ -1,0 +1,1 @@
+"""Pure watcher logic: change detection, scrubbing extras, rate limiting, the spool."""

@@ -1,0 +1,123 @@
+"""What every watcher shares: the clock, the event factory, availability and the watcher base."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from totalrecall_schema import MemoryEvent, Severity
+
+from .scrub import scrub_extra
+
+#: What a streaming watcher calls with each event (rate limit, then publish or spool).
+Emit = Callable[[MemoryEvent], Awaitable[bool]]
+
+
+class Clock(Protocol):
+    def monotonic(self) -> float: ...
+
+    def now(self) -> datetime: ...
+
+
+class SystemClock:
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+class FakeClock:
+    """A settable clock for tests."""
+
+    def __init__(self, start: float = 1000.0, wall: datetime | None = None) -> None:
+        self.t = start
+        self.wall0 = wall or datetime(2026, 1, 1, tzinfo=UTC)
+        self.t0 = start
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+    def monotonic(self) -> float:
+        return self.t
+
+    def now(self) -> datetime:
+        from datetime import timedelta
+
+        return self.wall0 + timedelta(seconds=self.t - self.t0)
+
+
+class Unavailable(Exception):
+    """The watcher's source does not exist on this machine (reason in the message)."""
+
+
+@dataclass
+class EventContext:
+    """What every event of this service carries: namespace, host, the clock."""
+
+    namespace: str = "default"
+    hostname: str = "localhost"
+    clock: Clock = field(default_factory=SystemClock)
+
+    def event(self, source: str, category: str, subcategory: str, summary: str, *,
+              detail: str = "", severity: Severity = Severity.INFO, actor: str = "system",
+              service: str | None = None, path: str | None = None, generation: int | None = None,
+              exit_code: int | None = None, tags: list[str] | None = None,
+              **extra: Any) -> MemoryEvent:
+        """Build a `MemoryEvent`; every text passes the extra scrubber first (MemoryEvent
+        scrubs again on construction)."""
+        clean_tags = [scrub_extra(t)[:64] for t in tags or [] if t]
+        meta: dict[str, Any] = {"severity": severity, "tags": clean_tags[:32],
+                                "host": self.hostname}
+        if service is not None:
+            meta["service"] = scrub_extra(service)
+        if path is not None:
+            meta["path"] = scrub_extra(path)
+        if generation is not None:
+            meta["generation"] = generation
+        if exit_code is not None:
+            meta["exit_code"] = exit_code
+        for k, v in extra.items():
+            meta[k] = scrub_extra(v) if isinstance(v, str) else v
+        return MemoryEvent(
+            namespace=self.namespace, timestamp=self.clock.now(), category=category,
+            subcategory=subcategory, actor=actor, source=f"watcher.{source}",
+            summary=scrub_extra(summary)[:1900], detail=scrub_extra(detail)[:30000], metadata=meta,
+        )
+
+
+class Watcher:
+    """Base: a polling watcher implements `poll()`; a streaming one overrides `run()`."""
+
+    name: str = "watcher"
+    interval_s: float = 60.0
+
+    def __init__(self, ctx: EventContext) -> None:
+        self.ctx = ctx
+        self.note: str | None = None  # extra detail for /health (e.g. paths skipped)
+
+    def check_available(self) -> str | None:
+        """None when the source exists, else the reason it does not (shown in /health)."""
+        return None
+
+    def poll(self) -> list[MemoryEvent]:
+        raise NotImplementedError
+
+    async def run(self, emit: Emit, stop: asyncio.Event) -> None:  # pragma: no cover - runner
+        raise NotImplementedError
+
+    @property
+    def streaming(self) -> bool:
+        return type(self).run is not Watcher.run
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"

@@ -1,0 +1,208 @@
+"""Journal watcher: follow `journalctl -f -o json`, keep errors and warnings (PRIORITY ≤ 4).
+
+A failing systemd unit becomes `system.service/fail`, kernel messages `error/kernel`, the rest
+`error/system`. Identical messages (numbers, hex ids and UUIDs normalised away) from the same
+unit are reported once per dedup window (5 minutes by default).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import shutil
+from collections import OrderedDict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from totalrecall_schema import MemoryEvent, Severity
+
+from .base import Emit, EventContext, Unavailable, Watcher
+
+if TYPE_CHECKING:
+    from ..settings import JournalSettings
+
+log = logging.getLogger(__name__)
+
+JOURNAL_DIRS = (Path("/var/log/journal"), Path("/run/log/journal"))
+PRIORITY_NAMES = {0: "emerg", 1: "alert", 2: "crit", 3: "err", 4: "warning", 5: "notice",
+                  6: "info", 7: "debug"}
+_UNIT_FAIL = re.compile(r"(?i)\b(failed with result|failed to start|main process exited, "
+                        r"code=|start request repeated too quickly|entered failed state)")
+_NORMALISE = [
+    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I),
+     "<uuid>"),
+    (re.compile(r"\b0x[0-9a-f]+\b", re.I), "<hex>"),
+    (re.compile(r"\b[0-9a-f]{12,}\b", re.I), "<hex>"),
+    (re.compile(r"\d+"), "#"),
+    (re.compile(r"\s+"), " "),
+]
+_OOM = re.compile(r"(?i)out of memory: killed process (\d+) \(([^)]*)\)")
+MAX_DEDUP_KEYS = 5000
+
+
+def normalise(message: str) -> str:
+    for pattern, repl in _NORMALISE:
+        message = pattern.sub(repl, message)
+    return message.strip().lower()
+
+
+def _field(entry: dict[str, Any], name: str) -> str | None:
+    v = entry.get(name)
+    if v is None:
+        return None
+    if isinstance(v, list):  # binary fields come as byte arrays
+        if v and all(isinstance(b, int) for b in v):
+            return bytes(v).decode("utf-8", "replace")
+        v = v[0] if v else ""
+    return str(v)
+
+
+class JournalParser:
+    """Pure: one JSON line → an event (or None), with the dedup window."""
+
+    def __init__(self, ctx: EventContext, *, max_priority: int = 4,
+                 dedup_window_s: float = 300.0, source: str = "journal") -> None:
+        self.ctx = ctx
+        self.max_priority = max_priority
+        self.window = dedup_window_s
+        self.source = source
+        self._seen: OrderedDict[tuple[str, str], float] = OrderedDict()
+        self.deduplicated = 0
+        self.skipped = 0
+        self.parse_errors = 0
+
+    def parse(self, line: str | bytes) -> MemoryEvent | None:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            self.parse_errors += 1
+            return None
+        if not isinstance(entry, dict):
+            self.parse_errors += 1
+            return None
+        try:
+            prio = int(_field(entry, "PRIORITY") or 6)
+        except ValueError:
+            prio = 6
+        message = (_field(entry, "MESSAGE") or "").strip()
+        if prio > self.max_priority or not message:
+            self.skipped += 1
+            return None
+        unit = (_field(entry, "_SYSTEMD_UNIT") or _field(entry, "UNIT")
+                or _field(entry, "USER_UNIT") or _field(entry, "_SYSTEMD_USER_UNIT"))
+        ident = _field(entry, "SYSLOG_IDENTIFIER") or _field(entry, "_COMM") or unit or "journal"
+        transport = _field(entry, "_TRANSPORT")
+        now = self.ctx.clock.monotonic()
+        key = (unit or ident, normalise(message))
+        last = self._seen.get(key)
+        if last is not None and now - last < self.window:
+            self.deduplicated += 1
+            return None
+        self._seen[key] = now
+        self._seen.move_to_end(key)
+        while len(self._seen) > MAX_DEDUP_KEYS:
+            self._seen.popitem(last=False)
+
+        failing_unit = _field(entry, "UNIT") or _field(entry, "USER_UNIT")
+        severity = Severity.CRITICAL if prio <= 2 else Severity.ERROR if prio == 3 \
+            else Severity.WARNING
+        detail_lines = [message[:8000], f"priority: {PRIORITY_NAMES.get(prio, prio)} ({prio})"]
+        for label, name in (("unit", "_SYSTEMD_UNIT"), ("identifier", "SYSLOG_IDENTIFIER"),
+                            ("pid", "_PID"), ("command", "_COMM"), ("executable", "_EXE"),
+                            ("boot", "_BOOT_ID")):
+            v = _field(entry, name)
+            if v:
+                detail_lines.append(f"{label}: {v}")
+        detail = "\n".join(detail_lines)
+        first_line = message.splitlines()[0][:300]
+        extra: dict[str, Any] = {"priority": prio, "identifier": ident}
+        pid = _field(entry, "_PID")
+        if pid and pid.isdigit():
+            extra["pid"] = int(pid)
+        if failing_unit and (ident == "systemd" or ident.startswith("systemd"))\
+                and _UNIT_FAIL.search(message):
+            return self.ctx.event(
+                self.source, "system.service", "fail", f"{failing_unit}: {first_line}",
+                detail=detail, severity=Severity.ERROR, service=failing_unit,
+                tags=["journal", "service", "fail"], **extra)
+        oom = _OOM.search(message) if transport == "kernel" else None
+        if oom:
+            extra["pid"] = int(oom.group(1))
+            return self.ctx.event(
+                self.source, "system.process", "oom_kill",
+                f"{oom.group(2)} (PID {oom.group(1)}) killed by the kernel OOM killer",
+                detail=detail, severity=Severity.ERROR, tags=["journal", "kernel", "oom"],
+                process=oom.group(2), **extra)
+        if transport == "kernel":
+            return self.ctx.event(self.source, "error", "kernel", f"kernel: {first_line}",
+                                  detail=detail, severity=severity,
+                                  tags=["journal", "kernel"], **extra)
+        return self.ctx.event(self.source, "error", "system", f"{ident}: {first_line}",
+                              detail=detail, severity=severity, service=unit,
+                              tags=["journal", PRIORITY_NAMES.get(prio, "log")], **extra)
+
+
+class JournalWatcher(Watcher):
+    name = "journal"
+
+    def __init__(self, ctx: EventContext, settings: JournalSettings) -> None:
+        super().__init__(ctx)
+        self.settings = settings
+        self.parser = JournalParser(ctx, max_priority=settings.max_priority,
+                                    dedup_window_s=settings.dedup_window_s, source=self.name)
+
+    def check_available(self) -> str | None:
+        cmd = self.settings.command
+        if not cmd or shutil.which(cmd[0]) is None:
+            return f"{cmd[0] if cmd else 'journalctl'} not found on PATH"
+        if self.settings.skip_availability_check:
+            return None
+        journals = [p for d in JOURNAL_DIRS if d.is_dir() for p in d.rglob("*.journal*")]
+        if not journals:
+            return ("no systemd journal on this machine (no journal files under "
+                    + ", ".join(str(d) for d in JOURNAL_DIRS) + ")")
+        return None
+
+    def stats(self) -> dict[str, int]:
+        p = self.parser
+        return {"deduplicated": p.deduplicated, "parse_errors": p.parse_errors}
+
+    async def run(self, emit: Emit, stop: asyncio.Event) -> None:
+        proc = await asyncio.create_subprocess_exec(
+            *self.settings.command, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL, limit=1 << 20)
+        assert proc.stdout is not None and proc.stderr is not None
+        stop_task = asyncio.create_task(stop.wait())
+        try:
+            while True:
+                read = asyncio.create_task(proc.stdout.readline())
+                done, _ = await asyncio.wait({read, stop_task},
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if stop_task in done:
+                    read.cancel()
+                    return
+                line = read.result()
+                if not line:
+                    break
+                event = self.parser.parse(line)
+                if event is not None:
+                    await emit(event)
+            err = (await proc.stderr.read(2000)).decode("utf-8", "replace").strip()
+            rc = await proc.wait()
+            if rc != 0 and ("not been booted with systemd" in err or "No journal" in err):
+                raise Unavailable(err.splitlines()[0])
+            raise RuntimeError(f"{self.settings.command[0]} exited with {rc}: {err[:300]}")
+        finally:
+            stop_task.cancel()
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.terminate()
+                try:
+                    await asyncio.wait_for(proc.wait(), 5)
+                except TimeoutError:
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.kill()
+                    await proc.wait()

@@ -1,0 +1,154 @@
+"""Storage watcher: space and inode usage per filesystem, mounts and unmounts.
+
+Reports crossing into a level (warning ≥ 90 %, critical ≥ 95 % by default), including on the
+first look, and once when usage is back below the warning level (2 points of hysteresis).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from totalrecall_schema import MemoryEvent, Severity
+
+from .base import EventContext, Watcher, human_bytes
+
+if TYPE_CHECKING:
+    from ..settings import StorageSettings
+
+HYSTERESIS = 2.0
+#: Pseudo and container filesystems that are never interesting.
+SKIP_FSTYPES = {"proc", "sysfs", "devtmpfs", "devpts", "tmpfs", "cgroup", "cgroup2", "overlay",
+                "squashfs", "nsfs", "tracefs", "debugfs", "securityfs", "pstore", "bpf",
+                "autofs", "mqueue", "hugetlbfs", "fusectl", "configfs", "binfmt_misc", "ramfs",
+                "efivarfs", "rpc_pipefs", "nfsd"}
+
+
+@dataclass(frozen=True)
+class Usage:
+    mountpoint: str
+    device: str
+    fstype: str
+    total: int
+    used: int
+    free: int
+    percent: float
+    inodes_total: int
+    inodes_free: int
+
+    @property
+    def inode_percent(self) -> float:
+        if self.inodes_total <= 0:
+            return 0.0
+        return 100.0 * (self.inodes_total - self.inodes_free) / self.inodes_total
+
+
+class StorageSource(Protocol):
+    def usage(self) -> list[Usage]: ...
+
+
+class PsutilStorage:
+    def __init__(self, paths: list[str], include_partitions: bool = True) -> None:
+        self.paths = paths
+        self.include_partitions = include_partitions
+
+    def usage(self) -> list[Usage]:
+        import psutil
+
+        targets: list[tuple[str, str, str]] = []
+        if self.include_partitions:
+            for p in psutil.disk_partitions(all=False):
+                if p.fstype not in SKIP_FSTYPES and not p.mountpoint.startswith(("/proc", "/sys")):
+                    targets.append((p.mountpoint, p.device, p.fstype))
+        targets += [(p, "", "") for p in self.paths]
+        out: list[Usage] = []
+        seen_dev: set[int] = set()
+        for mount, device, fstype in targets:
+            try:
+                st = os.stat(mount)
+                if st.st_dev in seen_dev:
+                    continue
+                seen_dev.add(st.st_dev)
+                du = psutil.disk_usage(mount)
+                vfs = os.statvfs(mount)
+            except OSError:
+                continue
+            out.append(Usage(mount, device, fstype, du.total, du.used, du.free, du.percent,
+                             vfs.f_files, vfs.f_ffree))
+        return out
+
+
+class StorageWatcher(Watcher):
+    name = "storage"
+
+    def __init__(self, ctx: EventContext, settings: StorageSettings,
+                 source: StorageSource | None = None) -> None:
+        super().__init__(ctx)
+        self.interval_s = settings.interval_s
+        self.warn = settings.warn_percent
+        self.crit = settings.critical_percent
+        self.source: StorageSource = source or PsutilStorage(settings.paths,
+                                                             settings.include_partitions)
+        self.space_level: dict[str, int] = {}
+        self.inode_level: dict[str, int] = {}
+        self.mounts: set[str] | None = None
+
+    def _level(self, pct: float, prev: int) -> int:
+        if pct >= self.crit or (prev == 2 and pct >= self.crit - HYSTERESIS):
+            return 2
+        if pct >= self.warn or (prev >= 1 and pct >= self.warn - HYSTERESIS):
+            return 1
+        return 0
+
+    def poll(self) -> list[MemoryEvent]:
+        usages = self.source.usage()
+        events: list[MemoryEvent] = []
+        current = {u.mountpoint for u in usages}
+        if self.mounts is not None:
+            for m in sorted(current - self.mounts):
+                u = next(x for x in usages if x.mountpoint == m)
+                events.append(self.ctx.event(
+                    self.name, "system.storage", "mount",
+                    f"{u.device or 'filesystem'} mounted at {m}",
+                    detail=f"device: {u.device}\nfstype: {u.fstype}\nsize: {human_bytes(u.total)}",
+                    path=m, tags=["storage", "mount"]))
+            for m in sorted(self.mounts - current):
+                events.append(self.ctx.event(self.name, "system.storage", "unmount",
+                                             f"{m} unmounted", path=m, tags=["storage", "unmount"]))
+                self.space_level.pop(m, None)
+                self.inode_level.pop(m, None)
+        self.mounts = current
+        for u in usages:
+            events.extend(self._check(u, "space", u.percent, self.space_level))
+            events.extend(self._check(u, "inode", u.inode_percent, self.inode_level))
+        return events
+
+    def _check(self, u: Usage, kind: str, pct: float, levels: dict[str, int]) -> list[MemoryEvent]:
+        prev = levels.get(u.mountpoint, 0)
+        level = self._level(pct, prev)
+        levels[u.mountpoint] = level
+        if level == prev:
+            return []
+        sub = "space_warning" if kind == "space" else "inode_warning"
+        if kind == "space":
+            what = f"{u.mountpoint} at {pct:.0f}% capacity, {human_bytes(u.free)} remaining"
+        else:
+            what = (f"{u.mountpoint} inodes at {pct:.0f}% "
+                    f"({u.inodes_free} of {u.inodes_total} free)")
+        detail = (f"mountpoint: {u.mountpoint}\ndevice: {u.device}\nfstype: {u.fstype}\n"
+                  f"size: {human_bytes(u.total)}, used {human_bytes(u.used)}, "
+                  f"free {human_bytes(u.free)} ({u.percent:.1f}%)\n"
+                  f"inodes: {u.inodes_total - u.inodes_free} of {u.inodes_total} used "
+                  f"({u.inode_percent:.1f}%)")
+        if level < prev:
+            if level > 0:
+                return []  # critical → warning: not news
+            return [self.ctx.event(self.name, "system.storage", sub,
+                                   f"{u.mountpoint} {kind} usage back to {pct:.0f}%",
+                                   detail=detail, path=u.mountpoint, severity=Severity.INFO,
+                                   tags=["storage", kind, "recovered"], percent=round(pct, 1))]
+        sev = Severity.CRITICAL if level == 2 else Severity.WARNING
+        return [self.ctx.event(self.name, "system.storage", sub, what, detail=detail,
+                               path=u.mountpoint, severity=sev, tags=["storage", kind],
+                               percent=round(pct, 1), free_bytes=u.free)]

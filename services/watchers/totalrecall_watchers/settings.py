@@ -1,0 +1,155 @@
+"""Settings of the watchers service (env prefix `TR_WATCHERS_`, nested with `__`).
+
+Examples: `TR_WATCHERS_PROCESS__INTERVAL_S=1`, `TR_WATCHERS_PROCESS__CPU_PERCENT=40`,
+`TR_WATCHERS_JOURNAL__ENABLED=false`,
+`TR_WATCHERS_FILESYSTEM__PATHS='["/etc/nixos","/home/me/src"]'` (lists are JSON).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from totalrecall_schema import Topology
+
+
+def _home() -> Path:
+    return Path(os.environ.get("TOTALRECALL_HOME", "~/.local/share/totalrecall")).expanduser()
+
+
+class WatcherSettings(BaseModel):
+    enabled: bool = True
+    interval_s: float = Field(default=60.0, gt=0)
+
+
+class ProcessSettings(WatcherSettings):
+    interval_s: float = Field(default=30.0, gt=0)
+    #: Percent of ONE core, averaged over one interval (cpu-time delta / wall-time delta).
+    cpu_percent: float = Field(default=50.0, gt=0)
+    #: A process is high-memory when its RSS is over `rss_mb` OR over `mem_percent` of RAM.
+    rss_mb: float = Field(default=2048.0, gt=0)
+    mem_percent: float = Field(default=25.0, gt=0)
+    #: An alert re-arms when usage falls below threshold × rearm_factor (hysteresis).
+    rearm_factor: float = Field(default=0.8, gt=0, le=1)
+    max_cmdline_chars: int = 1000
+
+
+class JournalSettings(WatcherSettings):
+    command: list[str] = Field(default_factory=lambda: [
+        "journalctl", "--follow", "--output=json", "--lines=0", "--priority=warning"])
+    #: Only entries with PRIORITY <= this (0 emerg … 4 warning … 7 debug).
+    max_priority: int = 4
+    dedup_window_s: float = 300.0
+    #: Skip the "is there a journal at all" check (tests run a fake command).
+    skip_availability_check: bool = False
+
+
+class ServicesSettings(WatcherSettings):
+    interval_s: float = Field(default=60.0, gt=0)
+
+
+class TimersSettings(WatcherSettings):
+    interval_s: float = Field(default=60.0, gt=0)
+
+
+class StorageSettings(WatcherSettings):
+    interval_s: float = Field(default=60.0, gt=0)
+    warn_percent: float = 90.0
+    critical_percent: float = 95.0
+    #: Extra paths to check; the real (physical) partitions are always included.
+    paths: list[str] = Field(default_factory=list)
+    include_partitions: bool = True
+
+
+class FilesystemSettings(WatcherSettings):
+    paths: list[str] = Field(default_factory=lambda: ["/etc/nixos"])
+    #: Repeated changes of the same path within this window become one event.
+    coalesce_s: float = 60.0
+    debounce_ms: int = 500
+    force_polling: bool = False
+    ignore_dirs: list[str] = Field(default_factory=lambda: [
+        ".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv", ".mypy_cache",
+        ".pytest_cache", ".ruff_cache", ".cache", ".direnv", "build", "dist", "target", "result",
+        ".tox", ".idea", ".gradle"])
+    #: Trees never reported (besides these, $TOTALRECALL_HOME itself: no feedback loops).
+    ignore_paths: list[str] = Field(default_factory=list)
+    ignore_suffixes: list[str] = Field(default_factory=lambda: [
+        "~", ".swp", ".swx", ".swo", ".tmp", ".temp", ".part", ".crdownload", ".pyc", ".pyo",
+        ".o", ".a", ".so", ".lock", ".log", ".bak"])
+
+
+class NetworkSettings(WatcherSettings):
+    interval_s: float = Field(default=60.0, gt=0)
+    #: Resolve `dns_host` every interval; off by default (the machine may have no internet).
+    dns_check: bool = False
+    dns_host: str = "nixos.org"
+    dns_timeout_s: float = 5.0
+
+
+class NixosSettings(WatcherSettings):
+    interval_s: float = Field(default=30.0, gt=0)
+    profiles_dir: str = "/nix/var/nix/profiles"
+    diff_closures: bool = True
+
+
+class SessionsSettings(WatcherSettings):
+    interval_s: float = Field(default=30.0, gt=0)
+
+
+class RateLimitSettings(BaseModel):
+    """Token buckets: design budget 50–200 events/hour at steady state, bursts allowed."""
+
+    per_watcher_per_hour: float = 100.0
+    per_watcher_burst: float = 20.0
+    global_per_hour: float = 200.0
+    global_burst: float = 60.0
+
+
+class SpoolSettings(BaseModel):
+    #: Default `$TOTALRECALL_HOME/spool/watchers/` (one fsynced file per event).
+    dir: str | None = None
+    max_events: int = Field(default=10_000, gt=0)
+    max_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    drain_interval_s: float = 5.0
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TR_WATCHERS_", env_nested_delimiter="__",
+                                      extra="ignore")
+
+    nats_url: str = "nats://127.0.0.1:4222"
+    subject_prefix: str = "memory"
+    stream_prefix: str = "MEMORY"
+    http_host: str = "127.0.0.1"
+    http_port: int = 8768
+    namespace: str = "default"
+    hostname: str = Field(default_factory=socket.gethostname)
+    publish_timeout_s: float = 5.0
+    connect_timeout_s: float = 2.0
+    reconnect_wait_s: float = 1.0
+    log_level: str = "info"
+
+    process: ProcessSettings = Field(default_factory=ProcessSettings)
+    journal: JournalSettings = Field(default_factory=JournalSettings)
+    services: ServicesSettings = Field(default_factory=ServicesSettings)
+    timers: TimersSettings = Field(default_factory=TimersSettings)
+    storage: StorageSettings = Field(default_factory=StorageSettings)
+    filesystem: FilesystemSettings = Field(default_factory=FilesystemSettings)
+    network: NetworkSettings = Field(default_factory=NetworkSettings)
+    nixos: NixosSettings = Field(default_factory=NixosSettings)
+    sessions: SessionsSettings = Field(default_factory=SessionsSettings)
+    rate_limit: RateLimitSettings = Field(default_factory=RateLimitSettings)
+    spool: SpoolSettings = Field(default_factory=SpoolSettings)
+
+    @property
+    def topology(self) -> Topology:
+        return Topology(prefix=self.subject_prefix, stream_prefix=self.stream_prefix)
+
+    @property
+    def spool_dir(self) -> Path:
+        if self.spool.dir:
+            return Path(self.spool.dir).expanduser()
+        return _home() / "spool" / "watchers"

@@ -1,0 +1,112 @@
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from totalrecall_schema import MemoryEvent, Severity
+from totalrecall_watchers.core.base import EventContext, FakeClock
+from totalrecall_watchers.core.journal import JournalParser, JournalWatcher, normalise
+from totalrecall_watchers.settings import JournalSettings
+
+
+def line(msg: str, prio: int = 3, **fields: str) -> str:
+    return json.dumps({"MESSAGE": msg, "PRIORITY": str(prio), **fields})
+
+
+def test_info_is_skipped_errors_and_warnings_kept() -> None:
+    p = JournalParser(EventContext(clock=FakeClock()))
+    assert p.parse(line("Started session 4", prio=6)) is None
+    assert p.parse(line("debug chatter", prio=7)) is None
+    warn = p.parse(line("disk almost full", prio=4, SYSLOG_IDENTIFIER="smartd"))
+    err = p.parse(line("segfault in worker", prio=3, _SYSTEMD_UNIT="app.service",
+                       SYSLOG_IDENTIFIER="app"))
+    assert warn is not None and warn.severity == Severity.WARNING
+    assert (warn.category, warn.subcategory) == ("error", "system")
+    assert err is not None and err.severity == Severity.ERROR
+    assert err.summary == "app: segfault in worker" and err.metadata.service == "app.service"
+    assert p.skipped == 2
+
+
+def test_unit_failure_becomes_service_fail() -> None:
+    p = JournalParser(EventContext(clock=FakeClock()))
+    e = p.parse(line("postgresql.service: Failed with result 'exit-code'.", prio=4,
+                     SYSLOG_IDENTIFIER="systemd", UNIT="postgresql.service",
+                     _SYSTEMD_UNIT="init.scope", _PID="1"))
+    assert e is not None
+    assert (e.category, e.subcategory) == ("system.service", "fail")
+    assert e.metadata.service == "postgresql.service" and e.severity == Severity.ERROR
+    assert e.summary.startswith("postgresql.service: ")
+
+
+def test_kernel_messages() -> None:
+    p = JournalParser(EventContext(clock=FakeClock()))
+    e = p.parse(line("Out of memory: Killed process 4521 (chrome) total-vm:4200000kB", prio=3,
+                     _TRANSPORT="kernel"))
+    assert e is not None and (e.category, e.subcategory) == ("system.process", "oom_kill")
+    assert e.summary == "chrome (PID 4521) killed by the kernel OOM killer"
+    assert e.metadata.model_extra["pid"] == 4521
+    e = p.parse(line("EXT4-fs error (device sda1): bad block", prio=3, _TRANSPORT="kernel"))
+    assert e is not None and (e.category, e.subcategory) == ("error", "kernel")
+
+
+def test_identical_messages_deduplicated_within_window() -> None:
+    clock = FakeClock()
+    p = JournalParser(EventContext(clock=clock), dedup_window_s=300)
+    msg = "connection to 10.0.0.{n} port {n}00 failed after {n}ms (req 0x{n}abcdef)"
+    first = p.parse(line(msg.format(n=1), SYSLOG_IDENTIFIER="app"))
+    assert first is not None
+    for n in range(2, 50):
+        clock.advance(5)
+        assert p.parse(line(msg.format(n=n), SYSLOG_IDENTIFIER="app")) is None
+    assert p.deduplicated == 48
+    # other unit: not a duplicate
+    assert p.parse(line(msg.format(n=1), SYSLOG_IDENTIFIER="other")) is not None
+    clock.advance(301)
+    assert p.parse(line(msg.format(n=7), SYSLOG_IDENTIFIER="app")) is not None
+
+
+def test_normalise_and_bad_input() -> None:
+    assert normalise("PID 1234 failed at 0xdeadbeef uuid 123e4567-e89b-12d3-a456-426614174000") \
+        == "pid # failed at <hex> uuid <uuid>"
+    p = JournalParser(EventContext(clock=FakeClock()))
+    assert p.parse("not json") is None and p.parse("[1,2]") is None
+    assert p.parse_errors == 2
+    # binary MESSAGE as a byte array
+    e = p.parse(json.dumps({"MESSAGE": list(b"binary \xff boom"), "PRIORITY": 3}))
+    assert e is not None and "binary" in e.summary
+
+
+async def test_watcher_follows_a_command(tmp_path: Path) -> None:
+    script = tmp_path / "fake_journalctl.py"
+    entries = [line("worker crashed", 3, SYSLOG_IDENTIFIER="w"), line("fine", 6),
+               line("worker crashed", 3, SYSLOG_IDENTIFIER="w"),
+               line("disk slow", 4, SYSLOG_IDENTIFIER="d")]
+    script.write_text("import sys, time\n" + "".join(
+        f"print({e!r}, flush=True)\n" for e in entries) + "time.sleep(60)\n")
+    settings = JournalSettings(command=[sys.executable, str(script)],
+                               skip_availability_check=True)
+    w = JournalWatcher(EventContext(clock=FakeClock()), settings)
+    assert w.check_available() is None and w.streaming
+    got: list[MemoryEvent] = []
+
+    async def emit(e: MemoryEvent) -> bool:
+        got.append(e)
+        return True
+
+    stop = asyncio.Event()
+    task = asyncio.create_task(w.run(emit, stop))
+    deadline = asyncio.get_running_loop().time() + 10
+    while len(got) < 2:
+        assert asyncio.get_running_loop().time() < deadline, got
+        await asyncio.sleep(0.05)
+    stop.set()
+    await asyncio.wait_for(task, 10)
+    assert [e.summary for e in got] == ["w: worker crashed", "d: disk slow"]
+    assert w.stats()["deduplicated"] == 1
+
+
+def test_missing_journal_is_unavailable(tmp_path: Path) -> None:
+    w = JournalWatcher(EventContext(), JournalSettings(command=["no-such-journalctl-binary"]))
+    assert "not found" in (w.check_available() or "")
