@@ -2,9 +2,9 @@
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.bootstrapped
-PYPROJECTS := $(wildcard libs/*/pyproject.toml cli/pyproject.toml services/*/pyproject.toml) requirements-dev.txt
+PYPROJECTS := $(wildcard libs/*/pyproject.toml cli/pyproject.toml services/*/pyproject.toml integrations/*/pyproject.toml) requirements-dev.txt
 
-.PHONY: bootstrap run test test-unit test-integration test-e2e bench eval lint typecheck compose-check clean
+.PHONY: bootstrap run test test-plugin test-unit test-integration test-e2e bench eval lint typecheck compose-check clean
 
 bootstrap: $(STAMP)
 
@@ -16,9 +16,12 @@ $(STAMP): $(PYPROJECTS) scripts/bootstrap.sh
 run: bootstrap
 	$(BIN)/totalrecall run
 
-## test: every test (unit, integration against real servers, end-to-end)
-test: bootstrap
+## test: every test (unit, integration against real servers, end-to-end, the OpenClaw plugin's)
+test: bootstrap test-plugin
 	$(BIN)/pytest
+
+test-plugin:
+	cd integrations/openclaw && npm ci --no-audit --no-fund && npm test
 
 test-unit: bootstrap
 	$(BIN)/pytest tests/unit
@@ -38,10 +41,10 @@ eval: bootstrap
 	$(BIN)/python -m eval
 
 lint: bootstrap
-	$(BIN)/ruff check libs cli services tests bench eval
+	$(BIN)/ruff check libs cli services integrations tests bench eval
 
 typecheck: bootstrap
-	$(BIN)/mypy libs/schema/totalrecall_schema cli/totalrecall
+	$(BIN)/mypy libs/schema/totalrecall_schema cli/totalrecall libs/client/totalrecall_client integrations/mcp/totalrecall_mcp
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

