@@ -1,0 +1,227 @@
+"""The indexer app: a FastStream NATS worker with /metrics and /health."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from typing import Any
+
+import nats
+from faststream.asgi import AsgiFastStream, AsgiResponse, get
+from faststream.nats import NatsBroker
+from faststream.params import NoCast
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from prometheus_client import make_asgi_app
+from totalrecall_schema import (
+    AdminReply,
+    DeadLetter,
+    EmbedReply,
+    EmbedRequest,
+    VectorSearchReply,
+    ensure_streams,
+)
+
+from .core.indexer import EmbedFn, Indexer, IndexerConfig
+from .core.markdown import MarkdownLog
+from .core.pgstore import PgStore
+from .core.tiers import ZvecTiers
+from .handlers import handle_admin, handle_embedded_batch, handle_search
+from .metrics import Metrics
+from .settings import Settings
+
+log = logging.getLogger("totalrecall.indexer")
+
+
+async def _raw_decoder(msg: Any) -> Any:
+    """Hand the handlers the raw bytes: they validate themselves (bad payloads → DLQ)."""
+    return msg.body
+
+
+def build_indexer(settings: Settings, metrics: Metrics | None = None,
+                  pg: PgStore | None = None, tiers: ZvecTiers | None = None) -> Indexer:
+    return Indexer(
+        markdown=MarkdownLog(settings.memory_dir),
+        pg=pg or PgStore(settings.pg_dsn),
+        tiers=tiers or ZvecTiers(settings.zvec_dir, default_dim=settings.dim,
+                                 optimize_threads=settings.optimize_threads),
+        metrics=metrics or Metrics(),
+        config=IndexerConfig(
+            hot_max_age_s=settings.hot_max_age_s, warm_max_age_s=settings.warm_max_age_s,
+            search_ef=settings.search_ef, optimize_min_new_docs=settings.optimize_min_new_docs,
+            optimize_max_delay_s=settings.optimize_max_delay_s,
+            embed_batch=settings.embed_batch),
+    )
+
+
+def nats_embed_fn(nc: Any, settings: Settings) -> EmbedFn:
+    """Embed documents through the embedder's `rpc_embed_batch` (None when unavailable)."""
+    subject = settings.topology.rpc_embed_batch
+
+    async def embed(texts: list[str]) -> EmbedReply | None:
+        req = EmbedRequest(texts=texts, kind="document")
+        try:
+            msg = await nc.request(subject, req.model_dump_json().encode(),
+                                   timeout=settings.embed_timeout_s)
+        except Exception as exc:  # no responders, timeout, connection closed
+            log.warning("embedder unavailable: %s", exc)
+            return None
+        return EmbedReply.model_validate_json(msg.data)
+
+    return embed
+
+
+def create_app(settings: Settings, *, indexer: Indexer | None = None,
+               embed: EmbedFn | None = None, pg_connect_timeout_s: float = 60.0,
+               ) -> AsgiFastStream:
+    topo = settings.topology
+    metrics = indexer.metrics if indexer is not None else Metrics()
+    idx = indexer or build_indexer(settings, metrics)
+    broker = NatsBroker(settings.nats_url, log_level=logging.DEBUG)
+    state: dict[str, Any] = {"ready": False, "tasks": [], "nc": None, "embed": embed,
+                             "consuming": False}
+
+    async def publish_dlq(dl: DeadLetter) -> None:
+        await state["nc"].jetstream().publish(
+            topo.dlq_subject("indexer"), dl.model_dump_json().encode(), stream=topo.dlq_stream,
+            headers={"content-type": "application/json"})
+
+    # The embedded-events consumer is a plain nats-py pull loop rather than a FastStream
+    # batch subscriber: FastStream 0.7.8's batch loop drops an already-fetched partial batch
+    # when nats-py raises a bare asyncio.TimeoutError while topping it up (the messages then
+    # wait for ack_wait before redelivery).
+    async def subscribe() -> Any:
+        js = state["nc"].jetstream()
+        return await js.pull_subscribe(
+            topo.embedded_all, durable=topo.indexer_durable, stream=topo.embedded_stream,
+            config=ConsumerConfig(
+                durable_name=topo.indexer_durable, ack_policy=AckPolicy.EXPLICIT,
+                deliver_policy=DeliverPolicy.ALL, ack_wait=settings.ack_wait_s,
+                max_ack_pending=20_000, filter_subject=topo.embedded_all))
+
+    async def consume_loop(sub: Any) -> None:
+        while state["consuming"]:
+            try:
+                msgs = await sub.fetch(settings.batch_size, timeout=settings.fetch_timeout_s)
+            except (TimeoutError, nats.errors.TimeoutError):
+                continue
+            except Exception as exc:  # connection trouble: nats-py reconnects by itself
+                log.warning("fetch failed: %s", exc)
+                await asyncio.sleep(1.0)
+                continue
+            try:
+                await handle_embedded_batch(msgs, idx, publish_dlq, settings.retry_delay_s)
+            except Exception:  # never let the loop die; unacked messages come back
+                log.exception("batch handling failed")
+
+    @broker.subscriber(topo.rpc_vector_search, decoder=_raw_decoder, max_workers=4)
+    async def on_search(body: NoCast[Any]) -> VectorSearchReply:
+        return await handle_search(body, idx)
+
+    @broker.subscriber(topo.rpc_index_admin, decoder=_raw_decoder)
+    async def on_admin(body: NoCast[Any]) -> AdminReply:
+        return await handle_admin(body, idx, state["embed"])
+
+    async def startup() -> None:
+        await asyncio.to_thread(idx.tiers.open)
+        deadline = time.monotonic() + pg_connect_timeout_s
+        while True:
+            try:
+                await idx.pg.start()
+                break
+            except Exception as exc:  # Postgres not up yet: retry until the deadline
+                if time.monotonic() > deadline:
+                    raise
+                log.warning("postgres not reachable yet (%s); retrying", exc)
+                await asyncio.sleep(1.0)
+        nc = await nats.connect(settings.nats_url, name="totalrecall-indexer-admin")
+        state["nc"] = nc
+        await ensure_streams(nc.jetstream(), topo)
+        if state["embed"] is None:
+            state["embed"] = nats_embed_fn(nc, settings)
+
+    async def after_startup() -> None:
+        await idx.refresh_metrics()
+        state["consuming"] = True
+        state["consumer"] = asyncio.create_task(consume_loop(await subscribe()))
+        if settings.background_tasks:
+            state["tasks"] = [asyncio.create_task(_compact_loop(idx, settings)),
+                              asyncio.create_task(_optimize_loop(idx, settings))]
+        state["ready"] = True
+
+    async def shutdown() -> None:
+        state["ready"] = False
+        state["consuming"] = False
+        consumer = state.get("consumer")
+        if consumer is not None:  # let the current batch finish (bounded), then stop
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(consumer, timeout=settings.fetch_timeout_s + 30)
+        for task in state["tasks"]:
+            task.cancel()
+        for task in state["tasks"]:
+            with contextlib.suppress(BaseException):
+                await task
+
+    async def after_shutdown() -> None:
+        async with idx.write_lock:
+            if state["nc"] is not None:
+                with contextlib.suppress(Exception):
+                    await state["nc"].close()
+            await idx.pg.close()
+            await idx.close_stores()
+
+    @get
+    async def health(scope: Any) -> AsgiResponse:
+        if not state["ready"]:
+            return _json({"status": "starting"}, 503)
+        pg_ok = await idx.pg.ping()
+        nc = state["nc"]
+        nats_ok = bool(nc is not None and nc.is_connected)
+        try:
+            tiers = await asyncio.to_thread(idx.tiers.stats)
+        except Exception as exc:
+            return _json({"status": "error", "zvec": str(exc)}, 503)
+        status = "ok" if pg_ok and nats_ok else "degraded"
+        return _json({"status": status, "postgres": pg_ok, "nats": nats_ok,
+                      "model": idx.tiers.model, "dim": idx.tiers.dim,
+                      "docs": {t: int(s["doc_count"]) for t, s in tiers.items()}}, 200)
+
+    app = AsgiFastStream(
+        broker,
+        asgi_routes=[("/metrics", make_asgi_app(metrics.registry)), ("/health", health)],
+        on_startup=[startup], after_startup=[after_startup],
+        on_shutdown=[shutdown], after_shutdown=[after_shutdown],
+    )
+    app.indexer = idx  # type: ignore[attr-defined]  # for tests and the CLI
+    return app
+
+
+def _json(obj: Any, status: int) -> AsgiResponse:
+    return AsgiResponse(json.dumps(obj, default=str).encode(), status_code=status,
+                        headers={"content-type": "application/json"})
+
+
+async def _compact_loop(idx: Indexer, settings: Settings) -> None:
+    delay = min(60.0, settings.compact_interval_s)  # first pass soon after a (re)start
+    while True:
+        await asyncio.sleep(delay)
+        delay = settings.compact_interval_s
+        try:
+            moved = await idx.compact()
+            if any(moved.values()):
+                log.info("compaction moved %s", moved)
+        except Exception:
+            log.exception("compaction failed")
+
+
+async def _optimize_loop(idx: Indexer, settings: Settings) -> None:
+    while True:
+        await asyncio.sleep(settings.optimize_interval_s)
+        try:
+            done = await idx.optimize_once()
+            if done:
+                log.info("HNSW built: %s", done)
+        except Exception:
+            log.exception("optimize failed")

@@ -1,0 +1,488 @@
+"""The indexer's logic: write a batch to Markdown + Postgres + Zvec, search, admin verbs.
+
+No NATS here: the handlers decode messages and ack; rebuild gets an `embed` callable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from typing import Any
+
+from totalrecall_schema import (
+    AdminReply,
+    AdminRequest,
+    EmbeddedEvent,
+    EmbedReply,
+    VectorHit,
+    VectorSearchReply,
+    VectorSearchRequest,
+)
+
+from ..metrics import Metrics
+from .markdown import LogRecord, MarkdownLog
+from .pgstore import PgRow, PgStore
+from .search import TIERS, build_filter, distance_to_similarity, fuse_tier_hits, tier_for_age
+from .tiers import MAX_BATCH, ZDoc, ZvecTiers
+
+log = logging.getLogger("totalrecall.indexer")
+
+#: texts -> EmbedReply, or None when the embedder is unavailable.
+EmbedFn = Callable[[list[str]], Awaitable[EmbedReply | None]]
+
+
+class StoreUnavailable(Exception):
+    """A store that should come back (Postgres down, disk full): retry the batch later."""
+
+
+@dataclass
+class BatchResult:
+    indexed: int = 0
+    unembedded: int = 0
+    markdown_written: int = 0
+    markdown_skipped: int = 0
+    by_tier: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class IndexerConfig:
+    hot_max_age_s: float = 24 * 3600
+    warm_max_age_s: float = 90 * 24 * 3600
+    search_ef: int = 128
+    optimize_min_new_docs: int = 2000
+    optimize_max_delay_s: float = 900.0
+    embed_batch: int = 64
+
+
+def _is_data_error(exc: BaseException) -> bool:
+    """A Postgres error caused by the data itself (SQLSTATE class 22/23): retrying won't help."""
+    import asyncpg
+
+    state = getattr(exc, "sqlstate", None) or ""
+    return isinstance(exc, asyncpg.PostgresError) and state[:2] in ("22", "23")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _zdoc(ev: EmbeddedEvent) -> ZDoc:
+    e = ev.event
+    assert ev.vector is not None
+    return ZDoc(key=e.key, vector=ev.vector, namespace=e.namespace, category=e.category,
+                subcategory=e.subcategory, severity=e.metadata.severity.value, ts_ms=e.ts_ms,
+                id=e.id, summary=e.summary)
+
+
+class Indexer:
+    def __init__(self, markdown: MarkdownLog, pg: PgStore, tiers: ZvecTiers,
+                 metrics: Metrics | None = None, config: IndexerConfig | None = None) -> None:
+        self.markdown = markdown
+        self.pg = pg
+        self.tiers = tiers
+        self.metrics = metrics or Metrics()
+        self.cfg = config or IndexerConfig()
+        self.write_lock = asyncio.Lock()
+        self._optimize_lock = asyncio.Lock()
+        # Searches run in threads without the write lock; a collection reset (rebuild) must
+        # wait until none is in flight and keep new ones out meanwhile.
+        self._searches = 0
+        self._no_searches = asyncio.Event()
+        self._no_searches.set()
+        self._resetting = False
+        self._new_since_optimize: dict[str, int] = dict.fromkeys(TIERS, 0)
+        self._last_optimize: dict[str, float] = dict.fromkeys(TIERS, time.monotonic())
+        self.last_compaction: dict[str, Any] | None = None
+
+    # --- ingest ----------------------------------------------------------------------------
+    def tier_for(self, ts_ms: int, now_ms: int) -> str:
+        return tier_for_age(ts_ms, now_ms, self.cfg.hot_max_age_s, self.cfg.warm_max_age_s)
+
+    async def index_batch(self, events: Sequence[EmbeddedEvent],
+                          write_markdown: bool = True) -> BatchResult:
+        """Markdown (fsync) → Postgres → Zvec. Raises StoreUnavailable when a store is down
+        (nothing is acked then; every write is idempotent so the retry is safe)."""
+        async with self.write_lock:
+            return await self._index_batch(events, write_markdown)
+
+    async def _index_batch(self, events: Sequence[EmbeddedEvent],
+                           write_markdown: bool) -> BatchResult:
+        res = BatchResult()
+        if not events:
+            return res
+        # Last one wins within a batch (same key twice: keep the highest repeat_count).
+        uniq: dict[str, EmbeddedEvent] = {}
+        for ev in events:
+            cur = uniq.get(ev.event.key)
+            if cur is None or ev.repeat_count >= cur.repeat_count:
+                uniq[ev.event.key] = ev
+        batch = list(uniq.values())
+        now_ms = _now_ms()
+        m = self.metrics
+
+        # Which vectors may go into Zvec (same model fingerprint and dim as the collections)?
+        vec_ok: dict[str, bool] = {}
+        verdicts: dict[tuple[str | None, int], bool] = {}
+        for ev in batch:
+            if ev.vector is None:
+                vec_ok[ev.event.key] = False
+                continue
+            sig = (ev.model, len(ev.vector))
+            ok = verdicts.get(sig)
+            if ok is None:
+                if sig == (self.tiers.model, self.tiers.dim):
+                    ok = True
+                else:
+                    if (self.tiers.model is None and sig[1] != self.tiers.dim
+                            and await asyncio.to_thread(self.tiers.total_docs) == 0):
+                        await self._reset_tiers(sig[1], sig[0])  # first vectors fix the dim
+                    ok = await asyncio.to_thread(self.tiers.accept, *sig)
+                verdicts[sig] = ok
+            if not ok:
+                log.warning("event %s embedded with %s (dim %d) but the index holds %s (dim %d);"
+                            " stored unembedded (run rebuild after a model change)",
+                            ev.event.key, ev.model, len(ev.vector), self.tiers.model,
+                            self.tiers.dim)
+            vec_ok[ev.event.key] = ok
+
+        rows: list[PgRow] = []
+        by_tier: dict[str, list[ZDoc]] = {}
+        for ev in batch:
+            tier = self.tier_for(ev.event.ts_ms, now_ms)
+            ok = vec_ok[ev.event.key]
+            rec = LogRecord.from_embedded(ev)
+            if not ok:
+                rec.model = None if ev.vector is None else ev.model
+            rows.append(PgRow(rec=rec, tier=tier, embedded=ok))
+            if ok:
+                by_tier.setdefault(tier, []).append(_zdoc(ev))
+
+        # The three stores are written concurrently (Markdown and Zvec in threads); the batch
+        # is acked only when all three succeeded, and every write is idempotent, so a retry
+        # after a partial failure is safe.
+        async def write_markdown_log() -> None:
+            if not write_markdown:
+                return
+            t0 = time.perf_counter()
+            try:
+                ares = await asyncio.to_thread(
+                    self.markdown.append, [LogRecord.from_embedded(e) for e in batch])
+            except OSError as exc:
+                raise StoreUnavailable(f"markdown log: {exc}") from exc
+            m.write_seconds.labels(store="markdown").observe(time.perf_counter() - t0)
+            res.markdown_written, res.markdown_skipped = ares.written, ares.skipped
+
+        async def write_postgres() -> None:
+            t0 = time.perf_counter()
+            try:
+                await self.pg.upsert(rows)
+            except Exception as exc:
+                if _is_data_error(exc):
+                    raise
+                raise StoreUnavailable(f"postgres: {type(exc).__name__}: {exc}") from exc
+            m.write_seconds.labels(store="postgres").observe(time.perf_counter() - t0)
+
+        async def write_zvec() -> None:
+            t0 = time.perf_counter()
+            for tier, docs in by_tier.items():
+                try:
+                    await asyncio.to_thread(self.tiers.upsert, tier, docs)
+                except OSError as exc:
+                    raise StoreUnavailable(f"zvec {tier}: {exc}") from exc
+                self._new_since_optimize[tier] += len(docs)
+                res.by_tier[tier] = len(docs)
+            m.write_seconds.labels(store="zvec").observe(time.perf_counter() - t0)
+
+        outcomes = await asyncio.gather(write_markdown_log(), write_postgres(), write_zvec(),
+                                        return_exceptions=True)
+        errors = [o for o in outcomes if isinstance(o, BaseException)]
+        for err in errors:  # a data error wins: retrying would not help
+            if not isinstance(err, StoreUnavailable):
+                raise err
+        if errors:
+            raise errors[0]
+
+        done_ms = _now_ms()
+        for ev in batch:
+            lag = (done_ms - ev.event.ts_ms) / 1000.0
+            if lag >= 0:
+                m.searchable_seconds.observe(lag)
+        res.indexed = sum(1 for ok in vec_ok.values() if ok)
+        res.unembedded = len(batch) - res.indexed
+        m.events.labels(outcome="indexed").inc(res.indexed)
+        if res.unembedded:
+            m.events.labels(outcome="unembedded").inc(res.unembedded)
+        return res
+
+    # --- search ----------------------------------------------------------------------------
+    async def search(self, req: VectorSearchRequest) -> VectorSearchReply:
+        if self._resetting:
+            return VectorSearchReply(error="index is being rebuilt; retry shortly")
+        self._searches += 1
+        self._no_searches.clear()
+        try:
+            return await self._search(req)
+        finally:
+            self._searches -= 1
+            if self._searches == 0:
+                self._no_searches.set()
+
+    async def _reset_tiers(self, dim: int, model: str | None) -> None:
+        """Re-create the collections once no search or HNSW build is using them."""
+        self._resetting = True
+        try:
+            async with self._optimize_lock:
+                await self._no_searches.wait()
+                await asyncio.to_thread(self.tiers.reset, dim, model)
+        finally:
+            self._resetting = False
+
+    async def close_stores(self, optimize_wait_s: float = 10.0) -> None:
+        """Close Zvec (after any running HNSW build; zvec survives an unclean exit anyway)."""
+        self._resetting = True
+        try:
+            await asyncio.wait_for(self._optimize_lock.acquire(), timeout=optimize_wait_s)
+        except TimeoutError:
+            log.warning("HNSW build still running at shutdown; leaving zvec to close at exit")
+            return
+        try:
+            await self._no_searches.wait()
+            await asyncio.to_thread(self.tiers.close)
+        finally:
+            self._optimize_lock.release()
+
+    async def _search(self, req: VectorSearchRequest) -> VectorSearchReply:
+        t_all = time.perf_counter()
+        tiers = self.tiers
+        if req.model and tiers.model and req.model != tiers.model:
+            return VectorSearchReply(error=(
+                f"model mismatch: query vector made with {req.model!r}, index holds "
+                f"{tiers.model!r}"))
+        if tiers.model is None and tiers.total_docs() == 0:
+            return VectorSearchReply(took_ms={"total": 0.0})
+        if len(req.vector) != tiers.dim:
+            return VectorSearchReply(error=(
+                f"dimension mismatch: query has {len(req.vector)}, index has {tiers.dim}"))
+        try:
+            flt = build_filter(req.filter)
+        except ValueError as exc:
+            return VectorSearchReply(error=f"invalid filter: {exc}")
+        ef = max(self.cfg.search_ef, req.topk * 2)
+
+        async def one(tier: str) -> tuple[str, list[VectorHit], float]:
+            t0 = time.perf_counter()
+            raw = await asyncio.to_thread(tiers.search, tier, req.vector, req.topk, flt, ef)
+            took = time.perf_counter() - t0
+            self.metrics.search_seconds.labels(tier=tier).observe(took)
+            hits = [VectorHit(key=h.key, id=str(h.fields.get("id", "")),
+                              score=distance_to_similarity(h.distance), tier=tier,  # type: ignore[arg-type]
+                              timestamp_ms=int(h.fields.get("ts", 0)),
+                              category=str(h.fields.get("category", "")),
+                              summary=str(h.fields.get("summary", "")))
+                    for h in raw]
+            return tier, hits, took * 1000.0
+
+        wanted = [t for t in dict.fromkeys(req.tiers) if t in tiers.cols]
+        try:
+            results = await asyncio.gather(*(one(t) for t in wanted))
+        except (ValueError, RuntimeError) as exc:
+            return VectorSearchReply(error=f"search failed: {exc}")
+        took = {t: round(ms, 3) for t, _h, ms in results}
+        hits = fuse_tier_hits({t: h for t, h, _ms in results}, req.topk)
+        took["total"] = round((time.perf_counter() - t_all) * 1000.0, 3)
+        return VectorSearchReply(hits=hits, took_ms=took)
+
+    # --- tiers: compaction and HNSW builds -------------------------------------------------
+    async def compact(self, now_ms: int | None = None) -> dict[str, int]:
+        """Promote hot→warm (older than 24 h) and warm→cold (older than 90 d). Target first,
+        then delete from the source: a memory is never missing (briefly it may be in both)."""
+        now_ms = _now_ms() if now_ms is None else now_ms
+        moved: dict[str, int] = {}
+        for src, dst, max_age in (("hot", "warm", self.cfg.hot_max_age_s),
+                                  ("warm", "cold", self.cfg.warm_max_age_s)):
+            cutoff = now_ms - int(max_age * 1000)
+            total = 0
+            for _ in range(100_000):
+                async with self.write_lock:
+                    docs = await asyncio.to_thread(self.tiers.fetch_older, src, cutoff, MAX_BATCH)
+                    if not docs:
+                        break
+                    await asyncio.to_thread(self.tiers.upsert, dst, docs)
+                    keys = [d.key for d in docs]
+                    await asyncio.to_thread(self.tiers.delete, src, keys)
+                    self._new_since_optimize[dst] += len(docs)
+                try:
+                    await self.pg.set_tier(keys, dst)
+                except Exception as exc:  # the tier column is informative; zvec is the truth
+                    log.warning("could not record tier change in postgres: %s", exc)
+                total += len(docs)
+                self.metrics.compacted.labels(src=src, dst=dst).inc(len(docs))
+                if len(docs) < MAX_BATCH:
+                    break
+            moved[f"{src}->{dst}"] = total
+        self.last_compaction = {"at": datetime.now(UTC).isoformat(), **moved}
+        await self.refresh_metrics()
+        return moved
+
+    def optimize_due(self, tier: str, completeness: float, doc_count: int) -> bool:
+        if completeness >= 1.0 or doc_count == 0:
+            return False
+        if self._new_since_optimize[tier] >= self.cfg.optimize_min_new_docs:
+            return True
+        return time.monotonic() - self._last_optimize[tier] >= self.cfg.optimize_max_delay_s
+
+    async def optimize_once(self, force: bool = False) -> dict[str, float]:
+        """Build the HNSW of every tier that needs it (one at a time, in a thread)."""
+        done: dict[str, float] = {}
+        if self._optimize_lock.locked():
+            return done
+        async with self._optimize_lock:
+            stats = await asyncio.to_thread(self.tiers.stats)
+            for tier, st in stats.items():
+                due = (st["doc_count"] > 0 and st["index_completeness"] < 1.0) if force else \
+                    self.optimize_due(tier, st["index_completeness"], int(st["doc_count"]))
+                if not due:
+                    continue
+                self._new_since_optimize[tier] = 0
+                t0 = time.perf_counter()
+                await asyncio.to_thread(self.tiers.optimize, tier)
+                took = time.perf_counter() - t0
+                self._last_optimize[tier] = time.monotonic()
+                self.metrics.optimize_seconds.labels(tier=tier).observe(took)
+                done[tier] = round(took, 3)
+            self.metrics.set_tier_stats(await asyncio.to_thread(self.tiers.stats))
+        return done
+
+    async def refresh_metrics(self) -> None:
+        self.metrics.set_tier_stats(await asyncio.to_thread(self.tiers.stats))
+        with contextlib.suppress(Exception):
+            self.metrics.pg_rows.set(await self.pg.count())
+
+    # --- admin -----------------------------------------------------------------------------
+    async def stats(self) -> dict[str, Any]:
+        tiers = await asyncio.to_thread(self.tiers.stats)
+        out: dict[str, Any] = {
+            "tiers": tiers,
+            "docs": {t: int(s["doc_count"]) for t, s in tiers.items()},
+            "index_completeness": {t: s["index_completeness"] for t, s in tiers.items()},
+            "model": self.tiers.model,
+            "dim": self.tiers.dim,
+            "markdown_days": len(await asyncio.to_thread(self.markdown.days)),
+            "last_compaction": self.last_compaction,
+        }
+        try:
+            out["pg_count"] = await self.pg.count()
+            out["pg_by_tier"] = await self.pg.counts_by_tier()
+        except Exception as exc:
+            out["pg_count"] = None
+            out["pg_error"] = str(exc)
+        self.metrics.set_tier_stats(tiers)
+        if out["pg_count"] is not None:
+            self.metrics.pg_rows.set(out["pg_count"])
+        return out
+
+    async def forget(self, keys: Sequence[str], namespace: str | None = None) -> dict[str, Any]:
+        keys = list(dict.fromkeys(keys))
+        if not keys:
+            return {"forgotten": 0}
+        async with self.write_lock:
+            when = await self.pg.timestamps(keys, namespace)
+            if namespace is not None:
+                keys = [k for k in keys if k in when]  # only what belongs to that namespace
+            deleted_pg = await self.pg.delete(keys, namespace)
+            zvec_deleted = 0
+            for tier in TIERS:
+                zvec_deleted += await asyncio.to_thread(self.tiers.delete, tier, keys)
+            days: set[date] | None = {ts.astimezone(UTC).date() for ts in when.values()}
+            if len(when) < len(keys):
+                days = None  # some keys unknown to Postgres: search every daily file
+            md = await asyncio.to_thread(self.markdown.forget, keys, days,
+                                         f"forget requested for {len(keys)} key(s)")
+        await self.refresh_metrics()
+        return {"forgotten": len(keys), "postgres": len(deleted_pg), "zvec": zvec_deleted,
+                "markdown": md}
+
+    async def rebuild(self, embed: EmbedFn | None, chunk: int = 512) -> dict[str, Any]:
+        """Re-create Zvec and Postgres from the Markdown daily logs, re-embedding every memory
+        through `embed` (≤ cfg.embed_batch texts per call). When the embedder is unavailable
+        the memories are stored unembedded (keyword-searchable) instead."""
+        t0 = time.perf_counter()
+        async with self.write_lock:
+            records = await asyncio.to_thread(lambda: list(self.markdown.iter_all()))
+            embedder_ok = embed is not None
+            model: str | None = None
+            dim = self.tiers.dim
+
+            async def embed_records(recs: list[LogRecord]) -> list[list[float] | None]:
+                nonlocal embedder_ok, model, dim
+                out: list[list[float] | None] = []
+                step = max(1, self.cfg.embed_batch)
+                for i in range(0, len(recs), step):
+                    part = recs[i: i + step]
+                    reply = None
+                    if embedder_ok and embed is not None:
+                        try:
+                            reply = await embed([r.event.embedding_text() for r in part])
+                        except Exception as exc:
+                            log.warning("embedder failed during rebuild: %s", exc)
+                            reply = None
+                    ok = (reply is not None and reply.error is None and reply.vectors is not None
+                          and len(reply.vectors) == len(part)
+                          and (model is None or reply.model == model))
+                    if not ok:
+                        embedder_ok = False
+                        out.extend([None] * len(part))
+                        continue
+                    assert reply is not None and reply.vectors is not None
+                    if model is None:
+                        model = reply.model
+                        dim = reply.dim or len(reply.vectors[0])
+                    out.extend(reply.vectors)
+                return out
+
+            first = records[:chunk]
+            first_vecs = await embed_records(first) if first else []
+            await self._reset_tiers(dim, model)
+            self._new_since_optimize = dict.fromkeys(TIERS, 0)
+            await self.pg.truncate()
+            n_embedded = 0
+            for start in range(0, len(records), chunk):
+                recs = records[start: start + chunk]
+                vecs = first_vecs if start == 0 else await embed_records(recs)
+                events = []
+                for rec, vec in zip(recs, vecs, strict=True):
+                    events.append(EmbeddedEvent(
+                        event=rec.event, vector=vec, model=model if vec is not None else None,
+                        repeat_count=rec.repeat_count, last_seen=rec.last_seen))
+                    n_embedded += vec is not None
+                await self._index_batch(events, write_markdown=False)
+        await self.refresh_metrics()
+        return {"records": len(records), "embedded": n_embedded,
+                "unembedded": len(records) - n_embedded, "model": model,
+                "took_s": round(time.perf_counter() - t0, 3)}
+
+    async def admin(self, req: AdminRequest, embed: EmbedFn | None = None) -> AdminReply:
+        try:
+            if req.verb == "stats":
+                return AdminReply(result=await self.stats())
+            if req.verb == "compact":
+                moved = await self.compact()
+                optimized = await self.optimize_once()
+                return AdminReply(result={"moved": moved, "optimized": optimized})
+            if req.verb == "forget":
+                if not req.keys:
+                    return AdminReply(ok=False, error="forget needs keys")
+                return AdminReply(result=await self.forget(req.keys, req.namespace))
+            if req.verb == "rebuild":
+                return AdminReply(result=await self.rebuild(embed))
+        except StoreUnavailable as exc:
+            return AdminReply(ok=False, error=str(exc))
+        except Exception as exc:
+            log.exception("admin %s failed", req.verb)
+            return AdminReply(ok=False, error=f"{type(exc).__name__}: {exc}")
+        return AdminReply(ok=False, error=f"unknown verb {req.verb!r}")

@@ -1,0 +1,218 @@
+"""The Postgres mirror: table `memories` (one row per key), full-text tsvector, migrations."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from .markdown import LogRecord
+
+#: Versioned migrations, applied in order under an advisory lock (safe for concurrent starts).
+MIGRATIONS: list[tuple[int, str, str]] = [
+    (1, "memories table, full-text and filter indexes", """
+CREATE TABLE IF NOT EXISTS memories (
+    key          text PRIMARY KEY,
+    id           text NOT NULL,
+    namespace    text NOT NULL,
+    ts           timestamptz NOT NULL,
+    category     text NOT NULL,
+    subcategory  text NOT NULL,
+    actor        text NOT NULL,
+    source       text NOT NULL,
+    severity     text NOT NULL,
+    service      text,
+    tags         text[] NOT NULL DEFAULT '{}',
+    summary      text NOT NULL,
+    detail       text NOT NULL DEFAULT '',
+    metadata     jsonb NOT NULL DEFAULT '{}'::jsonb,
+    tier         text NOT NULL DEFAULT 'hot',
+    embedded     boolean NOT NULL DEFAULT false,
+    model        text,
+    repeat_count integer NOT NULL DEFAULT 1,
+    last_seen    timestamptz,
+    inserted_at  timestamptz NOT NULL DEFAULT now(),
+    tsv tsvector GENERATED ALWAYS AS (
+        setweight(to_tsvector('english', coalesce(summary, '')), 'A') ||
+        setweight(to_tsvector('english', coalesce(detail, '')), 'B')) STORED
+);
+CREATE INDEX IF NOT EXISTS memories_tsv_gin ON memories USING GIN (tsv);
+CREATE INDEX IF NOT EXISTS memories_ns_ts ON memories (namespace, ts);
+CREATE INDEX IF NOT EXISTS memories_ns_cat_ts ON memories (namespace, category, ts);
+"""),
+]
+
+_ADVISORY_LOCK_ID = 0x7452_4D45  # "tRME"
+
+_COLUMNS = ("key", "id", "namespace", "ts", "category", "subcategory", "actor", "source",
+            "severity", "service", "tags", "summary", "detail", "metadata", "tier", "embedded",
+            "model", "repeat_count", "last_seen")
+
+_UPSERT_SQL = f"""
+INSERT INTO memories ({", ".join(_COLUMNS)})
+SELECT u.key, u.id, u.namespace, u.ts, u.category, u.subcategory, u.actor, u.source, u.severity,
+       u.service, u.tags::text[], u.summary, u.detail, u.metadata, u.tier, u.embedded, u.model,
+       u.repeat_count, u.last_seen
+FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[],
+            $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
+            $12::text[], $13::text[], $14::jsonb[], $15::text[], $16::bool[], $17::text[],
+            $18::int[], $19::timestamptz[])
+     AS u({", ".join(_COLUMNS)})
+ON CONFLICT (key) DO UPDATE SET
+    id = EXCLUDED.id, namespace = EXCLUDED.namespace, ts = EXCLUDED.ts,
+    category = EXCLUDED.category, subcategory = EXCLUDED.subcategory, actor = EXCLUDED.actor,
+    source = EXCLUDED.source, severity = EXCLUDED.severity, service = EXCLUDED.service,
+    tags = EXCLUDED.tags, summary = EXCLUDED.summary, detail = EXCLUDED.detail,
+    metadata = EXCLUDED.metadata, tier = EXCLUDED.tier,
+    embedded = EXCLUDED.embedded
+               OR (memories.embedded AND EXCLUDED.model IS NOT DISTINCT FROM memories.model),
+    model = COALESCE(EXCLUDED.model, memories.model),
+    repeat_count = GREATEST(memories.repeat_count, EXCLUDED.repeat_count),
+    last_seen = GREATEST(memories.last_seen, EXCLUDED.last_seen)
+"""
+
+
+@dataclass
+class PgRow:
+    rec: LogRecord
+    tier: str
+    embedded: bool
+
+
+async def migrate(conn: asyncpg.Connection) -> list[int]:
+    """Apply pending migrations; returns the versions applied now."""
+    applied_now: list[int] = []
+    await conn.execute("SELECT pg_advisory_lock($1)", _ADVISORY_LOCK_ID)
+    try:
+        await conn.execute("""
+            CREATE TABLE IF NOT EXISTS schema_migrations (
+                version integer PRIMARY KEY, description text NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now())""")
+        done = {r["version"] for r in await conn.fetch("SELECT version FROM schema_migrations")}
+        for version, description, sql in MIGRATIONS:
+            if version in done:
+                continue
+            async with conn.transaction():
+                await conn.execute(sql)
+                await conn.execute(
+                    "INSERT INTO schema_migrations (version, description) VALUES ($1, $2)",
+                    version, description)
+            applied_now.append(version)
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock($1)", _ADVISORY_LOCK_ID)
+    return applied_now
+
+
+def _columns(rows: Sequence[PgRow]) -> list[list[Any]]:
+    cols: list[list[Any]] = [[] for _ in _COLUMNS]
+    for row in rows:
+        ev = row.rec.event
+        md = ev.metadata
+        values = (
+            ev.key, ev.id, ev.namespace, ev.timestamp, ev.category, ev.subcategory, ev.actor,
+            ev.source, md.severity.value, md.service, list(md.tags), ev.summary, ev.detail,
+            json.dumps(md.model_dump(mode="json")), row.tier, row.embedded, row.rec.model,
+            row.rec.repeat_count, row.rec.last_seen,
+        )
+        for col, val in zip(cols, values, strict=True):
+            col.append(val)
+    # text[] of tags: unnest of a 2-D array is not what we want, so encode each as a literal.
+    cols[10] = [_text_array_literal(t) for t in cols[10]]
+    return cols
+
+
+def _text_array_literal(items: list[str]) -> str:
+    def q(s: str) -> str:
+        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    return "{" + ",".join(q(s) for s in items) + "}"
+
+
+class PgStore:
+    def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 4) -> None:
+        self.dsn = dsn
+        self._min = min_size
+        self._max = max_size
+        self.pool: asyncpg.Pool | None = None
+
+    async def start(self) -> None:
+        self.pool = await asyncpg.create_pool(self.dsn, min_size=self._min, max_size=self._max,
+                                              command_timeout=60)
+        async with self.pool.acquire() as conn:
+            await migrate(conn)
+
+    async def close(self) -> None:
+        if self.pool is not None:
+            await self.pool.close()
+            self.pool = None
+
+    def _p(self) -> asyncpg.Pool:
+        if self.pool is None:
+            raise ConnectionError("postgres pool is not started")
+        return self.pool
+
+    async def ping(self) -> bool:
+        try:
+            async with self._p().acquire(timeout=2) as conn:
+                await conn.fetchval("SELECT 1", timeout=2)
+            return True
+        except Exception:
+            return False
+
+    async def upsert(self, rows: Sequence[PgRow]) -> None:
+        if not rows:
+            return
+        # One row per key per statement (ON CONFLICT cannot touch a row twice).
+        dedup: dict[str, PgRow] = {}
+        for row in rows:
+            dedup[row.rec.key] = row
+        cols = _columns(list(dedup.values()))
+        async with self._p().acquire() as conn:
+            await conn.execute(_UPSERT_SQL, *cols)
+
+    async def set_tier(self, keys: Sequence[str], tier: str) -> None:
+        if keys:
+            async with self._p().acquire() as conn:
+                await conn.execute("UPDATE memories SET tier = $2 WHERE key = ANY($1::text[])",
+                                   list(keys), tier)
+
+    async def delete(self, keys: Sequence[str], namespace: str | None = None) -> list[str]:
+        async with self._p().acquire() as conn:
+            if namespace is None:
+                rows = await conn.fetch(
+                    "DELETE FROM memories WHERE key = ANY($1::text[]) RETURNING key", list(keys))
+            else:
+                rows = await conn.fetch(
+                    "DELETE FROM memories WHERE key = ANY($1::text[]) AND namespace = $2 "
+                    "RETURNING key", list(keys), namespace)
+        return [r["key"] for r in rows]
+
+    async def timestamps(self, keys: Sequence[str],
+                         namespace: str | None = None) -> dict[str, datetime]:
+        async with self._p().acquire() as conn:
+            rows = await conn.fetch(
+                "SELECT key, ts FROM memories WHERE key = ANY($1::text[]) "
+                "AND ($2::text IS NULL OR namespace = $2)", list(keys), namespace)
+        return {r["key"]: r["ts"] for r in rows}
+
+    async def count(self) -> int:
+        async with self._p().acquire() as conn:
+            return int(await conn.fetchval("SELECT count(*) FROM memories"))
+
+    async def counts_by_tier(self) -> dict[str, int]:
+        async with self._p().acquire() as conn:
+            rows = await conn.fetch(
+                "SELECT tier, embedded, count(*) AS n FROM memories GROUP BY tier, embedded")
+        out: dict[str, int] = {}
+        for r in rows:
+            name = r["tier"] if r["embedded"] else f"{r['tier']}_unembedded"
+            out[name] = out.get(name, 0) + int(r["n"])
+        return out
+
+    async def truncate(self) -> None:
+        async with self._p().acquire() as conn:
+            await conn.execute("TRUNCATE memories")

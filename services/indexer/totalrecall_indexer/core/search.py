@@ -1,0 +1,66 @@
+"""Pure search helpers: tier assignment, zvec filter strings, fusion of per-tier hits."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from totalrecall_schema import Tier, VectorFilter, VectorHit
+
+TIERS: tuple[Tier, ...] = ("hot", "warm", "cold")
+HOT_MAX_AGE_S = 24 * 3600
+WARM_MAX_AGE_S = 90 * 24 * 3600
+
+#: Characters a filter value may contain: what namespaces, categories and severities use.
+_SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.:@/+= -]{1,200}$")
+
+
+def tier_for_age(ts_ms: int, now_ms: int, hot_max_age_s: float = HOT_MAX_AGE_S,
+                 warm_max_age_s: float = WARM_MAX_AGE_S) -> Tier:
+    """Where a memory of this age belongs: hot < 24 h ≤ warm < 90 d ≤ cold."""
+    age_s = (now_ms - ts_ms) / 1000.0
+    if age_s < hot_max_age_s:
+        return "hot"
+    if age_s < warm_max_age_s:
+        return "warm"
+    return "cold"
+
+
+def _quote(value: str) -> str:
+    if not _SAFE_VALUE.match(value):
+        raise ValueError(f"unsupported character in filter value {value[:40]!r}")
+    return f"'{value}'"
+
+
+def build_filter(flt: VectorFilter) -> str:
+    """The zvec filter expression for a VectorFilter (zvec wants `=`, not `==`)."""
+    parts = [f"namespace = {_quote(flt.namespace)}"]
+    if flt.since_ms is not None:
+        parts.append(f"ts >= {int(flt.since_ms)}")
+    if flt.until_ms is not None:
+        parts.append(f"ts <= {int(flt.until_ms)}")
+    for name, values in (("category", flt.categories), ("severity", flt.severities)):
+        if values is None:
+            continue
+        if not values:
+            raise ValueError(f"empty {name} list matches nothing")
+        parts.append(f"{name} IN ({', '.join(_quote(v) for v in dict.fromkeys(values))})")
+    return " and ".join(parts)
+
+
+def distance_to_similarity(distance: float) -> float:
+    """zvec's COSINE score is a distance (0 = identical); the API speaks similarity."""
+    return 1.0 - float(distance)
+
+
+def fuse_tier_hits(per_tier: Mapping[str, Sequence[VectorHit]], topk: int) -> list[VectorHit]:
+    """Merge the hits of several tiers: one hit per key (the best score; on a tie the hotter
+    tier, since a memory briefly lives in two tiers while it is being promoted), best first."""
+    order = {t: i for i, t in enumerate(TIERS)}
+    best: dict[str, VectorHit] = {}
+    for tier in sorted(per_tier, key=lambda t: order.get(t, 99)):
+        for hit in per_tier[tier]:
+            cur = best.get(hit.key)
+            if cur is None or hit.score > cur.score + 1e-6:
+                best[hit.key] = hit
+    return sorted(best.values(), key=lambda h: (-h.score, -h.timestamp_ms, h.key))[:topk]

@@ -1,0 +1,44 @@
+"""Prometheus metrics of the indexer, on a per-app registry."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_E2E_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0)
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.docs = Gauge("totalrecall_indexer_docs", "Docs per Zvec tier", ["tier"], registry=r)
+        self.pg_rows = Gauge("totalrecall_indexer_pg_rows", "Rows in Postgres memories",
+                             registry=r)
+        self.index_completeness = Gauge(
+            "totalrecall_indexer_index_completeness_ratio",
+            "Fraction of a tier's docs inside the HNSW graph", ["tier"], registry=r)
+        self.write_seconds = Histogram(
+            "totalrecall_indexer_write_seconds", "Write latency per store and batch",
+            ["store"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.searchable_seconds = Histogram(
+            "totalrecall_indexer_event_to_searchable_seconds",
+            "Event timestamp to searchable in the indexer", buckets=_E2E_BUCKETS, registry=r)
+        self.optimize_seconds = Histogram(
+            "totalrecall_indexer_optimize_seconds", "HNSW build (optimize) duration", ["tier"],
+            buckets=(0.1, 0.5, 1, 5, 10, 30, 60, 120, 300, 600, 1800), registry=r)
+        self.batch_size = Histogram(
+            "totalrecall_indexer_batch_size", "Messages per consumed batch",
+            buckets=(1, 2, 5, 10, 25, 50, 100, 250, 500, 1000), registry=r)
+        self.events = Counter("totalrecall_indexer_events_total", "Events by outcome",
+                              ["outcome"], registry=r)
+        self.search_seconds = Histogram(
+            "totalrecall_indexer_search_seconds", "Vector search latency per tier", ["tier"],
+            buckets=_LATENCY_BUCKETS, registry=r)
+        self.compacted = Counter("totalrecall_indexer_compacted_total", "Docs moved between tiers",
+                                 ["src", "dst"], registry=r)
+
+    def set_tier_stats(self, stats: dict[str, dict[str, float]]) -> None:
+        for tier, st in stats.items():
+            self.docs.labels(tier=tier).set(st["doc_count"])
+            self.index_completeness.labels(tier=tier).set(st["index_completeness"])

@@ -1,0 +1,70 @@
+"""Indexer settings (environment prefix TR_INDEXER_)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from totalrecall_schema import Topology
+
+
+def _default_home() -> Path:
+    return Path(os.environ.get("TOTALRECALL_HOME", "~/.local/share/totalrecall")).expanduser()
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TR_INDEXER_", extra="ignore")
+
+    nats_url: str = "nats://127.0.0.1:4222"
+    subject_prefix: str = "memory"
+    stream_prefix: str = "MEMORY"
+    http_host: str = "127.0.0.1"
+    http_port: int = 8767
+    pg_dsn: str = "postgresql://postgres@127.0.0.1:5433/totalrecall"
+
+    #: State directory; default `$TOTALRECALL_HOME` (zvec under `zvec/`, logs under `memory/`).
+    home: Path = Field(default_factory=_default_home)
+    #: Vector dimension used until the first embedded event says otherwise.
+    dim: int = 384
+
+    # consumer
+    batch_size: int = 256
+    #: Longest wait of one pull request (a fetch returns as soon as messages are there).
+    fetch_timeout_s: float = 1.0
+    ack_wait_s: float = 120.0
+    #: Delay before a batch is redelivered when Postgres (or another store) is down.
+    retry_delay_s: float = 5.0
+
+    # tiers
+    hot_max_age_s: float = 24 * 3600
+    warm_max_age_s: float = 90 * 24 * 3600
+    compact_interval_s: float = 600.0
+    optimize_interval_s: float = 30.0
+    #: Build the HNSW once this many docs arrived since the last build …
+    optimize_min_new_docs: int = 2000
+    #: … or once this long has passed with an incomplete index.
+    optimize_max_delay_s: float = 900.0
+    background_tasks: bool = True
+    #: Threads zvec may use for an HNSW build (the machine has 2 cores shared by everyone).
+    optimize_threads: int = 1
+
+    # search
+    search_ef: int = 128
+
+    # rebuild
+    embed_timeout_s: float = 60.0
+    embed_batch: int = 64
+
+    @property
+    def topology(self) -> Topology:
+        return Topology(prefix=self.subject_prefix, stream_prefix=self.stream_prefix)
+
+    @property
+    def zvec_dir(self) -> Path:
+        return self.home / "zvec"
+
+    @property
+    def memory_dir(self) -> Path:
+        return self.home / "memory"

@@ -1,0 +1,5 @@
+"""Fixtures of the indexer integration tests (defined in indexer_it_helpers)."""
+
+from indexer_it_helpers import harness, nc, settings
+
+__all__ = ["harness", "nc", "settings"]

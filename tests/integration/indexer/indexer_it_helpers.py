@@ -1,0 +1,99 @@
+"""Helpers and fixtures for the indexer integration tests (real nats-server, Postgres, Zvec)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import nats
+import numpy as np
+import pytest
+from totalrecall_indexer.app import create_app
+from totalrecall_indexer.settings import Settings
+from totalrecall_schema import EmbeddedEvent, EventMetadata, MemoryEvent, Topology, ensure_streams
+
+DIM = 384
+MODEL = "test-model:0123456789ab"
+
+
+async def wait_for(pred: Callable[[], Awaitable[Any]], timeout: float = 15.0,
+                   interval: float = 0.05, what: str = "condition") -> Any:
+    """Poll `pred` until it returns something truthy or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = await pred()
+        if last:
+            return last
+        await asyncio.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last={last!r})")
+
+
+def unit_vectors(n: int, seed: int = 0) -> np.ndarray:
+    x = np.random.default_rng(seed).normal(size=(n, DIM)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def make_event(i: int, vec: np.ndarray | None, *, namespace: str = "default",
+               category: str = "error", severity: str = "error",
+               age: timedelta = timedelta(minutes=5), summary: str | None = None,
+               model: str | None = MODEL) -> EmbeddedEvent:
+    ev = MemoryEvent(
+        id=f"ev-{i}", namespace=namespace, category=category, subcategory="general",
+        timestamp=datetime.now(UTC) - age - timedelta(seconds=i),
+        summary=summary or f"memory number {i} about things",
+        detail=f"detail of {i}\n```\ncode\n```\n--> <b>html</b>",
+        metadata=EventMetadata(severity=severity, tags=["t1", f"n{i}"], service="svc"))
+    if vec is None:
+        return EmbeddedEvent(event=ev)
+    return EmbeddedEvent(event=ev, vector=[float(v) for v in vec], model=model)
+
+
+@pytest.fixture
+def settings(nats_url: str, pg_dsn: str, topology: Topology, tr_home: Path) -> Settings:
+    return Settings(nats_url=nats_url, pg_dsn=pg_dsn, home=tr_home,
+                    subject_prefix=topology.prefix, stream_prefix=topology.stream_prefix,
+                    fetch_timeout_s=0.5, retry_delay_s=0.3, background_tasks=False,
+                    embed_timeout_s=5.0)
+
+
+@pytest.fixture
+async def nc(nats_url: str, topology: Topology) -> AsyncIterator[Any]:
+    client = await nats.connect(nats_url)
+    await ensure_streams(client.jetstream(), topology)
+    yield client
+    await client.close()
+
+
+class Harness:
+    def __init__(self, nc: Any, topology: Topology) -> None:
+        self.nc = nc
+        self.js = nc.jetstream()
+        self.topology = topology
+
+    async def publish(self, events: list[EmbeddedEvent], msg_id_suffix: str = "") -> None:
+        for ev in events:
+            await self.js.publish(self.topology.embedded_subject(ev.event.category),
+                                  ev.model_dump_json().encode(),
+                                  headers={"Nats-Msg-Id": ev.event.key + msg_id_suffix})
+
+    async def request(self, subject: str, payload: Any, timeout: float = 30.0) -> bytes:
+        msg = await self.nc.request(subject, payload.model_dump_json().encode(), timeout=timeout)
+        return msg.data
+
+
+@pytest.fixture
+def harness(nc: Any, topology: Topology) -> Harness:
+    return Harness(nc, topology)
+
+
+@asynccontextmanager
+async def running(settings: Settings, **kw: Any) -> AsyncIterator[Any]:
+    app = create_app(settings, **kw)
+    async with app:
+        yield app

@@ -1,0 +1,82 @@
+"""Pure search helpers: zvec filter strings, tier assignment, fusion of tier hits."""
+
+from __future__ import annotations
+
+import pytest
+from totalrecall_indexer.core.search import (
+    build_filter,
+    distance_to_similarity,
+    fuse_tier_hits,
+    tier_for_age,
+)
+from totalrecall_schema import VectorFilter, VectorHit
+
+H = 3600 * 1000
+D = 24 * H
+
+
+def test_filter_namespace_only() -> None:
+    assert build_filter(VectorFilter()) == "namespace = 'default'"
+
+
+def test_filter_everything() -> None:
+    f = VectorFilter(namespace="agent-1", since_ms=100, until_ms=200,
+                     categories=["error", "system.service", "error"],
+                     severities=["error", "critical"])
+    assert build_filter(f) == (
+        "namespace = 'agent-1' and ts >= 100 and ts <= 200 and "
+        "category IN ('error', 'system.service') and severity IN ('error', 'critical')")
+    assert "==" not in build_filter(f)
+
+
+@pytest.mark.parametrize("bad", ["x' or '1'='1", 'a"b', "back\\slash", ""])
+def test_filter_rejects_unsafe_values(bad: str) -> None:
+    with pytest.raises(ValueError):
+        build_filter(VectorFilter(namespace=bad))
+    with pytest.raises(ValueError):
+        build_filter(VectorFilter(categories=[bad]))
+
+
+def test_filter_empty_list_is_an_error() -> None:
+    with pytest.raises(ValueError):
+        build_filter(VectorFilter(categories=[]))
+
+
+@pytest.mark.parametrize(("age_ms", "tier"), [
+    (0, "hot"), (23 * H, "hot"), (D - 1, "hot"), (D, "warm"), (89 * D, "warm"),
+    (90 * D, "cold"), (400 * D, "cold"), (-5 * H, "hot")])
+def test_tier_for_age(age_ms: int, tier: str) -> None:
+    now = 1_800_000_000_000
+    assert tier_for_age(now - age_ms, now) == tier
+
+
+def test_tier_for_age_custom_limits() -> None:
+    assert tier_for_age(0, 10_000, hot_max_age_s=5, warm_max_age_s=8) == "cold"
+    assert tier_for_age(0, 6_000, hot_max_age_s=5, warm_max_age_s=8) == "warm"
+
+
+def _hit(key: str, score: float, tier: str, ts: int = 0) -> VectorHit:
+    return VectorHit(key=key, id=key, score=score, tier=tier, timestamp_ms=ts,  # type: ignore[arg-type]
+                     category="error", summary=key)
+
+
+def test_fuse_dedups_by_key_and_sorts() -> None:
+    fused = fuse_tier_hits({
+        "warm": [_hit("a", 0.90, "warm"), _hit("c", 0.5, "warm")],
+        "hot": [_hit("a", 0.90, "hot"), _hit("b", 0.95, "hot")],
+        "cold": [_hit("d", 0.7, "cold"), _hit("c", 0.6, "cold")],
+    }, topk=10)
+    assert [(h.key, h.tier) for h in fused] == [("b", "hot"), ("a", "hot"), ("d", "cold"),
+                                                ("c", "cold")]
+
+
+def test_fuse_topk_and_tie_break_by_recency() -> None:
+    fused = fuse_tier_hits({"hot": [_hit("old", 0.8, "hot", 1), _hit("new", 0.8, "hot", 2),
+                                    _hit("x", 0.1, "hot")]}, topk=2)
+    assert [h.key for h in fused] == ["new", "old"]
+    assert fuse_tier_hits({}, 5) == []
+
+
+def test_distance_to_similarity() -> None:
+    assert distance_to_similarity(0.0) == 1.0
+    assert distance_to_similarity(0.25) == 0.75
