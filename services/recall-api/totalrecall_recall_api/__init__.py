@@ -1,0 +1,1 @@
+"""The recall API: what agents and the OpenClaw bridge call."""

@@ -1,0 +1,154 @@
+"""Real adapters: NATS request-reply to the embedder and indexer, JetStream publish, Postgres."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
+from totalrecall_schema import (
+    AdminReply,
+    AdminRequest,
+    EmbedReply,
+    EmbedRequest,
+    Memory,
+    MemoryEvent,
+    Topology,
+    VectorSearchReply,
+    VectorSearchRequest,
+)
+
+
+class UpstreamError(RuntimeError):
+    """The embedder or indexer answered with an error or not at all."""
+
+
+class NatsEmbedder:
+    def __init__(self, nc: NATS, topology: Topology, timeout: float) -> None:
+        self.nc, self.topology, self.timeout = nc, topology, timeout
+
+    async def embed_query(self, text: str) -> tuple[list[float], str | None]:
+        req = EmbedRequest(texts=[text], kind="query")
+        msg = await self.nc.request(self.topology.rpc_embed_query, req.model_dump_json().encode(),
+                                    timeout=self.timeout)
+        reply = EmbedReply.model_validate_json(msg.data)
+        if reply.error or not reply.vectors:
+            raise UpstreamError(reply.error or "embedder returned no vector")
+        return reply.vectors[0], reply.model
+
+
+class NatsVectorIndex:
+    def __init__(self, nc: NATS, topology: Topology, timeout: float) -> None:
+        self.nc, self.topology, self.timeout = nc, topology, timeout
+
+    async def search(self, request: VectorSearchRequest) -> VectorSearchReply:
+        msg = await self.nc.request(self.topology.rpc_vector_search,
+                                    request.model_dump_json().encode(), timeout=self.timeout)
+        reply = VectorSearchReply.model_validate_json(msg.data)
+        if reply.error:
+            raise UpstreamError(reply.error)
+        return reply
+
+    async def admin(self, request: AdminRequest, timeout: float) -> AdminReply:
+        msg = await self.nc.request(self.topology.rpc_index_admin,
+                                    request.model_dump_json().encode(), timeout=timeout)
+        return AdminReply.model_validate_json(msg.data)
+
+
+class JetStreamPublisher:
+    def __init__(self, nc: NATS, js: JetStreamContext, topology: Topology) -> None:
+        self.nc, self.js, self.topology = nc, js, topology
+
+    async def _one(self, event: MemoryEvent) -> bool:
+        ack = await self.js.publish(
+            self.topology.events_subject(event.category), event.model_dump_json().encode(),
+            stream=self.topology.events_stream, headers={"Nats-Msg-Id": event.key})
+        return bool(ack.duplicate)
+
+    async def publish(self, events: Sequence[MemoryEvent]) -> list[bool]:
+        out: list[bool] = []
+        for i in range(0, len(events), 128):  # bounded concurrency, every PubAck awaited
+            out += await asyncio.gather(*(self._one(e) for e in events[i : i + 128]))
+        return out
+
+    async def ping(self) -> bool:
+        return bool(self.nc.is_connected)
+
+
+_MEMORY_COLUMNS = ("key, id, namespace, ts, category, subcategory, actor, severity, tags, summary, "
+                   "detail, metadata, tier")
+
+
+def _memory(row: asyncpg.Record, score: float = 0.0) -> Memory:
+    metadata = row["metadata"]
+    if isinstance(metadata, str):
+        metadata = json.loads(metadata)
+    return Memory(id=row["id"], score=score, timestamp=row["ts"], category=row["category"],
+                  subcategory=row["subcategory"], summary=row["summary"], detail=row["detail"],
+                  tier=row["tier"] if row["tier"] in ("hot", "warm", "cold") else "hot",
+                  namespace=row["namespace"], actor=row["actor"], severity=row["severity"],
+                  tags=list(row["tags"] or []), metadata=metadata or {})
+
+
+class PostgresStore:
+    """Read-only access to the indexer's `memories` table."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+
+    async def bm25(self, terms: Sequence[str], namespace: str, since: datetime | None,
+                   category: str | None, limit: int) -> list[tuple[str, float]]:
+        if not terms:
+            return []
+        # OR semantics: an AND of every question word matches almost nothing.
+        sql = """
+            SELECT key, ts_rank(tsv, q, 1) AS rank
+            FROM memories, to_tsquery('english', $1) AS q
+            WHERE tsv @@ q AND namespace = $2
+              AND ($3::timestamptz IS NULL OR ts >= $3)
+              AND ($4::text IS NULL OR category = $4)
+            ORDER BY rank DESC LIMIT $5"""
+        rows = await self.pool.fetch(sql, " | ".join(terms), namespace, since, category, limit)
+        return [(r["key"], float(r["rank"])) for r in rows]
+
+    async def rows(self, keys: Sequence[str]) -> dict[str, Memory]:
+        if not keys:
+            return {}
+        rows = await self.pool.fetch(
+            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE key = ANY($1::text[])", list(keys))
+        return {r["key"]: _memory(r) for r in rows}
+
+    async def recent(self, namespace: str, since: datetime | None, category: str | None,
+                     limit: int, categories: Sequence[str] | None = None) -> list[Memory]:
+        rows = await self.pool.fetch(
+            f"""SELECT {_MEMORY_COLUMNS} FROM memories
+                WHERE namespace = $1 AND ($2::timestamptz IS NULL OR ts >= $2)
+                  AND ($3::text IS NULL OR category = $3)
+                  AND ($5::text[] IS NULL OR category = ANY($5))
+                ORDER BY ts DESC LIMIT $4""",
+            namespace, since, category, limit, list(categories) if categories else None)
+        return [_memory(r) for r in rows]
+
+    async def stats(self, namespace: str | None) -> dict[str, Any]:
+        rows = await self.pool.fetch(
+            """SELECT category, tier, count(*) AS n, min(ts) AS oldest, max(ts) AS newest
+               FROM memories WHERE ($1::text IS NULL OR namespace = $1)
+               GROUP BY category, tier""", namespace)
+        by_category: dict[str, int] = {}
+        by_tier: dict[str, int] = {}
+        for r in rows:
+            by_category[r["category"]] = by_category.get(r["category"], 0) + r["n"]
+            by_tier[r["tier"]] = by_tier.get(r["tier"], 0) + r["n"]
+        oldest = min((r["oldest"] for r in rows), default=None)
+        newest = max((r["newest"] for r in rows), default=None)
+        return {"total": sum(by_tier.values()), "by_category": by_category, "by_tier": by_tier,
+                "oldest": oldest.isoformat() if oldest else None,
+                "newest": newest.isoformat() if newest else None}
+
+    async def ping(self) -> bool:
+        return bool(await self.pool.fetchval("SELECT 1") == 1)

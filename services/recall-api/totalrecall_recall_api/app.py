@@ -1,0 +1,142 @@
+"""create_app(settings): the FastAPI application. No I/O until the lifespan starts."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .container import Container
+from .handlers import router
+from .metrics import Metrics
+from .ports import Embedder, Publisher, Store, VectorIndex
+from .settings import Settings
+
+log = logging.getLogger("totalrecall.recall")
+
+
+class BodyLimit:
+    """Reject bodies over `limit` bytes with 413, whether or not Content-Length is sent."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers", [])).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await JSONResponse({"detail": f"request body over {self.limit} bytes"}, 413)(
+                scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise _TooLarge
+            return message
+
+        try:
+            await self.app(scope, limited, send)
+        except _TooLarge:
+            await JSONResponse({"detail": f"request body over {self.limit} bytes"}, 413)(
+                scope, receive, send)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def create_app(settings: Settings, *, publisher: Publisher | None = None,
+               store: Store | None = None, embedder: Embedder | None = None,
+               index: VectorIndex | None = None) -> FastAPI:
+    if not settings.loopback and not settings.api_token:
+        raise ValueError(f"refusing to listen on {settings.http_host} without TR_RECALL_API_TOKEN")
+    metrics = Metrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            ports: dict[str, Any] = {"publisher": publisher, "store": store, "embedder": embedder,
+                                     "index": index}
+            if any(v is None for v in ports.values()):
+                ports = {**await _connect(settings, stack), **{k: v for k, v in ports.items() if v}}
+            app.state.container = Container(settings=settings, metrics=metrics, **ports)
+            yield
+
+    app = FastAPI(title="Total Recall recall API", version="0.1.0", lifespan=lifespan,
+                  description="Memory for agents: ingest events, recall them into prompts.")
+
+    @app.middleware("http")
+    async def auth_and_count(request: Request, call_next: Any) -> Response:
+        path = request.url.path
+        if settings.api_token and path.startswith("/memory/") and path != "/memory/health":
+            given = request.headers.get("authorization", "")
+            if not hmac.compare_digest(given.encode(), f"Bearer {settings.api_token}".encode()):
+                metrics.requests.labels(path, "401").inc()
+                return JSONResponse({"detail": "missing or wrong bearer token"}, 401,
+                                    headers={"WWW-Authenticate": "Bearer"})
+        response: Response = await call_next(request)
+        if path.startswith("/memory/"):
+            metrics.requests.labels(path, str(response.status_code)).inc()
+        return response
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [{"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")}
+                  for e in exc.errors()]
+        reason = "; ".join(f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e['msg']}"
+                           for e in errors)
+        return JSONResponse({"detail": reason, "errors": errors}, 422)
+
+    @app.get("/metrics", include_in_schema=False)
+    async def prometheus() -> Response:
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/health")
+    async def health(request: Request) -> JSONResponse:
+        from .handlers import health as memory_health
+
+        return await memory_health(request.app.state.container)
+
+    app.include_router(router)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    return app
+
+
+async def _connect(settings: Settings, stack: AsyncExitStack) -> dict[str, Any]:
+    import asyncpg
+    import nats
+    from totalrecall_schema import ensure_streams
+
+    from .adapters import JetStreamPublisher, NatsEmbedder, NatsVectorIndex, PostgresStore
+
+    async def _closed_cb() -> None:
+        log.warning("NATS connection closed")
+
+    nc = await nats.connect(settings.nats_url, max_reconnect_attempts=-1, reconnect_time_wait=1,
+                            closed_cb=_closed_cb, name="recall-api")
+    stack.push_async_callback(nc.drain)
+    js = nc.jetstream()
+    await ensure_streams(js, settings.topology)
+    pool = await asyncpg.create_pool(settings.pg_dsn, min_size=1, max_size=10)
+    stack.push_async_callback(pool.close)
+    topo = settings.topology
+    return {
+        "publisher": JetStreamPublisher(nc, js, topo),
+        "store": PostgresStore(pool),
+        "embedder": NatsEmbedder(nc, topo, settings.embed_timeout_s),
+        "index": NatsVectorIndex(nc, topo, settings.search_timeout_s),
+    }

@@ -1,0 +1,48 @@
+"""One bootstrap: the ports wired together, shared by every request."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from totalrecall_schema import AdminRequest
+
+from .metrics import Metrics
+from .ports import Embedder, Publisher, Store, VectorIndex
+from .service import RecallService
+from .settings import Settings
+
+
+@dataclass
+class Container:
+    settings: Settings
+    metrics: Metrics
+    publisher: Publisher
+    store: Store
+    embedder: Embedder
+    index: VectorIndex
+
+    @property
+    def service(self) -> RecallService:
+        return RecallService(self.settings, self.embedder, self.index, self.store, self.metrics)
+
+    async def health(self) -> dict[str, dict[str, Any]]:
+        async def check(name: str, coro: Any) -> tuple[str, dict[str, Any]]:
+            try:
+                ok = await asyncio.wait_for(coro, 2.0)
+                return name, {"ok": bool(ok)}
+            except Exception as exc:
+                return name, {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:200]}
+
+        async def embedder() -> bool:
+            await self.embedder.embed_query("health")
+            return True
+
+        async def indexer() -> bool:
+            return (await self.index.admin(AdminRequest(verb="stats"), timeout=2.0)).ok
+
+        results = await asyncio.gather(check("nats", self.publisher.ping()),
+                                       check("postgres", self.store.ping()),
+                                       check("embedder", embedder()), check("indexer", indexer()))
+        return dict(results)

@@ -1,0 +1,1 @@
+"""Pure recall logic: no network, no clock reads (time is passed in)."""

@@ -1,0 +1,71 @@
+"""Hybrid scoring: normalised vector + BM25 + recency, then MMR for diversity."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from .text import jaccard, shingles
+
+
+@dataclass
+class Candidate:
+    key: str
+    timestamp: datetime
+    text: str
+    vector_sim: float | None = None  # cosine similarity from the vector index
+    bm25: float | None = None  # raw rank from Postgres
+    tier: str = "text"
+    score: float = 0.0
+    components: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Weights:
+    vector: float = 0.55
+    bm25: float = 0.30
+    recency: float = 0.15
+    half_life_hours: float = 168.0
+
+
+def recency(ts: datetime, now: datetime, half_life_hours: float) -> float:
+    age_h = max(0.0, (now - ts).total_seconds() / 3600.0)
+    return math.pow(0.5, age_h / half_life_hours) if half_life_hours > 0 else 0.0
+
+
+def fuse(cands: Sequence[Candidate], now: datetime, w: Weights) -> list[Candidate]:
+    """Score every candidate; returns them sorted best first.
+
+    Vector similarity is used as is (cosine is already on an absolute scale), clipped at 0;
+    BM25 is divided by the best BM25 of this query (ranks are only comparable within a query).
+    A component a candidate lacks counts as 0.
+    """
+    best_bm25 = max((c.bm25 for c in cands if c.bm25), default=0.0)
+    for c in cands:
+        v = max(0.0, c.vector_sim) if c.vector_sim is not None else 0.0
+        b = (c.bm25 / best_bm25) if (c.bm25 and best_bm25 > 0) else 0.0
+        r = recency(c.timestamp, now, w.half_life_hours)
+        c.components = {"vector": v, "bm25": b, "recency": r}
+        c.score = w.vector * v + w.bm25 * b + w.recency * r
+    return sorted(cands, key=lambda c: c.score, reverse=True)
+
+
+def mmr(ranked: Sequence[Candidate], k: int, lam: float) -> list[Candidate]:
+    """Maximal marginal relevance over text overlap: drops near-duplicates, keeps relevance."""
+    if k <= 0 or not ranked:
+        return []
+    pool = list(ranked[: max(k * 4, 20)])
+    sets = {c.key: shingles(c.text) for c in pool}
+    top = pool[0].score or 1.0
+    chosen: list[Candidate] = []
+    while pool and len(chosen) < k:
+        def gain(c: Candidate) -> float:
+            sim = max((jaccard(sets[c.key], sets[s.key]) for s in chosen), default=0.0)
+            return lam * (c.score / top) - (1 - lam) * sim
+
+        best = max(pool, key=gain)
+        pool.remove(best)
+        chosen.append(best)
+    return chosen

@@ -1,0 +1,48 @@
+"""What the recall service needs from the outside world (real adapters in adapters.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from totalrecall_schema import (
+    AdminReply,
+    AdminRequest,
+    Memory,
+    MemoryEvent,
+    VectorSearchReply,
+    VectorSearchRequest,
+)
+
+
+class Embedder(Protocol):
+    async def embed_query(self, text: str) -> tuple[list[float], str | None]: ...
+
+
+class VectorIndex(Protocol):
+    async def search(self, request: VectorSearchRequest) -> VectorSearchReply: ...
+
+    async def admin(self, request: AdminRequest, timeout: float) -> AdminReply: ...
+
+
+class Publisher(Protocol):
+    async def publish(self, events: Sequence[MemoryEvent]) -> list[bool]:
+        """Publish durably; returns, per event, whether JetStream already had it."""
+        ...
+
+    async def ping(self) -> bool: ...
+
+
+class Store(Protocol):
+    async def bm25(self, terms: Sequence[str], namespace: str, since: datetime | None,
+                   category: str | None, limit: int) -> list[tuple[str, float]]: ...
+
+    async def rows(self, keys: Sequence[str]) -> dict[str, Memory]: ...
+
+    async def recent(self, namespace: str, since: datetime | None, category: str | None,
+                     limit: int, categories: Sequence[str] | None = None) -> list[Memory]: ...
+
+    async def stats(self, namespace: str | None) -> dict[str, Any]: ...
+
+    async def ping(self) -> bool: ...

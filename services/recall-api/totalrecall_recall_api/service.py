@@ -1,0 +1,164 @@
+"""The recall pipeline: classify → (embed → vector search per tier) ‖ BM25 → fuse → MMR → block."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TypeVar
+
+from totalrecall_schema import (
+    Memory,
+    RecallRequest,
+    RecallResponse,
+    VectorFilter,
+    VectorHit,
+    VectorSearchRequest,
+)
+
+from .core.classify import QueryClass, classify
+from .core.fusion import Candidate, Weights, fuse, mmr
+from .core.render import relative_time, system_memory_block
+from .core.text import query_terms
+from .core.timeframe import plan
+from .metrics import Metrics
+from .ports import Embedder, Store, VectorIndex
+from .settings import Settings
+
+log = logging.getLogger("totalrecall.recall")
+T = TypeVar("T")
+
+SYSTEM_CATEGORIES = ("system.process", "system.service", "system.network", "system.storage",
+                     "system.hardware", "system.package", "system.config", "error", "diagnosis")
+
+
+@dataclass
+class RecallService:
+    settings: Settings
+    embedder: Embedder
+    index: VectorIndex
+    store: Store
+    metrics: Metrics
+
+    async def _timed(self, stage: str, aw: Awaitable[T]) -> T:
+        t0 = time.perf_counter()
+        try:
+            return await aw
+        finally:
+            self.metrics.stage_seconds.labels(stage).observe(time.perf_counter() - t0)
+
+    async def _vector(self, req: RecallRequest, since: datetime | None,
+                      tiers: tuple[str, ...], escalation: tuple[str, ...]) -> list[VectorHit]:
+        s = self.settings
+        vector, model = await self._timed("embed", self.embedder.embed_query(req.query))
+        flt = VectorFilter(namespace=req.namespace,
+                           since_ms=int(since.timestamp() * 1000) if since else None,
+                           categories=[req.category] if req.category else None)
+
+        async def search(tier_set: tuple[str, ...]) -> list[VectorHit]:
+            reply = await self.index.search(VectorSearchRequest(
+                vector=vector, model=model, topk=s.vector_candidates, tiers=list(tier_set),
+                filter=flt))  # type: ignore[arg-type]
+            for tier, ms in reply.took_ms.items():
+                if tier in ("hot", "warm", "cold"):
+                    self.metrics.stage_seconds.labels(f"vector_{tier}").observe(ms / 1000)
+            return reply.hits
+
+        hits = await search(tiers)
+        good = sum(1 for h in hits if h.score >= s.good_match_similarity)
+        if escalation and good < s.min_good_matches:
+            hits += await search(escalation)
+        return hits
+
+    async def _bm25(self, req: RecallRequest, since: datetime | None) -> list[tuple[str, float]]:
+        terms = query_terms(req.query)
+        return await self._timed("bm25", self.store.bm25(
+            terms, req.namespace, since, req.category, self.settings.bm25_candidates))
+
+    async def _guard(self, component: str, aw: Awaitable[list[T]]) -> list[T]:
+        """A missing component degrades recall, it never fails it."""
+        try:
+            return await aw
+        except Exception as exc:
+            self.metrics.degraded.labels(component).inc()
+            log.warning("recall without %s: %s", component, exc or type(exc).__name__)
+            return []
+
+    async def recall(self, req: RecallRequest, now: datetime | None = None) -> RecallResponse:
+        t0 = time.perf_counter()
+        now = now or datetime.now(UTC)
+        cls = classify(req.query, req.max_results)
+        memories: list[Memory] = []
+        if cls.max_results > 0:
+            if cls.kind is QueryClass.CONTINUATION:
+                memories = await self.store.recent(req.namespace, None, req.category,
+                                                   cls.max_results)
+            else:
+                memories = await self._hybrid(req, cls.max_results, now)
+        profile: list[Memory] = []
+        if cls.max_results > 0:
+            profile = await self._guard("profile", self.store.recent(
+                req.namespace, None, "user_pattern", 5))
+            profile = [p for p in profile if p.id not in {m.id for m in memories}]
+        for m in memories:
+            m.relative_time = relative_time(m.timestamp, now)
+        block = system_memory_block(memories, now, profile)
+        took = time.perf_counter() - t0
+        self.metrics.stage_seconds.labels("total").observe(took)
+        self.metrics.results.observe(len(memories))
+        return RecallResponse(memories=memories, system_memory=block, took_ms=took * 1000,
+                              query_class=cls.kind.value)
+
+    async def _hybrid(self, req: RecallRequest, k: int, now: datetime) -> list[Memory]:
+        s = self.settings
+        p = plan(req.timeframe, now)
+        vec_hits, bm25_hits = await asyncio.gather(
+            self._guard("vector", self._vector(req, p.since, p.first_tiers, p.escalation_tiers)),
+            self._guard("bm25", self._bm25(req, p.since)),
+        )
+        t_fuse = time.perf_counter()
+        cands: dict[str, Candidate] = {}
+        for h in vec_hits:
+            c = cands.get(h.key)
+            if c is None or (c.vector_sim or 0) < h.score:
+                cands[h.key] = Candidate(h.key, datetime.fromtimestamp(h.timestamp_ms / 1000, UTC),
+                                         h.summary, vector_sim=h.score, tier=h.tier)
+        rows = await self._guard("rows", self._rows([*cands, *(k for k, _ in bm25_hits)]))
+        by_key = dict(rows)
+        for key, rank in bm25_hits:
+            c = cands.get(key)
+            if c is None:
+                m = by_key.get(key)
+                if m is None:
+                    continue
+                c = cands[key] = Candidate(key, m.timestamp, m.summary, tier=m.tier)
+            c.bm25 = rank
+        for key, c in cands.items():
+            m = by_key.get(key)
+            if m is not None:
+                c.text = f"{m.summary} {m.detail}"
+        weights = Weights(s.weight_vector, s.weight_bm25, s.weight_recency, s.half_life_hours)
+        ranked = [c for c in fuse(list(cands.values()), now, weights) if c.score >= s.min_score]
+        self.metrics.stage_seconds.labels("fusion").observe(time.perf_counter() - t_fuse)
+        t_mmr = time.perf_counter()
+        chosen = mmr(ranked, k, s.mmr_lambda)
+        self.metrics.stage_seconds.labels("mmr").observe(time.perf_counter() - t_mmr)
+        out: list[Memory] = []
+        for c in chosen:
+            m = by_key.get(c.key)
+            if m is None:
+                continue  # indexed in Zvec but not yet visible in Postgres: skip, never guess
+            m.score = round(c.score, 6)
+            if c.tier in ("hot", "warm", "cold"):
+                m.tier = c.tier  # type: ignore[assignment]
+            scores = {name: round(v, 4) for name, v in c.components.items()}
+            m.metadata = {**m.metadata, "_scores": scores}
+            out.append(m)
+        return out
+
+    async def _rows(self, keys: list[str]) -> list[tuple[str, Memory]]:
+        return list((await self.store.rows(list(dict.fromkeys(keys)))).items())
+

@@ -1,0 +1,232 @@
+"""The HTTP layer with fakes injected into create_app (no network)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+from totalrecall_recall_api.app import create_app
+from totalrecall_recall_api.settings import Settings
+from totalrecall_schema import (
+    AdminReply,
+    AdminRequest,
+    Memory,
+    MemoryEvent,
+    VectorHit,
+    VectorSearchReply,
+    VectorSearchRequest,
+)
+from totalrecall_schema.events import memory_key
+
+NOW = datetime.now(UTC)
+
+
+class FakeWorld:
+    """Publisher + store + embedder + index over one in-memory list of events."""
+
+    def __init__(self) -> None:
+        self.events: dict[str, MemoryEvent] = {}
+        self.search_requests: list[VectorSearchRequest] = []
+        self.embedder_up = True
+
+    # Publisher
+    async def publish(self, events: Sequence[MemoryEvent]) -> list[bool]:
+        out = []
+        for e in events:
+            out.append(e.key in self.events)
+            self.events[e.key] = e
+        return out
+
+    async def ping(self) -> bool:
+        return True
+
+    # Embedder
+    async def embed_query(self, text: str) -> tuple[list[float], str | None]:
+        if not self.embedder_up:
+            raise TimeoutError("embedder down")
+        return [1.0, 0.0], "fake"
+
+    # VectorIndex
+    async def search(self, request: VectorSearchRequest) -> VectorSearchReply:
+        self.search_requests.append(request)
+        hits = [VectorHit(key=e.key, id=e.id, score=0.9 if "nginx" in e.summary else 0.2,
+                          tier="hot", timestamp_ms=e.ts_ms, category=e.category, summary=e.summary)
+                for e in self.events.values() if e.namespace == request.filter.namespace]
+        return VectorSearchReply(hits=hits, took_ms={"hot": 1.0})
+
+    async def admin(self, request: AdminRequest, timeout: float) -> AdminReply:
+        return AdminReply(ok=True, result={"verb": request.verb})
+
+    # Store
+    def _memory(self, e: MemoryEvent) -> Memory:
+        return Memory(id=e.id, score=0, timestamp=e.timestamp, category=e.category,
+                      summary=e.summary, detail=e.detail, namespace=e.namespace)
+
+    async def bm25(self, terms: Sequence[str], namespace: str, since: Any, category: Any,
+                   limit: int) -> list[tuple[str, float]]:
+        return [(e.key, 1.0) for e in self.events.values() if e.namespace == namespace
+                and any(t in e.summary.lower() for t in terms)][:limit]
+
+    async def rows(self, keys: Sequence[str]) -> dict[str, Memory]:
+        return {k: self._memory(self.events[k]) for k in keys if k in self.events}
+
+    async def recent(self, namespace: str, since: Any, category: Any, limit: int,
+                     categories: Any = None) -> list[Memory]:
+        evs = sorted((e for e in self.events.values() if e.namespace == namespace
+                      and (category is None or e.category == category)),
+                     key=lambda e: e.timestamp, reverse=True)
+        return [self._memory(e) for e in evs[:limit]]
+
+    async def stats(self, namespace: str | None) -> dict[str, Any]:
+        return {"total": len(self.events)}
+
+
+@pytest.fixture
+def world() -> FakeWorld:
+    return FakeWorld()
+
+
+async def _client(world: FakeWorld, **settings: Any) -> httpx.AsyncClient:
+    app = create_app(Settings(**settings), publisher=world, store=world, embedder=world,
+                     index=world)
+    ctx = app.router.lifespan_context(app)
+    await ctx.__aenter__()
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
+    client._ctx = ctx  # type: ignore[attr-defined]
+    return client
+
+
+@pytest.fixture
+async def client(world: FakeWorld) -> AsyncIterator[httpx.AsyncClient]:
+    c = await _client(world)
+    yield c
+    await c._ctx.__aexit__(None, None, None)  # type: ignore[attr-defined]
+
+
+async def test_ingest_then_recall(client: httpx.AsyncClient, world: FakeWorld) -> None:
+    r = await client.post("/memory/ingest", json=[
+        {"summary": "nginx failed: port 80 in use", "category": "system.service", "id": "n1"},
+        {"summary": "User prefers vim", "category": "user_pattern", "tags": ["editor"]}])
+    assert r.status_code == 200, r.text
+    assert r.json()["ids"][0] == "n1" and r.json()["accepted"] == 2
+    again = await client.post("/memory/ingest", json={"summary": "nginx failed: port 80 in use",
+                                                      "category": "system.service", "id": "n1"})
+    assert again.json()["duplicates"] == 1
+    assert len(world.events) == 2 and memory_key("default", "n1") in world.events
+    rec = await client.post("/memory/recall", json={"query": "why did nginx fail?", "maxResults": 1})
+    body = rec.json()
+    assert rec.status_code == 200
+    assert body["memories"][0]["id"] == "n1"
+    assert "<system_memory>" in body["system_memory"] and "nginx" in body["system_memory"]
+    assert "<user_profile>" in body["system_memory"]  # the preference surfaces as the profile
+    assert body["query_class"] == "diagnostic"
+
+
+async def test_greeting_returns_no_memories(client: httpx.AsyncClient) -> None:
+    await client.post("/memory/ingest", json={"summary": "nginx failed"})
+    body = (await client.post("/memory/recall", json={"query": "hello!"})).json()
+    assert body["memories"] == [] and body["system_memory"] == ""
+
+
+async def test_recall_degrades_to_bm25_without_embedder(client: httpx.AsyncClient,
+                                                        world: FakeWorld) -> None:
+    await client.post("/memory/ingest", json={"summary": "nginx failed: port 80 in use"})
+    world.embedder_up = False
+    body = (await client.post("/memory/recall", json={"query": "nginx port"})).json()
+    assert [m["summary"] for m in body["memories"]] == ["nginx failed: port 80 in use"]
+
+
+async def test_namespace_is_passed_and_isolated(client: httpx.AsyncClient,
+                                                world: FakeWorld) -> None:
+    await client.post("/memory/ingest", json={"summary": "nginx in a", "namespace": "agent-a"})
+    body = (await client.post("/memory/recall", json={"query": "nginx", "namespace": "agent-b",
+                                                      "timeframe": "7d"})).json()
+    assert body["memories"] == []
+    req = world.search_requests[-1]
+    assert req.filter.namespace == "agent-b" and req.filter.since_ms is not None
+    assert req.tiers == ["hot", "warm"]
+
+
+@pytest.mark.parametrize(("body", "fragment"), [
+    ({"summary": ""}, "summary"),
+    ({"summary": "x", "category": "bogus"}, "unknown category"),
+    ({"summary": "x", "namespace": "../etc"}, "namespace"),
+    ({"summary": "x", "timestamp": "yesterday-ish"}, "timestamp"),
+    ({"detail": "no summary"}, "summary"),
+])
+async def test_bad_ingest_gets_a_clear_422(client: httpx.AsyncClient, body: dict[str, Any],
+                                           fragment: str) -> None:
+    r = await client.post("/memory/ingest", json=body)
+    assert r.status_code == 422
+    assert fragment in r.json()["detail"]
+
+
+async def test_bad_recall_requests(client: httpx.AsyncClient) -> None:
+    assert (await client.post("/memory/recall", json={"query": ""})).status_code == 422
+    r = await client.post("/memory/recall", json={"query": "q", "timeframe": "2w"})
+    assert r.status_code == 422 and "timeframe" in r.json()["detail"]
+    r = await client.post("/memory/recall", json={"query": "q", "maxResults": 500})
+    assert r.status_code == 422
+
+
+async def test_body_size_limit(world: FakeWorld) -> None:
+    c = await _client(world, max_body_bytes=1000)
+    r = await c.post("/memory/ingest", json={"summary": "x" * 2000})
+    assert r.status_code == 413
+
+
+async def test_auth_required_when_token_set(world: FakeWorld) -> None:
+    c = await _client(world, api_token="s3cret-token")
+    assert (await c.post("/memory/recall", json={"query": "q"})).status_code == 401
+    bad = await c.post("/memory/recall", json={"query": "q"},
+                       headers={"Authorization": "Bearer nope"})
+    assert bad.status_code == 401
+    ok = await c.post("/memory/recall", json={"query": "q"},
+                      headers={"Authorization": "Bearer s3cret-token"})
+    assert ok.status_code == 200
+    assert (await c.get("/memory/health")).status_code == 200
+    assert (await c.get("/metrics")).status_code == 200
+
+
+def test_refuses_to_bind_publicly_without_token() -> None:
+    with pytest.raises(ValueError, match="TOKEN"):
+        create_app(Settings(http_host="0.0.0.0"))
+
+
+async def test_file_endpoint(client: httpx.AsyncClient, tmp_path: Any, world: FakeWorld) -> None:
+    c = await _client(world, memory_dir=tmp_path)
+    (tmp_path / "MEMORY.md").write_text("# evergreen\n")
+    assert (await c.post("/memory/file", json={"path": "MEMORY.md"})).json()["text"] == "# evergreen\n"
+    assert (await c.post("/memory/file", json={"path": "daily/none.md"})).json() == {
+        "path": "daily/none.md", "text": ""}
+    assert (await c.post("/memory/file", json={"path": "../../etc/passwd"})).status_code == 400
+
+
+async def test_flush_is_idempotent(client: httpx.AsyncClient, world: FakeWorld) -> None:
+    msgs = {"sessionId": "s1", "messages": [
+        {"role": "user", "content": "Please remember that the staging DB is on port 6543"},
+        {"role": "assistant", "content": [{"type": "text", "text": "Noted: staging DB on 6543."}]},
+        {"role": "tool", "content": "ignored tool output that is long enough"},
+        {"role": "user", "content": "ok"}]}
+    first = (await client.post("/memory/flush", json=msgs)).json()
+    second = (await client.post("/memory/flush", json=msgs)).json()
+    assert first["accepted"] == 2 and second["ids"] == first["ids"]
+    assert second["duplicates"] == 2 and len(world.events) == 2
+
+
+async def test_timeline_is_chronological(client: httpx.AsyncClient) -> None:
+    for i in range(3):
+        await client.post("/memory/ingest", json={
+            "summary": f"event {i}", "timestamp": (NOW - timedelta(hours=3 - i)).isoformat()})
+    body = (await client.post("/memory/timeline", json={"hours": 24})).json()
+    assert [m["summary"] for m in body["memories"]] == ["event 0", "event 1", "event 2"]
+
+
+async def test_openapi_lists_the_contract(client: httpx.AsyncClient) -> None:
+    paths = (await client.get("/openapi.json")).json()["paths"]
+    for p in ("ingest", "store", "recall", "timeline", "health", "stats", "compact", "rebuild",
+              "file", "flush", "warm"):
+        assert f"/memory/{p}" in paths
