@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 from openclaw_stub_model import StubServer, system_prompt
-from test_mcp_stack import Api, launch_stack, wait_for
+from stacklib import Api, wait_for
 from totalrecall.infra import free_port
 
 OPENCLAW_VERSION = os.environ.get("TOTALRECALL_E2E_OPENCLAW_VERSION", "2026.9.6")
@@ -129,15 +129,6 @@ def test_plugin_typechecks_against_the_real_sdk(openclaw: OpenClaw, plugin_built
     tsc = PLUGIN_DIR / "node_modules" / "typescript" / "bin" / "tsc"
     r = _run([openclaw.node, str(tsc), "-p", str(tsconfig)], PLUGIN_DIR, openclaw.env, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
-          ) -> Iterator[Api]:
-    model = None if os.environ.get("TOTALRECALL_E2E_API") else request.getfixturevalue(
-        "model_path")
-    with launch_stack(tmp_path_factory.mktemp("openclaw-e2e-home"), model) as api:
-        yield api
 
 
 @dataclass

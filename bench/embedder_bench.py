@@ -1,0 +1,208 @@
+"""Embedder benchmark: raw llama.cpp throughput vs the service end to end through NATS, and query
+latency while ingest runs.
+
+Runs the real embedder app (in this process) with the real GGUF against a real nats-server
+(started in a temporary directory unless --nats-url is given). Texts are synthetic sentences of
+~30–45 tokens, all different (dedup is off, so every event is embedded).
+
+    .venv/bin/python bench/embedder_bench.py                  # ~1 minute on 2 cores
+    .venv/bin/python bench/embedder_bench.py --n 1000 --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+WORDS = [
+    "disk", "memory", "swap", "nginx", "postgres", "kernel", "chrome", "backup", "cron",
+    "firewall", "ssh", "user", "editor", "network", "wifi", "battery", "update", "package",
+    "service", "timeout", "latency", "cache", "index", "query", "socket", "certificate",
+    "docker", "container", "journal", "error", "warning", "restart", "config", "login",
+    "process", "thread", "queue", "build", "compile", "python", "rust", "gpu", "fan",
+    "temperature",
+]
+TEMPLATES = [
+    "The {a} on host {h} reported {b} problems after the {c} upgrade and {d} kept failing",
+    "User asked why the {a} is slow; we found {b} pressure caused by {c} and {d} together",
+    "{a} service restarted {n} times in a row because {b} could not reach the {c} {d}",
+    "Decided to move {a} to a new {b} so that {c} stops competing with {d} for resources",
+]
+
+
+def pct(xs: list[float], p: float) -> float:
+    if not xs:
+        return float("nan")
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, max(0, round(p / 100 * (len(xs) - 1))))]
+
+
+def texts(n: int, seed: int) -> list[str]:
+    rnd = random.Random(seed)
+    return [rnd.choice(TEMPLATES).format(a=rnd.choice(WORDS), b=rnd.choice(WORDS),
+                                         c=rnd.choice(WORDS), d=rnd.choice(WORDS),
+                                         h=f"h{rnd.randint(1, 99)}", n=rnd.randint(2, 9))
+            + f" ({rnd.choice(WORDS)} {rnd.choice(WORDS)})" for _ in range(n)]
+
+
+def bench_raw(model: Path, threads: int, n: int) -> dict[str, float]:
+    from totalrecall_embedder.core.backend import LlamaBackend
+
+    b = LlamaBackend(model, n_threads=threads)
+    data = texts(n, 1)
+    b.embed(data[:4])  # warm up
+    out: dict[str, float] = {}
+    for bs in (1, 8, 32):
+        t0 = time.perf_counter()
+        for i in range(0, n, bs):
+            b.embed(data[i:i + bs])
+        out[f"batch {bs}"] = n / (time.perf_counter() - t0)
+    lat = []
+    for t in data[:50]:
+        t0 = time.perf_counter()
+        b.embed([t])
+        lat.append((time.perf_counter() - t0) * 1000)
+    out["query p50 ms"] = pct(lat, 50)
+    out["query p99 ms"] = pct(lat, 99)
+    out["tokens/text"] = statistics.mean(b.count_tokens(t) for t in data[:50])
+    b.close()
+    return out
+
+
+async def bench_service(nats_url: str, model: Path, threads: int, query_threads: int,
+                        n: int) -> dict[str, float]:
+    import nats
+    from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+    from totalrecall_embedder.app import create_app
+    from totalrecall_embedder.settings import Settings
+    from totalrecall_schema import EmbedRequest, MemoryEvent, Topology, ensure_streams
+
+    topo = Topology.for_test(f"bench{int(time.time())}")
+    settings = Settings(nats_url=nats_url, subject_prefix=topo.prefix,
+                        stream_prefix=topo.stream_prefix, model_path=model, n_threads=threads,
+                        query_n_threads=query_threads, dedup_enabled=False)
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    await ensure_streams(js, topo)
+    sub = await js.pull_subscribe(
+        topo.embedded_all, durable="bench", stream=topo.embedded_stream,
+        config=ConsumerConfig(durable_name="bench", ack_policy=AckPolicy.NONE,
+                              deliver_policy=DeliverPolicy.ALL))
+
+    async def drain(expected: int, timeout: float) -> int:
+        got, deadline = 0, time.monotonic() + timeout
+        while got < expected and time.monotonic() < deadline:
+            with contextlib.suppress(TimeoutError):  # nats.errors.TimeoutError is a subclass
+                got += len(await sub.fetch(256, timeout=0.5))
+        return got
+
+    async def publish(batch: list[str], tag: str) -> None:
+        for i, t in enumerate(batch):
+            ev = MemoryEvent(id=f"{tag}-{i}", category="system.process", summary=t)
+            await js.publish(topo.events_subject(ev.category), ev.model_dump_json().encode(),
+                             headers={"Nats-Msg-Id": ev.key})
+
+    async def query(text: str) -> float:
+        t0 = time.perf_counter()
+        await nc.request(topo.rpc_embed_query, EmbedRequest(texts=[text]).model_dump_json()
+                         .encode(), timeout=30)
+        return (time.perf_counter() - t0) * 1000
+
+    out: dict[str, float] = {}
+    app = create_app(settings)
+    async with app:
+        qs = texts(60, 3)
+        await query(qs[0])
+        idle = [await query(q) for q in qs[:40]]
+        out["query idle p50 ms"], out["query idle p99 ms"] = pct(idle, 50), pct(idle, 99)
+
+        # single event latency (publish → EmbeddedEvent on the stream), idle pipeline
+        single = []
+        for i, t in enumerate(texts(10, 4)):
+            t0 = time.perf_counter()
+            await publish([t], f"single{i}")
+            await drain(1, 10)
+            single.append((time.perf_counter() - t0) * 1000)
+        out["event latency idle p50 ms"] = pct(single, 50)
+
+        # ingest throughput end to end
+        data = texts(n, 2)
+        t0 = time.perf_counter()
+        pub = asyncio.create_task(publish(data, "bulk"))
+        got = await drain(n, 120)
+        out["service texts/s"] = got / (time.perf_counter() - t0)
+        await pub
+
+        # query latency while a second ingest wave runs
+        data2 = texts(n, 5)
+        pub2 = asyncio.create_task(publish(data2, "wave2"))
+        draining = asyncio.create_task(drain(n, 120))
+        busy: list[float] = []
+        while not draining.done() and len(busy) < 200:
+            busy.append(await query(random.choice(qs)))
+            await asyncio.sleep(0.02)
+        await pub2
+        await draining
+        out["query under ingest p50 ms"] = pct(busy, 50)
+        out["query under ingest p99 ms"] = pct(busy, 99)
+        hist = app.metrics.batch_size  # type: ignore[attr-defined]
+        total = hist._sum.get()
+        count = sum(b.get() for b in hist._buckets)
+        out["mean batch size"] = total / count if count else float("nan")
+    await nc.close()
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n", type=int, default=400, help="events per ingest wave")
+    p.add_argument("--raw-n", type=int, default=160, help="texts per raw batch-size run")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--query-threads", type=int, default=1)
+    p.add_argument("--nats-url")
+    p.add_argument("--model", type=Path)
+    args = p.parse_args()
+
+    from totalrecall.paths import default_model_path
+
+    model = args.model or default_model_path()
+    if not model.is_file():
+        sys.exit(f"no model at {model}: run `totalrecall model build`")
+    print(f"model {model.name}, ingest threads {args.threads}, query threads "
+          f"{args.query_threads}")
+    t0 = time.perf_counter()
+    raw = bench_raw(model, args.threads, args.raw_n)
+    print("raw llama.cpp (LlamaBackend.embed):")
+    for k, v in raw.items():
+        print(f"  {k:28s} {v:8.1f}" + ("" if "ms" in k or "tokens" in k else " texts/s"))
+
+    with tempfile.TemporaryDirectory() as tmp:
+        server = None
+        url = args.nats_url
+        if url is None:
+            from totalrecall.infra import NatsServer, free_port
+
+            server = NatsServer(Path(tmp) / "nats", port=free_port(),
+                                monitor_port=free_port()).start()
+            url = server.url
+        try:
+            svc = asyncio.run(bench_service(url, model, args.threads, args.query_threads,
+                                            args.n))
+        finally:
+            if server is not None:
+                server.stop()
+    print("service through NATS (events stream → embedder → embedded stream):")
+    for k, v in svc.items():
+        print(f"  {k:28s} {v:8.1f}" + (" texts/s" if "texts/s" in k else ""))
+    print(f"done in {time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

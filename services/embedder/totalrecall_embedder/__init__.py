@@ -1,0 +1,1 @@
+"""Total Recall embedder: MemoryEvent → EmbeddedEvent (llama.cpp GGUF embeddings)."""

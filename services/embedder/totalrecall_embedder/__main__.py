@@ -1,0 +1,21 @@
+"""`python -m totalrecall_embedder`: run the embedder service."""
+
+from __future__ import annotations
+
+import logging
+
+import uvicorn
+
+from .app import create_app
+from .settings import Settings
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    settings = Settings()
+    app = create_app(settings)
+    uvicorn.run(app, host=settings.http_host, port=settings.http_port, log_level="info")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""Embedding backends: the llama.cpp one and the protocol fakes implement.
+
+A backend is synchronous and not thread-safe by itself; `LlamaBackend` serialises its calls with
+its own lock, so the service runs it in a worker thread (`asyncio.to_thread`) and every Llama
+instance (ingest, query) has its own context and lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+log = logging.getLogger("totalrecall.embedder")
+
+#: Characters kept per text before tokenising (the model sees at most n_ctx tokens anyway;
+#: this only bounds the tokeniser's work on 32 kB details).
+MAX_TEXT_CHARS = 4_000
+
+
+class ModelUnavailable(RuntimeError):
+    """The model file is missing or cannot be loaded."""
+
+
+class EmbedBackend(Protocol):
+    fingerprint: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """L2-normalised vectors, one per text (blocking)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def model_fingerprint(path: Path) -> str:
+    """`<file stem>:<sha256[:12]>`; the hash is cached in `<file>.sha256` (sha256sum format,
+    also written by `totalrecall model build`) and recomputed when the model is newer."""
+    cache = path.with_name(path.name + ".sha256")
+    digest = None
+    try:
+        if cache.stat().st_mtime >= path.stat().st_mtime:
+            first = cache.read_text().split()
+            if first and len(first[0]) == 64:
+                digest = first[0]
+    except OSError:
+        pass
+    if digest is None:
+        h = hashlib.sha256()
+        with path.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        digest = h.hexdigest()
+        try:
+            cache.write_text(f"{digest}  {path.name}\n")
+        except OSError as exc:  # read-only model dir: fine, just slower next start
+            log.debug("cannot cache the model hash: %s", exc)
+    return f"{path.stem}:{digest[:12]}"
+
+
+class LlamaBackend:
+    """One `llama_cpp.Llama` context in embedding mode.
+
+    n_ubatch == n_batch == n_ctx: BERT-style models run through llama.cpp's encoder, which needs
+    a whole packed batch in one ubatch (a smaller ubatch SIGABRTs the process). Llama.embed()
+    packs several texts per decode while their tokens fit n_batch and truncates each text to
+    n_batch tokens, so no call can overrun it.
+    """
+
+    def __init__(self, model_path: Path, *, n_threads: int = 1, n_ctx: int = 256,
+                 flash_attn: bool = True, fingerprint: str | None = None) -> None:
+        if not model_path.is_file():
+            raise ModelUnavailable(f"model file not found: {model_path}")
+        try:
+            import llama_cpp
+        except ImportError as exc:  # pragma: no cover - dependency of the package
+            raise ModelUnavailable(f"llama_cpp is not importable: {exc}") from exc
+        self.model_path = model_path
+        self._lock = threading.Lock()
+        try:
+            self._llm: Any = llama_cpp.Llama(
+                model_path=str(model_path), embedding=True, n_ctx=n_ctx, n_batch=n_ctx,
+                n_ubatch=n_ctx, flash_attn=flash_attn, n_threads=n_threads,
+                n_threads_batch=n_threads, verbose=False)
+        except Exception as exc:  # llama.cpp raises ValueError for a bad file
+            raise ModelUnavailable(f"cannot load {model_path}: {exc}") from exc
+        self.dim = int(self._llm.n_embd())
+        self.n_ctx = n_ctx
+        self.fingerprint = fingerprint or model_fingerprint(model_path)
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        cut = [t[:MAX_TEXT_CHARS] for t in texts]
+        with self._lock:
+            vecs = self._llm.embed(cut, normalize=True, truncate=True)
+        return [[round(float(x), 7) for x in v] for v in vecs]
+
+    def count_tokens(self, text: str) -> int:
+        with self._lock:
+            return len(self._llm.tokenize(text[:MAX_TEXT_CHARS].encode("utf-8")))
+
+    def close(self) -> None:
+        with self._lock:
+            llm, self._llm = self._llm, None
+            if llm is not None:
+                llm.close()

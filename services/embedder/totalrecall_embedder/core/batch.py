@@ -1,0 +1,155 @@
+"""Planning one consumed batch: validate, fold repeats, decide what to embed and publish.
+
+Pure logic: no I/O. The handler embeds `plan.texts`, calls `plan.finish(vectors)`, publishes each
+`Outgoing`, acks its `sources` after the PubAck and then `commit()`s it into the dedup window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from pydantic import ValidationError
+from totalrecall_schema import DeadLetter, EmbeddedEvent, MemoryEvent, Topology, utcnow
+
+from .dedup import DedupKey, DedupWindow, Seen, dedup_key
+
+STAGE = "embedder"
+MAX_REASON_CHARS = 2_000
+
+
+@dataclass
+class Incoming:
+    subject: str
+    data: bytes
+
+
+@dataclass
+class Outgoing:
+    subject: str
+    msg_id: str
+    embedded: EmbeddedEvent
+    sources: list[int]                 # indices into the batch settled by this publish
+    kind: str                          # "embedded" | "fallback" | "repeat"
+    dkey: DedupKey | None = None
+    first_ts: datetime | None = None
+    folded: int = 0                    # repeats from this batch folded into this memory
+
+    def to_seen(self) -> Seen:
+        assert self.first_ts is not None
+        return Seen(key=self.embedded.event.key, first_ts=self.first_ts,
+                    count=self.embedded.repeat_count,
+                    last_seen=self.embedded.last_seen or self.embedded.event.timestamp,
+                    embedded=self.embedded, msg_id=self.msg_id)
+
+
+@dataclass
+class _Group:
+    event: MemoryEvent                 # the first event of the memory
+    sources: list[int]
+    base: Seen | None                  # already published earlier (a repeat), else None
+    dkey: DedupKey | None
+    added: int = 0                     # new repeats folded in from this batch
+    last_seen: datetime | None = None
+    text_index: int | None = None      # index into Plan.texts when it needs embedding
+
+
+@dataclass
+class Plan:
+    dead: list[tuple[int, DeadLetter]] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    folded: int = 0                    # repeats folded into another memory (not re-embedded)
+    _groups: list[_Group] = field(default_factory=list)
+
+    def finish(self, vectors: Sequence[list[float] | None] | None, model: str | None,
+               topology: Topology) -> list[Outgoing]:
+        """Build the messages to publish; `vectors[i]` belongs to `texts[i]` (None: no model)."""
+        out: list[Outgoing] = []
+        now = utcnow()
+        for g in self._groups:
+            if g.base is not None:
+                base = g.base
+                count = base.count + g.added
+                last = max(base.last_seen, g.last_seen) if g.last_seen else base.last_seen
+                emb = base.embedded.model_copy(update={
+                    "repeat_count": count, "last_seen": last, "embedded_at": now})
+                # A new repeat needs a new Nats-Msg-Id (JetStream would drop the same id as a
+                # duplicate); a pure redelivery reuses the last one.
+                msg_id = base.msg_id if g.added == 0 else f"{base.key}:r{count}"
+                out.append(Outgoing(topology.embedded_subject(base.embedded.event.category),
+                                    msg_id, emb, g.sources, "repeat", g.dkey, base.first_ts,
+                                    g.added))
+                continue
+            vec = None
+            if vectors is not None and g.text_index is not None:
+                vec = vectors[g.text_index]
+            count = 1 + g.added
+            emb = EmbeddedEvent(
+                event=g.event, vector=vec, model=model if vec is not None else None,
+                dim=len(vec) if vec is not None else None, repeat_count=count,
+                last_seen=g.last_seen if count > 1 else None, embedded_at=now)
+            out.append(Outgoing(topology.embedded_subject(g.event.category), g.event.key, emb,
+                                g.sources, "embedded" if vec is not None else "fallback",
+                                g.dkey, g.event.timestamp, g.added))
+        return out
+
+
+def dead_letter(msg: Incoming, reason: str) -> DeadLetter:
+    return DeadLetter(stage=STAGE, reason=reason[:MAX_REASON_CHARS], subject=msg.subject,
+                      payload=msg.data.decode("utf-8", errors="replace"))
+
+
+def plan_batch(msgs: Sequence[Incoming], window: DedupWindow | None, *,
+               can_embed: bool = True, skip_categories: Collection[str] = ()) -> Plan:
+    """Validate every message and group repeats.
+
+    `window` None disables dedup; events of `skip_categories` are never folded (what a person
+    said is not noise: "port 8080" and "port 8081" are two facts).
+    A repeat of a memory published earlier is republished with
+    `repeat_count` + n and `last_seen` (same key: the indexer upserts); a repeat inside the batch
+    is folded into its first occurrence. A redelivered message (same key as the memory it matches)
+    is settled by republishing, without counting it again.
+    """
+    plan = Plan()
+    open_groups: dict[DedupKey, _Group] = {}
+    for i, msg in enumerate(msgs):
+        try:
+            event = MemoryEvent.model_validate_json(msg.data)
+        except (ValidationError, ValueError) as exc:
+            plan.dead.append((i, dead_letter(msg, f"invalid MemoryEvent: {exc}")))
+            continue
+        if window is None or event.category in skip_categories:
+            plan._groups.append(_Group(event, [i], None, None))
+            continue
+        dkey = dedup_key(event)
+        group = open_groups.get(dkey)
+        if group is not None and not _within(group, event, window.window_s):
+            group = None
+        if group is None:
+            seen = window.get(dkey, event.timestamp)
+            if seen is not None and seen.embedded.vector is None and can_embed:
+                seen = None  # published without a vector while degraded: embed it now
+            group = _Group(seen.embedded.event if seen else event, [], seen, dkey)
+            open_groups[dkey] = group
+            plan._groups.append(group)
+            if seen is None:
+                group.sources.append(i)
+                continue
+        group.sources.append(i)
+        if event.key == group.event.key:
+            continue  # the same event again (redelivery): settle it, count nothing
+        group.added += 1
+        plan.folded += 1
+        ts = event.timestamp
+        group.last_seen = ts if group.last_seen is None else max(group.last_seen, ts)
+    for g in plan._groups:
+        if g.base is None:
+            g.text_index = len(plan.texts)
+            plan.texts.append(g.event.embedding_text())
+    return plan
+
+
+def _within(group: _Group, event: MemoryEvent, window_s: float) -> bool:
+    first = group.base.first_ts if group.base else group.event.timestamp
+    return abs((event.timestamp - first).total_seconds()) <= window_s

@@ -1,0 +1,97 @@
+"""Launching the whole stack as `make run` does (`totalrecall run` on free ports) for e2e tests.
+
+Set ``TOTALRECALL_E2E_API`` (and ``TOTALRECALL_E2E_API_TOKEN``) to run against an already running
+API instead.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+
+T = TypeVar("T")
+
+
+def wait_for(fn: Callable[[], T | None], timeout: float, what: str, every: float = 0.5) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fn()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(every)
+
+
+@dataclass
+class Api:
+    url: str
+    token: str | None = None
+    proc: subprocess.Popen[str] | None = None  # the `totalrecall run` supervisor, when we own it
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def post(self, path: str, body: Any) -> httpx.Response:
+        return httpx.post(self.url + path, json=body, headers=self.headers, timeout=30)
+
+    def recall(self, query: str, **kw: Any) -> list[dict[str, Any]]:
+        r = self.post("/memory/recall", {"query": query, "timeframe": "all", "maxResults": 10,
+                                         **kw})
+        r.raise_for_status()
+        return list(r.json()["memories"])
+
+    def wait_recallable(self, query: str, marker: str, timeout: float = 60, **kw: Any
+                        ) -> dict[str, Any]:
+        def hit() -> dict[str, Any] | None:
+            return next((m for m in self.recall(query, **kw)
+                         if marker in m["summary"] + m.get("detail", "")), None)
+        return wait_for(hit, timeout, f"{marker!r} to be recallable")
+
+
+@contextmanager
+def launch_stack(home: Path, model_path: Path | None) -> Iterator[Api]:
+    """`totalrecall run` on free ports (as `make run` starts it), or the API named by
+    TOTALRECALL_E2E_API. Stopped with Ctrl-C (SIGINT) at the end."""
+    external = os.environ.get("TOTALRECALL_E2E_API")
+    if external:
+        yield Api(external.rstrip("/"), os.environ.get("TOTALRECALL_E2E_API_TOKEN") or None)
+        return
+    from totalrecall.infra import free_port
+
+    ports = {name: free_port() for name in
+             ("nats", "nats_monitor", "postgres", "api", "embedder", "indexer", "watchers")}
+    env = {**os.environ, "TOTALRECALL_HOME": str(home),
+           # Fast watcher cadence so a CPU hog shows up within seconds.
+           "TR_WATCHERS_PROCESS__INTERVAL_S": "1", "TR_WATCHERS_PROCESS__CPU_PERCENT": "40"}
+    if model_path is not None:
+        env["TR_EMBEDDER_MODEL_PATH"] = str(model_path)
+    env.update({f"TOTALRECALL_{k.upper()}_PORT": str(v) for k, v in ports.items()})
+    log = home / "supervisor.log"
+    out = open(log, "w")  # noqa: SIM115
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "totalrecall"), "run"], env=env,
+                            stdout=out, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: "Total Recall is up" in log.read_text() or proc.poll() is not None,
+                 240, "the stack to come up")
+        assert proc.poll() is None, log.read_text()
+        yield Api(f"http://127.0.0.1:{ports['api']}", proc=proc)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        out.close()

