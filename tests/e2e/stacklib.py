@@ -38,6 +38,8 @@ class Api:
     url: str
     token: str | None = None
     proc: subprocess.Popen[str] | None = None  # the `totalrecall run` supervisor, when we own it
+    ports: dict[str, int] | None = None
+    home: Path | None = None
 
     @property
     def headers(self) -> dict[str, str]:
@@ -86,7 +88,7 @@ def launch_stack(home: Path, model_path: Path | None) -> Iterator[Api]:
         wait_for(lambda: "Total Recall is up" in log.read_text() or proc.poll() is not None,
                  240, "the stack to come up")
         assert proc.poll() is None, log.read_text()
-        yield Api(f"http://127.0.0.1:{ports['api']}", proc=proc)
+        yield Api(f"http://127.0.0.1:{ports['api']}", proc=proc, ports=ports, home=home)
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)

@@ -5,6 +5,7 @@ from .api import (
     IngestEvent,
     IngestResponse,
     Memory,
+    OpenClawResult,
     RecallRequest,
     RecallResponse,
     Timeframe,
@@ -38,7 +39,8 @@ from .topology import Topology, ensure_streams
 __all__ = [
     "CATEGORIES", "REDACTED", "TIMEFRAMES", "AdminReply", "AdminRequest", "DeadLetter",
     "EmbedReply", "EmbedRequest", "EmbeddedEvent", "EventMetadata", "IngestEvent",
-    "IngestResponse", "Memory", "MemoryEvent", "RecallRequest", "RecallResponse", "Severity",
+    "IngestResponse", "Memory", "MemoryEvent", "OpenClawResult", "RecallRequest",
+    "RecallResponse", "Severity",
     "Tier", "Timeframe", "TimelineRequest", "TimelineResponse", "Topology", "VectorFilter",
     "VectorHit", "VectorSearchReply", "VectorSearchRequest", "ensure_streams", "memory_key",
     "new_event_id", "scrub_text", "scrub_value", "utcnow",

@@ -54,6 +54,9 @@ class RecallRequest(BaseModel):
     timeframe: Timeframe = "auto"
     category: str | None = None
     namespace: Namespace = "default"
+    format: Literal["default", "openclaw"] = Field(
+        default="default",
+        description='"openclaw" adds `results` shaped like OpenClaw memory_search')
 
 
 class Memory(BaseModel):
@@ -73,11 +76,25 @@ class Memory(BaseModel):
     relative_time: str = ""
 
 
+class OpenClawResult(BaseModel):
+    """One hit in the shape OpenClaw's memory_search returns (path, line range, snippet)."""
+
+    id: str
+    path: str
+    startLine: int  # OpenClaw's field names, camelCase
+    endLine: int
+    snippet: str
+    score: float
+    citation: str
+    source: str = "memory"
+
+
 class RecallResponse(BaseModel):
     memories: list[Memory]
     system_memory: str
     took_ms: float = 0.0
     query_class: str = "task"
+    results: list[OpenClawResult] | None = None
 
 
 class TimelineRequest(BaseModel):

@@ -41,8 +41,9 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"), REDACTED),  # Google
     (re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}\b"), REDACTED),  # GitLab
     (re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"), REDACTED),
-    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\b"), REDACTED),  # JWT
-    # key=value, key: value, --key value, "key": "value", KEY="value" (env, CLI flags, configs, JSON).
+    # JWT
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\b"), REDACTED),
+    # key=value, key: value, --key value, "key": "value", KEY="value" (env, CLI flags, JSON).
     (
         re.compile(
             r"(?i)(?P<k>(?:--?|\b)[A-Za-z0-9_.-]*(?:" + _KEY_WORDS + r")[A-Za-z0-9_.-]*)"

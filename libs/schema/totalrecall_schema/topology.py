@@ -6,6 +6,7 @@ their own streams and subjects: `Topology()` is production (`memory.*`, `MEMORY_
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
@@ -109,9 +110,8 @@ async def ensure_streams(js: object, topology: Topology) -> None:
         try:
             await js.stream_info(cfg.name)  # type: ignore[attr-defined]
         except NotFoundError:
-            try:
+            # BadRequest: created concurrently by another service.
+            with contextlib.suppress(BadRequestError):
                 await js.add_stream(cfg)  # type: ignore[attr-defined]
-            except BadRequestError:  # created concurrently by another service
-                pass
         else:
             await js.update_stream(cfg)  # type: ignore[attr-defined]

@@ -8,6 +8,7 @@ from typing import Any
 
 from totalrecall_schema import AdminRequest
 
+from .citations import Citations
 from .metrics import Metrics
 from .ports import Embedder, Publisher, Store, VectorIndex
 from .service import RecallService
@@ -23,9 +24,10 @@ class Container:
     embedder: Embedder
     index: VectorIndex
 
-    @property
-    def service(self) -> RecallService:
-        return RecallService(self.settings, self.embedder, self.index, self.store, self.metrics)
+    def __post_init__(self) -> None:
+        self.citations = Citations(self.settings.memory_dir)
+        self.service = RecallService(self.settings, self.embedder, self.index, self.store,
+                                     self.metrics, self.citations)
 
     async def health(self) -> dict[str, dict[str, Any]]:
         async def check(name: str, coro: Any) -> tuple[str, dict[str, Any]]:

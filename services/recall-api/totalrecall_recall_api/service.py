@@ -12,6 +12,7 @@ from typing import TypeVar
 
 from totalrecall_schema import (
     Memory,
+    OpenClawResult,
     RecallRequest,
     RecallResponse,
     VectorFilter,
@@ -19,6 +20,7 @@ from totalrecall_schema import (
     VectorSearchRequest,
 )
 
+from .citations import Citations
 from .core.classify import QueryClass, classify
 from .core.fusion import Candidate, Weights, fuse, mmr
 from .core.render import relative_time, system_memory_block
@@ -42,6 +44,7 @@ class RecallService:
     index: VectorIndex
     store: Store
     metrics: Metrics
+    citations: Citations | None = None
 
     async def _timed(self, stage: str, aw: Awaitable[T]) -> T:
         t0 = time.perf_counter()
@@ -109,8 +112,21 @@ class RecallService:
         took = time.perf_counter() - t0
         self.metrics.stage_seconds.labels("total").observe(took)
         self.metrics.results.observe(len(memories))
+        results = self._openclaw(memories) if req.format == "openclaw" else None
         return RecallResponse(memories=memories, system_memory=block, took_ms=took * 1000,
-                              query_class=cls.kind.value)
+                              query_class=cls.kind.value, results=results)
+
+    def _openclaw(self, memories: list[Memory]) -> list[OpenClawResult]:
+        cite = self.citations or Citations(self.settings.memory_dir)
+        out: list[OpenClawResult] = []
+        for m in memories:
+            path, start, end = cite.locate(m.namespace, m.id, f"{m.timestamp:%Y-%m-%d}")
+            snippet = m.summary + (f"\n{m.detail}" if m.detail else "")
+            anchor = f"#L{start}-L{end}" if start else ""
+            out.append(OpenClawResult(id=m.id, path=path, startLine=start, endLine=end,
+                                      snippet=snippet[:700], score=m.score,
+                                      citation=f"{path}{anchor}"))
+        return out
 
     async def _hybrid(self, req: RecallRequest, k: int, now: datetime) -> list[Memory]:
         s = self.settings

@@ -1,0 +1,184 @@
+"""Every recall-api endpoint against the real stack (real NATS, Postgres, Zvec, model)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import pytest
+from stacklib import Api, wait_for
+from totalrecall.infra import free_port
+
+
+def _ns() -> str:
+    return f"api-{uuid.uuid4().hex[:8]}"
+
+
+def test_ingest_list_store_recall_and_namespace_isolation(stack: Api) -> None:
+    ns, other = _ns(), _ns()
+    r = stack.post("/memory/ingest", [
+        {"summary": "nginx.service failed: bind() to 0.0.0.0:80 failed (address in use)",
+         "category": "system.service", "namespace": ns, "id": "nginx-1",
+         "metadata": {"severity": "error", "service": "nginx"}},
+        {"summary": "Installed firefox 121 via nix profile", "category": "system.package",
+         "namespace": ns},
+    ])
+    assert r.status_code == 200 and r.json()["accepted"] == 2, r.text
+    assert r.json()["ids"][0] == "nginx-1"
+    again = stack.post("/memory/ingest", {"summary": "nginx.service failed again", "id": "nginx-1",
+                                          "namespace": ns, "category": "system.service"})
+    assert again.json()["duplicates"] == 1  # same id → one memory
+    stored = stack.post("/memory/store", {"summary": "User prefers podman over docker",
+                                          "category": "user_pattern", "namespace": ns})
+    assert stored.status_code == 200
+    hit = stack.wait_recallable("why is nginx not starting?", "bind()", namespace=ns)
+    assert hit["id"] == "nginx-1" and hit["summary"].startswith("nginx.service failed: bind()")
+    assert stack.recall("nginx failed", namespace=other) == []
+    body = stack.post("/memory/recall", {"query": "why is nginx down?", "namespace": ns}).json()
+    assert "nginx" in body["system_memory"]
+    stack.wait_recallable("container runtime preference", "podman", namespace=ns)
+
+
+def test_greeting_returns_no_memories(stack: Api) -> None:
+    ns = _ns()
+    stack.post("/memory/ingest", {"summary": "hello world service crashed", "namespace": ns})
+    stack.wait_recallable("hello world service", "crashed", namespace=ns)
+    body = stack.post("/memory/recall", {"query": "hello!", "namespace": ns}).json()
+    assert body["memories"] == [] and body["system_memory"] == ""
+
+
+def test_escalation_from_hot_to_warm_tier(stack: Api) -> None:
+    ns = _ns()
+    ten_days_ago = (datetime.now(UTC) - timedelta(days=10)).isoformat()
+    stack.post("/memory/ingest", {"summary": "Kernel panic after installing nvidia driver 550",
+                                  "category": "error", "subcategory": "kernel", "namespace": ns,
+                                  "timestamp": ten_days_ago})
+    hit = stack.wait_recallable("kernel panic nvidia driver", "nvidia", namespace=ns)
+    body = stack.post("/memory/recall", {"query": "kernel panic with the nvidia driver",
+                                         "namespace": ns, "timeframe": "auto"}).json()
+    found = [m for m in body["memories"] if m["id"] == hit["id"]]
+    assert found and found[0]["tier"] == "warm"  # not in hot: found by escalating
+    assert "Last week" in body["system_memory"] or "days ago" in body["system_memory"]
+    narrow = stack.post("/memory/recall", {"query": "kernel panic nvidia driver", "namespace": ns,
+                                           "timeframe": "24h"}).json()
+    assert narrow["memories"] == []
+
+
+def test_timeline_stats_file_flush_warm_health_metrics(stack: Api) -> None:
+    ns = _ns()
+    now = datetime.now(UTC)
+    for i in range(3):
+        stack.post("/memory/ingest", {"summary": f"timeline step {i}", "namespace": ns,
+                                      "timestamp": (now - timedelta(minutes=30 - i)).isoformat()})
+    tl = wait_for(lambda: (m := stack.post("/memory/timeline", {"hours": 1, "namespace": ns})
+                           .json()["memories"]) and len(m) == 3 and m, 30, "the timeline")
+    assert [m["summary"] for m in tl] == ["timeline step 0", "timeline step 1", "timeline step 2"]
+
+    stats = httpx.get(f"{stack.url}/memory/stats", params={"namespace": ns}, timeout=10).json()
+    assert stats["total"] == 3 and stats["by_category"] == {"conversation": 3}
+    assert set(stats["index"]["tiers"]) == {"hot", "warm", "cold"}
+
+    day = f"{now - timedelta(minutes=30):%Y-%m-%d}"
+    text = stack.post("/memory/file", {"path": f"memory/daily/{day}.md"}).json()["text"]
+    assert "timeline step 1" in text
+    assert stack.post("/memory/file", {"path": "daily/1999-01-01.md"}).json() == {
+        "path": "daily/1999-01-01.md", "text": ""}
+    assert stack.post("/memory/file", {"path": "../../../etc/passwd"}).status_code == 400
+
+    oc = stack.post("/memory/recall", {"query": "timeline step 1", "namespace": ns,
+                                       "format": "openclaw"}).json()
+    first = oc["results"][0]
+    assert first["path"] == f"memory/daily/{day}.md" and first["startLine"] > 0
+    lines = text.splitlines()[first["startLine"] - 1: first["endLine"]]
+    assert any(first["snippet"].split("\n")[0] in line for line in lines)
+
+    flush = {"sessionId": "s-1", "namespace": ns, "messages": [
+        {"role": "user", "content": "Remember: the backup disk is /dev/sdc and must stay unmounted"},
+        {"role": "assistant", "content": "Understood, I will keep /dev/sdc unmounted."}]}
+    first_flush = stack.post("/memory/flush", flush).json()
+    assert first_flush["accepted"] == 2
+    assert stack.post("/memory/flush", flush).json()["duplicates"] == 2
+    stack.wait_recallable("which disk is the backup disk?", "/dev/sdc", namespace=ns)
+
+    assert stack.post("/memory/warm", {"sessionId": "s-1"}).json()["ok"] is True
+    health = httpx.get(f"{stack.url}/memory/health", timeout=10).json()
+    assert health["status"] == "ok", health
+    metrics = httpx.get(f"{stack.url}/metrics", timeout=10).text
+    assert 'totalrecall_recall_stage_seconds_bucket{le="0.005",stage="total"}' in metrics
+    assert 'stage="embed"' in metrics and 'stage="bm25"' in metrics and 'stage="vector_hot"' in metrics
+
+
+def test_compact_and_rebuild_keep_answers(stack: Api) -> None:
+    ns = _ns()
+    stack.post("/memory/ingest", {"summary": "Wi-Fi drops every 20 minutes on wlp2s0",
+                                  "category": "system.network", "namespace": ns})
+    before = stack.wait_recallable("wifi keeps disconnecting", "wlp2s0", namespace=ns)
+    assert stack.post("/memory/compact", {}).status_code == 200
+    r = httpx.post(f"{stack.url}/memory/rebuild", json={}, timeout=600)
+    assert r.status_code == 200 and r.json()["ok"], r.text
+    after = stack.wait_recallable("wifi keeps disconnecting", "wlp2s0", namespace=ns)
+    assert after["id"] == before["id"]
+
+
+@pytest.mark.parametrize(("path", "body", "status", "fragment"), [
+    ("/memory/ingest", {"summary": ""}, 422, "summary"),
+    ("/memory/ingest", {"summary": "x", "category": "nope"}, 422, "unknown category"),
+    ("/memory/ingest", {"summary": "x", "timestamp": "2999-01-01T00:00:00Z"}, 422, "future"),
+    ("/memory/ingest", [], 422, "no events"),
+    ("/memory/recall", {"query": "x", "timeframe": "forever"}, 422, "timeframe"),
+    ("/memory/recall", {"nothing": 1}, 422, "query"),
+    ("/memory/timeline", {"hours": -1}, 422, "hours"),
+])
+def test_bad_inputs_get_clear_4xx(stack: Api, path: str, body: object, status: int,
+                                  fragment: str) -> None:
+    r = stack.post(path, body)
+    assert r.status_code == status and fragment in r.json()["detail"], r.text
+
+
+def test_oversized_body_is_rejected(stack: Api) -> None:
+    r = httpx.post(f"{stack.url}/memory/ingest", content=b"[" + b'{"summary":"x"},' * 200_000
+                   + b'{"summary":"x"}]', headers={"content-type": "application/json"}, timeout=30)
+    assert r.status_code == 413
+
+
+@pytest.fixture
+def token_api(stack: Api) -> Iterator[str]:
+    """A second recall-api process on the same stack, bound with a token (as off-loopback)."""
+    assert stack.ports is not None and stack.home is not None
+    port = free_port()
+    env = {**os.environ, "TOTALRECALL_HOME": str(stack.home), "TR_RECALL_HTTP_PORT": str(port),
+           "TR_RECALL_API_TOKEN": "e2e-token-123",
+           "TR_RECALL_NATS_URL": f"nats://127.0.0.1:{stack.ports['nats']}",
+           "TR_RECALL_PG_DSN": f"postgresql://postgres@127.0.0.1:{stack.ports['postgres']}/totalrecall"}
+    proc = subprocess.Popen([sys.executable, "-m", "totalrecall_recall_api"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return httpx.get(f"{url}/health", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_for(up, 30, "the token-protected recall-api")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_bearer_token_auth_over_http(token_api: str) -> None:
+    body = {"query": "anything"}
+    assert httpx.post(f"{token_api}/memory/recall", json=body).status_code == 401
+    wrong = {"Authorization": "Bearer nope"}
+    assert httpx.post(f"{token_api}/memory/recall", json=body, headers=wrong).status_code == 401
+    right = {"Authorization": "Bearer e2e-token-123"}
+    assert httpx.post(f"{token_api}/memory/recall", json=body, headers=right, timeout=10
+                      ).status_code == 200
+    assert httpx.get(f"{token_api}/memory/health", timeout=10).status_code == 200
