@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from totalrecall.infra import NatsServer, PostgresServer, free_port
 from totalrecall.paths import default_model_path
 from totalrecall_schema import Topology

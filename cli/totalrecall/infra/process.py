@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -59,8 +60,6 @@ def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: floa
     try:
         proc.wait(timeout)
     except subprocess.TimeoutExpired:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         proc.wait(5)

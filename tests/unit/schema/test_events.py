@@ -2,7 +2,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from pydantic import ValidationError
-
 from totalrecall_schema import EmbeddedEvent, MemoryEvent, RecallRequest, Topology, memory_key
 
 

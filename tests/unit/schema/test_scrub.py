@@ -1,7 +1,6 @@
 """A corpus of realistic secrets: none may survive into an event."""
 
 import pytest
-
 from totalrecall_schema import REDACTED, MemoryEvent, scrub_text
 
 SECRETS = [

@@ -1,0 +1,73 @@
+"""Start the whole stack as `make run` does (`totalrecall run` on free ports) from Python.
+
+Used by the end-to-end tests, `make bench` and `make eval`, so they measure the real thing.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .infra import free_port
+
+PORT_NAMES = ("nats", "nats_monitor", "postgres", "api", "embedder", "indexer", "watchers")
+
+
+@dataclass
+class RunningStack:
+    home: Path
+    ports: dict[str, int]
+    proc: subprocess.Popen[str]
+    log: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def api(self) -> str:
+        return f"http://127.0.0.1:{self.ports['api']}"
+
+    @property
+    def nats_url(self) -> str:
+        return f"nats://127.0.0.1:{self.ports['nats']}"
+
+    @property
+    def pg_dsn(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.ports['postgres']}/totalrecall"
+
+
+@contextmanager
+def launched_stack(home: Path, *, extra_env: dict[str, str] | None = None,
+                   ready_timeout: float = 300.0) -> Iterator[RunningStack]:
+    """`totalrecall run` in `home` on free ports; stopped with SIGINT (Ctrl-C) on exit."""
+    home.mkdir(parents=True, exist_ok=True)
+    ports = {name: free_port() for name in PORT_NAMES}
+    env = {**os.environ, "TOTALRECALL_HOME": str(home), **(extra_env or {})}
+    env.update({f"TOTALRECALL_{k.upper()}_PORT": str(v) for k, v in ports.items()})
+    log = home / "supervisor.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([str(Path(sys.executable).parent / "totalrecall"), "run"],
+                                env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+    stack = RunningStack(home, ports, proc, log, env)
+    try:
+        deadline = time.monotonic() + ready_timeout
+        while "Total Recall is up" not in log.read_text():
+            if proc.poll() is not None:
+                raise RuntimeError(f"`totalrecall run` exited early:\n{log.read_text()[-3000:]}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"stack not up in {ready_timeout:.0f}s:\n{log.read_text()[-3000:]}")
+            time.sleep(0.2)
+        yield stack
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
