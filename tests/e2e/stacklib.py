@@ -76,7 +76,11 @@ def launch_stack(home: Path, model_path: Path | None) -> Iterator[Api]:
              ("nats", "nats_monitor", "postgres", "api", "embedder", "indexer", "watchers")}
     env = {**os.environ, "TOTALRECALL_HOME": str(home),
            # Fast watcher cadence so a CPU hog shows up within seconds.
-           "TR_WATCHERS_PROCESS__INTERVAL_S": "1", "TR_WATCHERS_PROCESS__CPU_PERCENT": "40"}
+           "TR_WATCHERS_PROCESS__INTERVAL_S": "1", "TR_WATCHERS_PROCESS__CPU_PERCENT": "40",
+           # Other e2e tests (the OpenClaw gateway, builds) start CPU-hungry processes of their own:
+           # a production-sized burst budget would be spent before the test's own hog shows up.
+           "TR_WATCHERS_RATE_LIMIT__PER_WATCHER_BURST": "1000",
+           "TR_WATCHERS_RATE_LIMIT__GLOBAL_BURST": "1000"}
     if model_path is not None:
         env["TR_EMBEDDER_MODEL_PATH"] = str(model_path)
     env.update({f"TOTALRECALL_{k.upper()}_PORT": str(v) for k, v in ports.items()})

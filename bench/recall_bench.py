@@ -1,0 +1,176 @@
+"""Recall latency over HTTP with N memories stored (issue target: p50 ≤ 15 ms, p99 ≤ 50 ms at 100k).
+
+Starts the real stack (`totalrecall run` on free ports), seeds N synthetic OS memories, waits until
+they are searchable and indexed, then times automatic recalls over HTTP and prints the figures,
+including the per-stage histograms the service exports.
+
+Seeding goes straight to the embedded stream: real MiniLM vectors of a few hundred distinct event
+texts (embedded once through the embedder's batch RPC) with per-event noise, so that 100k events
+do not cost 20 minutes of CPU embedding while the search, BM25 and fusion work is the real thing.
+
+    .venv/bin/python -m bench.recall_bench --n 100000 --queries 300
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import statistics
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import nats
+import numpy as np
+from totalrecall.launcher import launched_stack
+from totalrecall_schema import EmbeddedEvent, EmbedReply, EmbedRequest, MemoryEvent, Topology
+
+SERVICES = ["nginx", "postgresql", "docker", "sshd", "NetworkManager", "bluetooth", "cups",
+            "systemd-resolved", "pipewire", "gdm", "firefox", "code", "chrome", "slack", "zoom"]
+TEMPLATES = [
+    ("system.service", "error", "{s}.service failed: exit code {n}",
+     "Unit {s}.service entered failed state after {n} restarts; last log: address already in use"),
+    ("system.process", "warning", "{s} (PID {n}) using {p}% CPU",
+     "command: /usr/bin/{s} --type=renderer; user: alice; RSS {n} MiB"),
+    ("system.storage", "warning", "/home at {p}% capacity, {n} GB remaining",
+     "Largest directories: ~/.cache/{s}, ~/Downloads"),
+    ("system.network", "info", "Wi-Fi reconnected to HomeNet via wlp2s0 after {n}s",
+     "DNS via systemd-resolved; {s} lost its connection"),
+    ("system.package", "info", "Installed {s} {n}.{p} (generation {n})",
+     "nix profile install {s}; closure size {p} MiB"),
+    ("error", "error", "{s}: segmentation fault in libc.so.6",
+     "core dumped; backtrace points at {s} plugin loader, PID {n}"),
+    ("diagnosis", "info", "Slow boot traced to {s} waiting {n}s for the network",
+     "Resolution: set {s} to start after network-online.target"),
+    ("user_pattern", "info", "User usually runs {s} between 9 and 11 am",
+     "Observed on {n} days out of the last {p}"),
+    ("conversation", "info", "User asked why {s} is slow; agent found swap at {p}%",
+     "Killed stale {s} renderer processes; memory pressure dropped"),
+]
+QUERIES = ["why is my system so slow?", "nginx failed to start", "which process used a lot of CPU?",
+           "is the disk full?", "wifi keeps disconnecting", "what did I install recently?",
+           "firefox crashed", "why does boot take so long?", "when do I usually run docker?",
+           "postgres not starting after update", "bluetooth problems", "out of memory errors",
+           "what happened with chrome yesterday?", "slack segfault", "dns resolution failures"]
+
+
+def _texts(rng: random.Random) -> list[tuple[str, str, str, str]]:
+    out = []
+    for cat, sev, summary, detail in TEMPLATES:
+        for s in SERVICES:
+            n, p = rng.randint(2, 9000), rng.randint(50, 99)
+            out.append((cat, sev, summary.format(s=s, n=n, p=p), detail.format(s=s, n=n, p=p)))
+    return out
+
+
+async def _seed(nats_url: str, topo: Topology, n: int, days: float, rng: random.Random) -> float:
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    base = _texts(rng)
+    vecs: list[list[float]] = []
+    for i in range(0, len(base), 64):
+        req = EmbedRequest(texts=[f"{b[2]}\n{b[3]}" for b in base[i:i + 64]], kind="document")
+        msg = await nc.request(topo.rpc_embed_batch, req.model_dump_json().encode(), timeout=120)
+        reply = EmbedReply.model_validate_json(msg.data)
+        assert reply.vectors, reply.error
+        vecs += reply.vectors
+        model = reply.model
+    base_v = np.asarray(vecs, dtype=np.float32)
+    now = datetime.now(UTC)
+    t0 = time.perf_counter()
+    pending: list[asyncio.Future[object]] = []
+    for i in range(n):
+        j = rng.randrange(len(base))
+        cat, sev, summary, detail = base[j]
+        v = base_v[j] + np.random.default_rng(i).normal(0, 0.02, base_v.shape[1]).astype(np.float32)
+        v /= np.linalg.norm(v)
+        ts = now - timedelta(seconds=rng.uniform(0, days * 86400))
+        ev = MemoryEvent(id=f"bench-{i}", timestamp=ts, category=cat, summary=f"{summary} #{i}",
+                         detail=detail, metadata={"severity": sev}, source="bench")
+        emb = EmbeddedEvent(event=ev, vector=v.tolist(), model=model)
+        pending.append(await js.publish_async(topo.embedded_subject(cat), emb.model_dump_json().encode(),
+                                              headers={"Nats-Msg-Id": ev.key}))
+        if len(pending) >= 2000:
+            await asyncio.gather(*pending)
+            pending.clear()
+    await asyncio.gather(*pending)
+    await nc.drain()
+    return time.perf_counter() - t0
+
+
+def _wait_indexed(api: str, n: int, timeout: float) -> float:
+    t0 = time.perf_counter()
+    while True:
+        stats = httpx.get(f"{api}/memory/stats", timeout=30).json()
+        if stats.get("total", 0) >= n:
+            return time.perf_counter() - t0
+        if time.perf_counter() - t0 > timeout:
+            raise TimeoutError(f"only {stats.get('total')} of {n} indexed after {timeout:.0f}s")
+        time.sleep(1)
+
+
+def _pct(xs: list[float], q: float) -> float:
+    return sorted(xs)[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def _stage_quantiles(metrics: str) -> dict[str, str]:
+    """Mean per stage from the Prometheus histogram (sum / count)."""
+    sums: dict[str, float] = {}
+    counts: dict[str, float] = {}
+    for line in metrics.splitlines():
+        if line.startswith("totalrecall_recall_stage_seconds_sum"):
+            stage = line.split('stage="')[1].split('"')[0]
+            sums[stage] = float(line.rsplit(" ", 1)[1])
+        elif line.startswith("totalrecall_recall_stage_seconds_count"):
+            stage = line.split('stage="')[1].split('"')[0]
+            counts[stage] = float(line.rsplit(" ", 1)[1])
+    return {s: f"{1000 * sums[s] / counts[s]:.2f} ms (n={int(counts[s])})"
+            for s in sorted(sums) if counts.get(s)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=20_000, help="memories to seed")
+    ap.add_argument("--days", type=float, default=30.0, help="spread of event times")
+    ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--optimize", action="store_true",
+                    help="build the HNSW index (POST /memory/compact) before measuring")
+    args = ap.parse_args(argv)
+    rng = random.Random(7)
+    with tempfile.TemporaryDirectory(prefix="tr-bench-") as tmp, \
+            launched_stack(Path(tmp) / "home") as stack:
+        api = stack.api
+        seed_s = asyncio.run(_seed(stack.nats_url, Topology(), args.n, args.days, rng))
+        wait_s = _wait_indexed(api, args.n, timeout=3600)
+        print(f"seeded {args.n} memories over {args.days:.0f} days: publish {seed_s:.1f}s, "
+              f"indexed {args.n / (seed_s + wait_s):.0f}/s ({seed_s + wait_s:.1f}s total)")
+        if args.optimize:
+            t = time.perf_counter()
+            httpx.post(f"{api}/memory/compact", json={}, timeout=7200)
+            print(f"compact + HNSW build: {time.perf_counter() - t:.1f}s")
+        stats = httpx.get(f"{api}/memory/stats", timeout=30).json()
+        print(f"tiers: {stats.get('by_tier')}; index: {stats.get('index', {}).get('tiers')}")
+        with httpx.Client(base_url=api, timeout=30) as client:
+            for q in QUERIES:  # warm-up
+                client.post("/memory/recall", json={"query": q})
+            lat: list[float] = []
+            for i in range(args.queries):
+                q = QUERIES[i % len(QUERIES)]
+                t = time.perf_counter()
+                r = client.post("/memory/recall", json={"query": q, "timeframe": "auto"})
+                lat.append((time.perf_counter() - t) * 1000)
+                r.raise_for_status()
+            metrics = client.get("/metrics").text
+    print(f"automatic recall over HTTP, {args.n} memories, {args.queries} queries: "
+          f"p50 {statistics.median(lat):.1f} ms, p90 {_pct(lat, 0.9):.1f} ms, "
+          f"p99 {_pct(lat, 0.99):.1f} ms, max {max(lat):.1f} ms")
+    for stage, text in _stage_quantiles(metrics).items():
+        print(f"  stage {stage:<11} mean {text}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
