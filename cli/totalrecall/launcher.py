@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .infra import free_port
+from .paths import default_model_path
 
 PORT_NAMES = ("nats", "nats_monitor", "postgres", "api", "embedder", "indexer", "watchers")
 
@@ -47,7 +48,10 @@ def launched_stack(home: Path, *, extra_env: dict[str, str] | None = None,
     """`totalrecall run` in `home` on free ports; stopped with SIGINT (Ctrl-C) on exit."""
     home.mkdir(parents=True, exist_ok=True)
     ports = {name: free_port() for name in PORT_NAMES}
-    env = {**os.environ, "TOTALRECALL_HOME": str(home), **(extra_env or {})}
+    # The model lives in the caller's home (built once by `make bootstrap`), not the new one.
+    env = {**os.environ, "TR_EMBEDDER_MODEL_PATH": os.environ.get(
+        "TR_EMBEDDER_MODEL_PATH", str(default_model_path())),
+        "TOTALRECALL_HOME": str(home), **(extra_env or {})}
     env.update({f"TOTALRECALL_{k.upper()}_PORT": str(v) for k, v in ports.items()})
     log = home / "supervisor.log"
     with open(log, "w") as out:
