@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 from totalrecall_schema import (
@@ -18,6 +18,7 @@ from totalrecall_schema import (
     VectorFilter,
     VectorHit,
     VectorSearchRequest,
+    memory_key,
 )
 
 from .citations import Citations
@@ -31,6 +32,11 @@ from .ports import Embedder, Store, VectorIndex
 from .settings import Settings
 
 log = logging.getLogger("totalrecall.recall")
+
+
+async def _nothing() -> list[Memory]:
+    return []
+
 T = TypeVar("T")
 
 SYSTEM_CATEGORIES = ("system.process", "system.service", "system.network", "system.storage",
@@ -100,7 +106,8 @@ class RecallService:
                 memories = await self.store.recent(req.namespace, None, req.category,
                                                    cls.max_results)
             else:
-                memories = await self._hybrid(req, cls.max_results, now)
+                memories = await self._hybrid(req, cls.max_results, now,
+                                               diagnostic=cls.kind is QueryClass.DIAGNOSTIC)
         profile: list[Memory] = []
         if cls.max_results > 0:
             profile = await self._guard("profile", self.store.recent(
@@ -128,12 +135,14 @@ class RecallService:
                                       citation=f"{path}{anchor}"))
         return out
 
-    async def _hybrid(self, req: RecallRequest, k: int, now: datetime) -> list[Memory]:
+    async def _hybrid(self, req: RecallRequest, k: int, now: datetime, *,
+                      diagnostic: bool = False) -> list[Memory]:
         s = self.settings
         p = plan(req.timeframe, now)
-        vec_hits, bm25_hits = await asyncio.gather(
+        vec_hits, bm25_hits, recent = await asyncio.gather(
             self._guard("vector", self._vector(req, p.since, p.first_tiers, p.escalation_tiers)),
             self._guard("bm25", self._bm25(req, p.since)),
+            self._guard("recent", self._recent_system(req, now) if diagnostic else _nothing()),
         )
         t_fuse = time.perf_counter()
         cands: dict[str, Candidate] = {}
@@ -152,12 +161,23 @@ class RecallService:
                     continue
                 c = cands[key] = Candidate(key, m.timestamp, m.summary, tier=m.tier)
             c.bm25 = rank
+        for m in recent:  # diagnostic: what just went wrong on the machine, even if worded apart
+            key = memory_key(m.namespace, m.id)
+            by_key.setdefault(key, m)
+            cands.setdefault(key, Candidate(key, m.timestamp, m.summary, tier=m.tier))
         for key, c in cands.items():
             m = by_key.get(key)
             if m is not None:
                 c.text = f"{m.summary} {m.detail}"
+                c.category = m.category
         weights = Weights(s.weight_vector, s.weight_bm25, s.weight_recency, s.half_life_hours)
-        ranked = [c for c in fuse(list(cands.values()), now, weights) if c.score >= s.min_score]
+        ranked = fuse(list(cands.values()), now, weights)
+        if diagnostic:  # the design: diagnostic questions are about the machine's recent events
+            for c in ranked:
+                if c.category in SYSTEM_CATEGORIES:
+                    c.score += s.diagnostic_boost
+            ranked.sort(key=lambda c: c.score, reverse=True)
+        ranked = [c for c in ranked if c.score >= s.min_score]
         self.metrics.stage_seconds.labels("fusion").observe(time.perf_counter() - t_fuse)
         t_mmr = time.perf_counter()
         chosen = mmr(ranked, k, s.mmr_lambda)
@@ -174,6 +194,11 @@ class RecallService:
             m.metadata = {**m.metadata, "_scores": scores}
             out.append(m)
         return out
+
+    async def _recent_system(self, req: RecallRequest, now: datetime) -> list[Memory]:
+        cats = [req.category] if req.category else list(SYSTEM_CATEGORIES)
+        rows = await self.store.recent(req.namespace, now - timedelta(hours=24), None, 20, cats)
+        return [m for m in rows if m.severity in ("warning", "error", "critical")][:10]
 
     async def _rows(self, keys: list[str]) -> list[tuple[str, Memory]]:
         return list((await self.store.rows(list(dict.fromkeys(keys)))).items())

@@ -42,6 +42,7 @@ class Settings(BaseSettings):
     good_match_similarity: float = 0.35
     min_good_matches: int = 3
     min_score: float = 0.05
+    diagnostic_boost: float = 0.08
 
     @property
     def topology(self) -> Topology:

@@ -63,7 +63,8 @@ class FakeWorld:
     # Store
     def _memory(self, e: MemoryEvent) -> Memory:
         return Memory(id=e.id, score=0, timestamp=e.timestamp, category=e.category,
-                      summary=e.summary, detail=e.detail, namespace=e.namespace)
+                      summary=e.summary, detail=e.detail, namespace=e.namespace,
+                      severity=e.metadata.severity)
 
     async def bm25(self, terms: Sequence[str], namespace: str, since: Any, category: Any,
                    limit: int) -> list[tuple[str, float]]:
@@ -76,7 +77,8 @@ class FakeWorld:
     async def recent(self, namespace: str, since: Any, category: Any, limit: int,
                      categories: Any = None) -> list[Memory]:
         evs = sorted((e for e in self.events.values() if e.namespace == namespace
-                      and (category is None or e.category == category)),
+                      and (category is None or e.category == category)
+                      and (categories is None or e.category in categories)),
                      key=lambda e: e.timestamp, reverse=True)
         return [self._memory(e) for e in evs[:limit]]
 
@@ -230,3 +232,15 @@ async def test_openapi_lists_the_contract(client: httpx.AsyncClient) -> None:
     for p in ("ingest", "store", "recall", "timeline", "health", "stats", "compact", "rebuild",
               "file", "flush", "warm"):
         assert f"/memory/{p}" in paths
+
+
+async def test_diagnostic_questions_surface_recent_system_trouble(client: httpx.AsyncClient) -> None:
+    await client.post("/memory/ingest", json=[
+        {"summary": "Talked about holiday plans in Lisbon", "category": "conversation"},
+        {"summary": "chrome PID 8821 consuming 3.8GB RAM, swap at 94%", "category": "system.process",
+         "metadata": {"severity": "warning"}}])
+    body = (await client.post("/memory/recall", json={"query": "why is everything so sluggish?"})).json()
+    assert body["query_class"] == "diagnostic"
+    assert body["memories"][0]["category"] == "system.process"
+    task = (await client.post("/memory/recall", json={"query": "holiday plans Lisbon"})).json()
+    assert task["memories"][0]["category"] == "conversation"

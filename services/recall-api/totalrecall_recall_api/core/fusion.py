@@ -18,6 +18,7 @@ class Candidate:
     vector_sim: float | None = None  # cosine similarity from the vector index
     bm25: float | None = None  # raw rank from Postgres
     tier: str = "text"
+    category: str = ""
     score: float = 0.0
     components: dict[str, float] = field(default_factory=dict)
 
