@@ -31,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     p_run = sub.add_parser("run", help="run the whole stack locally (nats, postgres, 4 services)")
     p_run.add_argument("--only", nargs="*", help="start only these services")
+    p_run.add_argument("--prometheus", action="store_true",
+                       help="also run a local Prometheus (Debian package) scraping the stack")
     p_model = sub.add_parser("model", help="embedding model management")
     p_model.add_argument("action", choices=["build"])
     p_model.add_argument("rest", nargs=argparse.REMAINDER)
@@ -51,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "run":
         from .supervisor import run
 
-        return run(args.only)
+        return run(args.only, prometheus=args.prometheus)
     if args.cmd == "model":
         from .model_build import main as build_main
 

@@ -32,6 +32,7 @@ class Ports:
     embedder: int = 8766
     indexer: int = 8767
     watchers: int = 8768
+    prometheus: int = 9090
 
     @classmethod
     def from_env(cls) -> Ports:
@@ -75,8 +76,11 @@ def _healthy(url: str) -> bool:
 
 
 class Supervisor:
-    def __init__(self, state: Path, ports: Ports, services: list[str] | None = None) -> None:
+    def __init__(self, state: Path, ports: Ports, services: list[str] | None = None,
+                 prometheus: bool = False) -> None:
         self.state = state
+        self.prometheus = prometheus
+        self.prom_proc: subprocess.Popen[bytes] | None = None
         self.ports = ports
         self.logs = state / "logs"
         self.nats = NatsServer(state / "nats", port=ports.nats, monitor_port=ports.nats_monitor,
@@ -120,6 +124,8 @@ class Supervisor:
         _log(f"postgres at {self.pg.dsn(DATABASE)}")
         for s in self.services:
             self._start_service(s)
+        if self.prometheus:
+            self._start_prometheus()
         deadline = time.monotonic() + ready_timeout
         pending = list(self.services)
         while pending and not self.stopping:
@@ -128,6 +134,35 @@ class Supervisor:
             if time.monotonic() > deadline:
                 raise TimeoutError("not healthy in time: " + ", ".join(s.name for s in pending))
             time.sleep(0.2)
+
+    def _start_prometheus(self) -> None:
+        """A local Prometheus (Debian's package) scraping this stack, with the alert rules."""
+        import shutil
+
+        binary = shutil.which("prometheus")
+        if binary is None:
+            _log("--prometheus: no prometheus binary (apt-get install prometheus); skipped")
+            return
+        conf_dir = self.state / "prometheus"
+        conf_dir.mkdir(parents=True, exist_ok=True)
+        rules = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "rules.yml"
+        targets = {"recall-api": self.ports.api, "embedder": self.ports.embedder,
+                   "indexer": self.ports.indexer, "watchers": self.ports.watchers}
+        lines = ["global: {scrape_interval: 15s, evaluation_interval: 15s}"]
+        if rules.exists():
+            shutil.copy(rules, conf_dir / "rules.yml")
+            lines.append("rule_files: [rules.yml]")
+        lines.append("scrape_configs:")
+        for name, port in targets.items():
+            lines.append(f"  - {{job_name: totalrecall-{name}, "
+                         f"static_configs: [{{targets: ['127.0.0.1:{port}']}}]}}")
+        (conf_dir / "prometheus.yml").write_text("\n".join(lines) + "\n")
+        self.prom_proc = spawn(
+            [binary, f"--config.file={conf_dir / 'prometheus.yml'}",
+             f"--storage.tsdb.path={conf_dir / 'data'}",
+             f"--web.listen-address=127.0.0.1:{self.ports.prometheus}"],
+            log_path=self.logs / "prometheus.log")
+        _log(f"prometheus at http://127.0.0.1:{self.ports.prometheus}")
 
     def supervise_once(self) -> None:
         now = time.monotonic()
@@ -158,13 +193,15 @@ class Supervisor:
         for s in self.services:
             if s.proc is not None:
                 stop(s.proc, timeout=15)
+        if self.prom_proc is not None:
+            stop(self.prom_proc)
         self.pg.stop()
         self.nats.stop()
         _log("stopped")
 
 
-def run(services: list[str] | None = None) -> int:
-    sup = Supervisor(home(), Ports.from_env(), services)
+def run(services: list[str] | None = None, prometheus: bool = False) -> int:
+    sup = Supervisor(home(), Ports.from_env(), services, prometheus=prometheus)
 
     def _on_signal(signum: int, _frame: object) -> None:
         sup.stopping = True
