@@ -7,9 +7,7 @@ API instead.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -70,34 +68,16 @@ def launch_stack(home: Path, model_path: Path | None) -> Iterator[Api]:
     if external:
         yield Api(external.rstrip("/"), os.environ.get("TOTALRECALL_E2E_API_TOKEN") or None)
         return
-    from totalrecall.infra import free_port
+    from totalrecall.launcher import launched_stack
 
-    ports = {name: free_port() for name in
-             ("nats", "nats_monitor", "postgres", "api", "embedder", "indexer", "watchers")}
-    env = {**os.environ, "TOTALRECALL_HOME": str(home),
-           # Fast watcher cadence so a CPU hog shows up within seconds.
-           "TR_WATCHERS_PROCESS__INTERVAL_S": "1", "TR_WATCHERS_PROCESS__CPU_PERCENT": "40",
-           # Other e2e tests (the OpenClaw gateway, builds) start CPU-hungry processes of their own:
-           # a production-sized burst budget would be spent before the test's own hog shows up.
-           "TR_WATCHERS_RATE_LIMIT__PER_WATCHER_BURST": "1000",
-           "TR_WATCHERS_RATE_LIMIT__GLOBAL_BURST": "1000"}
+    env = {
+        # Fast watcher cadence so a CPU hog shows up within seconds.
+        "TR_WATCHERS_PROCESS__INTERVAL_S": "1", "TR_WATCHERS_PROCESS__CPU_PERCENT": "40",
+        # Other e2e tests (the OpenClaw gateway, builds) start CPU-hungry processes of their own:
+        # a production-sized burst budget would be spent before the test's own hog shows up.
+        "TR_WATCHERS_RATE_LIMIT__PER_WATCHER_BURST": "1000",
+        "TR_WATCHERS_RATE_LIMIT__GLOBAL_BURST": "1000"}
     if model_path is not None:
         env["TR_EMBEDDER_MODEL_PATH"] = str(model_path)
-    env.update({f"TOTALRECALL_{k.upper()}_PORT": str(v) for k, v in ports.items()})
-    log = home / "supervisor.log"
-    out = open(log, "w")  # noqa: SIM115
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "totalrecall"), "run"], env=env,
-                            stdout=out, stderr=subprocess.STDOUT, text=True)
-    try:
-        wait_for(lambda: "Total Recall is up" in log.read_text() or proc.poll() is not None,
-                 240, "the stack to come up")
-        assert proc.poll() is None, log.read_text()
-        yield Api(f"http://127.0.0.1:{ports['api']}", proc=proc, ports=ports, home=home)
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        out.close()
+    with launched_stack(home, extra_env=env, ready_timeout=240) as running:
+        yield Api(running.api, proc=running.proc, ports=running.ports, home=home)
