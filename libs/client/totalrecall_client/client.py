@@ -188,7 +188,8 @@ class _Base:
         req = RecallRequest(query=query, maxResults=max_results, timeframe=timeframe,
                             category=category, namespace=self._ns(namespace) or "default")
         return _Call("POST", "/memory/recall",
-                     req.model_dump(mode="json", by_alias=True, exclude_none=True),
+                     req.model_dump(mode="json", by_alias=True, exclude_none=True,
+                                    exclude_unset=True),
                      _model(RecallResponse))
 
     def _c_timeline(self, hours: float, category: str | None, namespace: str | None,
