@@ -46,5 +46,9 @@ lint: bootstrap
 typecheck: bootstrap
 	$(BIN)/mypy libs/schema/totalrecall_schema cli/totalrecall libs/client/totalrecall_client integrations/mcp/totalrecall_mcp
 
+## compose-check: validate docker-compose.yml, Prometheus rules, dashboards, systemd, NixOS offline
+compose-check: bootstrap
+	$(BIN)/pytest tests/unit/deploy tests/integration/deploy
+
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

@@ -1,6 +1,7 @@
 """Generates the Grafana dashboards in dashboards/ (run: python deploy/grafana/build_dashboards.py).
 
-Kept as code so the panels stay small and consistent; the JSON files are committed output.
+Kept as code so the panels stay small and consistent; the JSON files are committed output
+(tests/unit/deploy checks they are up to date and use only metrics listed in deploy/METRICS.md).
 """
 
 from __future__ import annotations
@@ -11,8 +12,12 @@ from pathlib import Path
 OUT = Path(__file__).parent / "dashboards"
 
 
-def q(expr: str, legend: str = "") -> dict[str, str]:
-    return {"expr": expr, "legendFormat": legend, "datasource": "prometheus"}
+# The provisioned datasource (provisioning/datasources/prometheus.yml), referenced by uid.
+DS = {"type": "prometheus", "uid": "prometheus"}
+
+
+def q(expr: str, legend: str = "") -> dict[str, object]:
+    return {"expr": expr, "legendFormat": legend, "datasource": DS}
 
 
 def p95(metric: str, by: str = "", q_: float = 0.99) -> str:
@@ -20,11 +25,11 @@ def p95(metric: str, by: str = "", q_: float = 0.99) -> str:
     return f"histogram_quantile({q_}, sum by ({group}) (rate({metric}_bucket[5m])))"
 
 
-def panel(title: str, targets: list[dict[str, str]], unit: str = "short", kind: str = "timeseries",
+def panel(title: str, targets: list[dict[str, object]], unit: str = "short", kind: str = "timeseries",
           thresholds: list[float] | None = None) -> dict[str, object]:
     steps = [{"color": "green", "value": None}] + [
         {"color": "red", "value": t} for t in (thresholds or [])]
-    return {"type": kind, "title": title, "datasource": "prometheus", "targets": targets,
+    return {"type": kind, "title": title, "datasource": DS, "targets": targets,
             "fieldConfig": {"defaults": {"unit": unit,
                                          "thresholds": {"mode": "absolute", "steps": steps}},
                             "overrides": []}}
@@ -55,6 +60,7 @@ DASHBOARDS = [
             q("sum(rate(totalrecall_embedder_dead_letters_total[5m]))", "embedder dead letters"),
         ], "ops"),
         panel("Consumer lag (pending messages)", [
+            q("totalrecall_embedder_consumer_pending", "embedder"),
             q("totalrecall_indexer_consumer_pending", "indexer"),
         ], thresholds=[1000]),
         panel("Dead-letter stream", [q("totalrecall_indexer_dlq_messages", "DLQ")],
@@ -63,6 +69,9 @@ DASHBOARDS = [
             q(p95("totalrecall_embedder_batch_size", q_=0.5), "embedder"),
             q(p95("totalrecall_indexer_batch_size", q_=0.5), "indexer"),
         ]),
+        panel("Embedder model state (0 ok, 1 no model, 2 CPU fallback)", [
+            q("max(totalrecall_embedder_fallback_state)", "state")], kind="stat", thresholds=[1]),
+        panel("Services up", [q('up{job=~"totalrecall-.*"}', "{{job}}")], kind="stat"),
         panel("Event time → searchable", [
             q(p95("totalrecall_indexer_event_to_searchable_seconds", q_=0.5), "p50"),
             q(p95("totalrecall_indexer_event_to_searchable_seconds"), "p99"),
@@ -128,8 +137,13 @@ DASHBOARDS = [
 ]
 
 
+def render() -> dict[str, str]:
+    """File name in dashboards/ -> JSON text."""
+    return {f"{d['uid']}.json": json.dumps(d, indent=2) + "\n" for d in DASHBOARDS}
+
+
 if __name__ == "__main__":
     OUT.mkdir(exist_ok=True)
-    for d in DASHBOARDS:
-        (OUT / f"{d['uid']}.json").write_text(json.dumps(d, indent=2) + "\n")
-        print(f"wrote {OUT / (str(d['uid']) + '.json')}")
+    for name, text in render().items():
+        (OUT / name).write_text(text)
+        print(f"wrote {OUT / name}")
