@@ -23,6 +23,8 @@ from totalrecall_schema import (
     VectorSearchRequest,
 )
 
+from .termstats import TermStats
+
 
 class UpstreamError(RuntimeError):
     """The embedder or indexer answered with an error or not at all."""
@@ -95,26 +97,52 @@ def _memory(row: asyncpg.Record, score: float = 0.0) -> Memory:
                   tags=list(row["tags"] or []), metadata=metadata or {})
 
 
+def _quote(lexeme: str) -> str:
+    """A lexeme as a tsquery operand (quoted, so `&|!:*()` in it mean nothing)."""
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
 class PostgresStore:
     """Read-only access to the indexer's `memories` table."""
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, term_stats: TermStats | None = None) -> None:
         self.pool = pool
+        self.term_stats = term_stats
 
     async def bm25(self, terms: Sequence[str], namespace: str, since: datetime | None,
                    category: str | None, limit: int) -> list[tuple[str, float]]:
         if not terms:
             return []
-        # OR semantics: an AND of every question word matches almost nothing.
-        sql = """
-            SELECT key, ts_rank(tsv, q, 1) AS rank
-            FROM memories, to_tsquery('english', $1) AS q
+        lexemes = await self._lexemes(" ".join(terms))
+        if self.term_stats is not None and self.term_stats.n_docs:
+            weighted = self.term_stats.select(lexemes)
+        else:
+            weighted = [(lx, 1.0) for lx in lexemes[:8]]
+        if not weighted:
+            return []
+        # OR semantics (an AND of every question word matches almost nothing), each matched term
+        # scoring its IDF (BM25 with binary term frequency: memories are short), plus a little of
+        # ts_rank for term frequency and the summary-over-detail weighting.
+        n = len(weighted)
+        score = " + ".join(f"(CASE WHEN tsv @@ ${6 + i}::tsquery THEN ${6 + n + i}::float8 ELSE 0 END)"
+                           for i in range(n))
+        sql = f"""
+            SELECT key, {score} + 0.5 * ts_rank(tsv, q) AS rank
+            FROM memories, to_tsquery('simple', $1) AS q
             WHERE tsv @@ q AND namespace = $2
               AND ($3::timestamptz IS NULL OR ts >= $3)
               AND ($4::text IS NULL OR category = $4)
             ORDER BY rank DESC LIMIT $5"""
-        rows = await self.pool.fetch(sql, " | ".join(terms), namespace, since, category, limit)
+        quoted = [_quote(lx) for lx, _ in weighted]
+        rows = await self.pool.fetch(sql, " | ".join(quoted), namespace, since, category, limit,
+                                     *quoted, *(w for _, w in weighted))
         return [(r["key"], float(r["rank"])) for r in rows]
+
+    async def _lexemes(self, text: str) -> list[str]:
+        """The query's lexemes exactly as the index stores them (english stemming, stopwords)."""
+        rows = await self.pool.fetch(
+            "SELECT lexeme FROM unnest(to_tsvector('english', $1)) ORDER BY positions[1]", text)
+        return [r["lexeme"] for r in rows]
 
     async def rows(self, keys: Sequence[str]) -> dict[str, Memory]:
         if not keys:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
 import logging
 from collections.abc import AsyncIterator
@@ -122,6 +124,7 @@ async def _connect(settings: Settings, stack: AsyncExitStack) -> dict[str, Any]:
     from totalrecall_schema import ensure_streams
 
     from .adapters import JetStreamPublisher, NatsEmbedder, NatsVectorIndex, PostgresStore
+    from .termstats import TermStats
 
     async def _closed_cb() -> None:
         log.warning("NATS connection closed")
@@ -133,10 +136,19 @@ async def _connect(settings: Settings, stack: AsyncExitStack) -> dict[str, Any]:
     await ensure_streams(js, settings.topology)
     pool = await asyncpg.create_pool(settings.pg_dsn, min_size=1, max_size=10)
     stack.push_async_callback(pool.close)
+    term_stats = TermStats(pool, refresh_s=settings.term_stats_refresh_s)
+    refresher = asyncio.create_task(term_stats.run())
+
+    async def _stop_refresher() -> None:
+        refresher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await refresher
+
+    stack.push_async_callback(_stop_refresher)
     topo = settings.topology
     return {
         "publisher": JetStreamPublisher(nc, js, topo),
-        "store": PostgresStore(pool),
+        "store": PostgresStore(pool, term_stats),
         "embedder": NatsEmbedder(nc, topo, settings.embed_timeout_s),
         "index": NatsVectorIndex(nc, topo, settings.search_timeout_s),
     }

@@ -43,6 +43,7 @@ class Settings(BaseSettings):
     min_good_matches: int = 3
     min_score: float = 0.05
     diagnostic_boost: float = 0.08
+    term_stats_refresh_s: float = 120.0
 
     @property
     def topology(self) -> Topology:

@@ -1,0 +1,80 @@
+"""Document frequencies of the full-text index, for IDF-weighted keyword search.
+
+Postgres' `ts_rank` has no inverse document frequency: a question's common words ("what", "did",
+"time") weigh as much as its rare ones, and an OR over every word matches most of the table,
+which is slow. This keeps a periodically refreshed `lexeme → document count` table (from
+`ts_stat`) so keyword search can drop near-stopwords and weight the rest by IDF, like BM25.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+
+import asyncpg
+
+log = logging.getLogger("totalrecall.recall.termstats")
+
+
+@dataclass
+class TermStats:
+    pool: asyncpg.Pool
+    refresh_s: float = 300.0
+    df: dict[str, int] = field(default_factory=dict)
+    n_docs: int = 0
+    refreshed_at: float = 0.0
+    last_duration_s: float = 0.0
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def refresh(self) -> None:
+        async with self._lock:
+            t0 = time.perf_counter()
+            try:
+                n = await self.pool.fetchval("SELECT count(*) FROM memories")
+                rows = await self.pool.fetch(
+                    "SELECT word, ndoc FROM ts_stat('SELECT tsv FROM memories')")
+            except asyncpg.UndefinedTableError:
+                return  # the indexer has not created its schema yet
+            self.df = {r["word"]: int(r["ndoc"]) for r in rows}
+            self.n_docs = int(n or 0)
+            self.refreshed_at = time.monotonic()
+            self.last_duration_s = time.perf_counter() - t0
+            log.info("term stats: %d lexemes over %d memories in %.2fs", len(self.df),
+                     self.n_docs, time.perf_counter() - t0)
+
+    def stale(self) -> bool:
+        return time.monotonic() - self.refreshed_at > self.refresh_s
+
+    async def run(self) -> None:
+        """Background refresher; quick first refresh, then every `refresh_s`."""
+        while True:
+            try:
+                await self.refresh()
+            except Exception as exc:
+                log.warning("term stats refresh failed: %s", exc)
+            # Never spend more than ~5% of the database's time on statistics.
+            pause = max(self.refresh_s, 20 * self.last_duration_s) if self.n_docs else 5.0
+            await asyncio.sleep(pause)
+
+    def idf(self, lexeme: str) -> float:
+        n = max(self.n_docs, 1)
+        df = min(self.df.get(lexeme, 0), n)
+        return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+    def select(self, lexemes: list[str], max_terms: int = 8, max_df_ratio: float = 0.2
+               ) -> list[tuple[str, float]]:
+        """The query's most informative lexemes with their IDF weights.
+
+        Terms in more than `max_df_ratio` of all memories are dropped (unless nothing else is
+        left); the rarest `max_terms` remain.
+        """
+        uniq = list(dict.fromkeys(lexemes))
+        if not uniq:
+            return []
+        n = max(self.n_docs, 1)
+        informative = [t for t in uniq if self.df.get(t, 0) / n <= max_df_ratio] or uniq
+        informative.sort(key=lambda t: self.df.get(t, 0))
+        return [(t, self.idf(t)) for t in informative[:max_terms]]
