@@ -105,9 +105,11 @@ def _quote(lexeme: str) -> str:
 class PostgresStore:
     """Read-only access to the indexer's `memories` table."""
 
-    def __init__(self, pool: asyncpg.Pool, term_stats: TermStats | None = None) -> None:
+    def __init__(self, pool: asyncpg.Pool, term_stats: TermStats | None = None,
+                 scan_cap: int = 1000) -> None:
         self.pool = pool
         self.term_stats = term_stats
+        self.scan_cap = scan_cap
 
     async def bm25(self, terms: Sequence[str], namespace: str, since: datetime | None,
                    category: str | None, limit: int) -> list[tuple[str, float]]:
@@ -126,12 +128,15 @@ class PostgresStore:
         n = len(weighted)
         score = " + ".join(f"(CASE WHEN tsv @@ ${6 + i}::tsquery THEN ${6 + n + i}::float8 ELSE 0 END)"
                            for i in range(n))
+        # Scoring touches every match, so a query made only of common words would scan much of
+        # the table: rank at most `scan_cap` matches, the most recent ones.
         sql = f"""
-            SELECT key, {score} + 0.5 * ts_rank(tsv, q) AS rank
-            FROM memories, to_tsquery('simple', $1) AS q
-            WHERE tsv @@ q AND namespace = $2
-              AND ($3::timestamptz IS NULL OR ts >= $3)
-              AND ($4::text IS NULL OR category = $4)
+            SELECT key, {score} + 0.5 * ts_rank(tsv, to_tsquery('simple', $1)) AS rank
+            FROM (SELECT key, tsv FROM memories
+                  WHERE tsv @@ to_tsquery('simple', $1) AND namespace = $2
+                    AND ($3::timestamptz IS NULL OR ts >= $3)
+                    AND ($4::text IS NULL OR category = $4)
+                  ORDER BY ts DESC LIMIT {int(self.scan_cap)}) AS m
             ORDER BY rank DESC LIMIT $5"""
         quoted = [_quote(lx) for lx, _ in weighted]
         rows = await self.pool.fetch(sql, " | ".join(quoted), namespace, since, category, limit,

@@ -148,7 +148,7 @@ async def _connect(settings: Settings, stack: AsyncExitStack) -> dict[str, Any]:
     topo = settings.topology
     return {
         "publisher": JetStreamPublisher(nc, js, topo),
-        "store": PostgresStore(pool, term_stats),
+        "store": PostgresStore(pool, term_stats, scan_cap=settings.bm25_scan_cap),
         "embedder": NatsEmbedder(nc, topo, settings.embed_timeout_s),
         "index": NatsVectorIndex(nc, topo, settings.search_timeout_s),
     }

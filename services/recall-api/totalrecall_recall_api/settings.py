@@ -44,6 +44,7 @@ class Settings(BaseSettings):
     min_score: float = 0.05
     diagnostic_boost: float = 0.08
     term_stats_refresh_s: float = 120.0
+    bm25_scan_cap: int = 1000
 
     @property
     def topology(self) -> Topology:

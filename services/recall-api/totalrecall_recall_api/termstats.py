@@ -27,6 +27,7 @@ class TermStats:
     n_docs: int = 0
     refreshed_at: float = 0.0
     last_duration_s: float = 0.0
+    analyzed_at_n: int = 0
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def refresh(self) -> None:
@@ -40,10 +41,23 @@ class TermStats:
                 return  # the indexer has not created its schema yet
             self.df = {r["word"]: int(r["ndoc"]) for r in rows}
             self.n_docs = int(n or 0)
+            await self._analyze_after_growth()
             self.refreshed_at = time.monotonic()
             self.last_duration_s = time.perf_counter() - t0
             log.info("term stats: %d lexemes over %d memories in %.2fs", len(self.df),
                      self.n_docs, time.perf_counter() - t0)
+
+    async def _analyze_after_growth(self) -> None:
+        """Planner statistics after bulk loads: without them Postgres estimates a few hundred
+        rows per namespace and scans the whole namespace instead of the newest matches.
+        (Autovacuum gets there too, but only after its nap.)"""
+        if self.n_docs < 1000 or self.n_docs < 1.2 * self.analyzed_at_n:
+            return
+        try:
+            await self.pool.execute("ANALYZE memories")
+            self.analyzed_at_n = self.n_docs
+        except asyncpg.InsufficientPrivilegeError:
+            self.analyzed_at_n = self.n_docs  # not ours to do: leave it to autovacuum
 
     def stale(self) -> bool:
         return time.monotonic() - self.refreshed_at > self.refresh_s
