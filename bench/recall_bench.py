@@ -150,9 +150,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.optimize:
             t = time.perf_counter()
             httpx.post(f"{api}/memory/compact", json={}, timeout=7200)
+            while True:  # the HNSW build runs in the indexer's background: wait for it
+                tiers = httpx.get(f"{api}/memory/stats", timeout=30).json()["index"]["tiers"]
+                if all(t_["index_completeness"] >= 0.99 for t_ in tiers.values()):
+                    break
+                if time.perf_counter() - t > 3600:
+                    raise TimeoutError(f"HNSW build incomplete after an hour: {tiers}")
+                time.sleep(5)
             print(f"compact + HNSW build: {time.perf_counter() - t:.1f}s")
         stats = httpx.get(f"{api}/memory/stats", timeout=30).json()
         print(f"tiers: {stats.get('by_tier')}; index: {stats.get('index', {}).get('tiers')}")
+        print(f"load average before measuring: {open('/proc/loadavg').read().split()[:3]}")
         with httpx.Client(base_url=api, timeout=30) as client:
             for q in QUERIES:  # warm-up
                 client.post("/memory/recall", json={"query": q})
