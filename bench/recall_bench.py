@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"compact + HNSW build: {time.perf_counter() - t:.1f}s")
         stats = httpx.get(f"{api}/memory/stats", timeout=30).json()
         print(f"tiers: {stats.get('by_tier')}; index: {stats.get('index', {}).get('tiers')}")
-        print(f"load average before measuring: {open('/proc/loadavg').read().split()[:3]}")
+        print(f"load average before measuring: {Path('/proc/loadavg').read_text().split()[:3]}")
         with httpx.Client(base_url=api, timeout=30) as client:
             for q in QUERIES:  # warm-up
                 client.post("/memory/recall", json={"query": q})
