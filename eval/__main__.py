@@ -1,0 +1,76 @@
+"""`python -m eval [--dataset locomo|longmemeval|all] [--limit N] [--api URL] [--start-stack]`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import uuid
+from contextlib import ExitStack
+from pathlib import Path
+
+from . import report
+from .client import RecallClient
+from .datasets import load
+from .runner import run_dataset
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m eval", description=__doc__)
+    p.add_argument("--dataset", choices=["locomo", "longmemeval", "all"], default="all")
+    p.add_argument("--limit", type=int, default=None,
+                   help="only the first N haystacks (LoCoMo conversations / LongMemEval questions)")
+    p.add_argument("--api", default=None,
+                   help="a running recall API (e.g. http://127.0.0.1:8765); default: start a stack")
+    p.add_argument("--start-stack", action="store_true",
+                   help="start `totalrecall run` in a temporary home (the default without --api)")
+    p.add_argument("--keep-stack-home", action="store_true", help="keep the temporary home")
+    p.add_argument("--tag", default=None,
+                   help="namespace prefix (default: a fresh one per run; reuse one to skip "
+                        "re-ingest cost: ingest is idempotent by id)")
+    p.add_argument("--max-results", type=int, default=10)
+    p.add_argument("--batch-size", type=int, default=200)
+    p.add_argument("--wait-timeout", type=float, default=3600.0,
+                   help="seconds to wait until everything ingested is searchable")
+    p.add_argument("--data-dir", type=Path, default=None, help="default: ../shared/eval")
+    p.add_argument("--no-docs", action="store_true", help="do not rewrite docs/eval.md")
+    p.add_argument("--out-dir", type=Path, default=None, help="default: eval/results")
+    args = p.parse_args(argv)
+
+    datasets = ["locomo", "longmemeval"] if args.dataset == "all" else [args.dataset]
+    tag = args.tag or f"ev{uuid.uuid4().hex[:6]}"
+    start_stack = args.start_stack or not args.api
+    out_dir = args.out_dir or report.RESULTS_DIR
+    partial = args.limit is not None
+
+    with ExitStack() as stack:
+        api = args.api
+        if start_stack:
+            from .stack import Stack
+
+            s = stack.enter_context(Stack(keep_home=args.keep_stack_home, log=_log))
+            api = s.api
+        assert api is not None
+        client = RecallClient(api, token=os.environ.get("TOTALRECALL_API_TOKEN"))
+        stack.callback(client.close)
+        for ds in datasets:
+            haystacks = load(ds, limit=args.limit, data_dir=args.data_dir)
+            result = run_dataset(client, ds, haystacks, tag=tag, max_results=args.max_results,
+                                 batch_size=args.batch_size, wait_timeout=args.wait_timeout,
+                                 log=_log)
+            result["partial"] = partial
+            name = f"{ds}.limit{args.limit}.json" if partial else f"{ds}.json"
+            path = report.write_json(result, out_dir / name)
+            _log(f"[{ds}] results in {path}")
+            print(report.render(result), flush=True)
+    if not args.no_docs and not partial and args.out_dir is None:
+        _log(f"docs table in {report.write_docs()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""Start `totalrecall run` in a temporary TOTALRECALL_HOME on free ports (like tests/e2e), stop it
+with SIGINT."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+PORT_NAMES = ("nats", "nats_monitor", "postgres", "api", "embedder", "indexer", "watchers")
+
+
+def free_port() -> int:
+    try:
+        from totalrecall.infra import free_port as _fp
+
+        return int(_fp())
+    except Exception:  # pragma: no cover - cli not installed
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return int(s.getsockname()[1])
+
+
+def default_model_path() -> Path:
+    """The GGUF the user's own stack uses (resolved *before* TOTALRECALL_HOME is pointed elsewhere)."""
+    env = os.environ.get("TR_EMBEDDER_MODEL_PATH")
+    if env:
+        return Path(env)
+    home = Path(os.environ.get("TOTALRECALL_HOME", "~/.local/share/totalrecall")).expanduser()
+    return home / "models" / "all-MiniLM-L6-v2.f16.gguf"
+
+
+class Stack:
+    """Context manager: `with Stack() as s: s.api` → the base URL of its recall API."""
+
+    def __init__(self, *, keep_home: bool = False, with_watchers: bool = False,
+                 ready_timeout: float = 300.0, log: callable = print) -> None:  # type: ignore[valid-type]
+        self.keep_home, self.with_watchers = keep_home, with_watchers
+        self.ready_timeout, self.log = ready_timeout, log
+        self.home = Path(tempfile.mkdtemp(prefix="tr-eval-"))
+        self.ports = {name: free_port() for name in PORT_NAMES}
+        self.api = f"http://127.0.0.1:{self.ports['api']}"
+        self.proc: subprocess.Popen[str] | None = None
+        self.log_path = self.home / "supervisor.log"
+
+    def start(self) -> None:
+        model = default_model_path()
+        if not model.exists():
+            raise FileNotFoundError(f"embedding model not found at {model} "
+                                    "(run `totalrecall model build` or set TR_EMBEDDER_MODEL_PATH)")
+        env = {**os.environ, "TOTALRECALL_HOME": str(self.home),
+               "TR_EMBEDDER_MODEL_PATH": str(model)}
+        env.update({f"TOTALRECALL_{k.upper()}_PORT": str(v) for k, v in self.ports.items()})
+        exe = Path(sys.executable).parent / "totalrecall"
+        cmd = [str(exe) if exe.exists() else sys.executable, "run"]
+        if not exe.exists():
+            cmd = [sys.executable, "-m", "totalrecall.main", "run"]
+        if not self.with_watchers:
+            cmd += ["--only", "indexer", "embedder", "recall-api"]
+        self._out = open(self.log_path, "w")  # noqa: SIM115
+        self.log(f"starting the stack in {self.home} (api {self.api}, log {self.log_path})")
+        self.proc = subprocess.Popen(cmd, env=env, stdout=self._out, stderr=subprocess.STDOUT,
+                                     text=True, start_new_session=False)
+        deadline = time.monotonic() + self.ready_timeout
+        while True:
+            text = self.log_path.read_text(errors="replace")
+            if "Total Recall is up" in text:
+                break
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the stack exited with {self.proc.returncode}:\n{text[-4000:]}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise TimeoutError(f"the stack was not up after {self.ready_timeout:.0f}s:\n"
+                                   f"{text[-4000:]}")
+            time.sleep(0.5)
+        self.log("the stack is up")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(90)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        if getattr(self, "_out", None) is not None:
+            self._out.close()
+        if not self.keep_home:
+            shutil.rmtree(self.home, ignore_errors=True)
+        else:
+            self.log(f"stack state kept in {self.home}")
+
+    def __enter__(self) -> Stack:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
