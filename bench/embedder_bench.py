@@ -1,9 +1,11 @@
-"""Embedder benchmark: raw llama.cpp throughput vs the service end to end through NATS, and query
-latency while ingest runs.
+"""Embedder benchmark: raw llama.cpp throughput vs the service end to end through NATS (and the
+overhead of the service in %), query latency while ingest runs, and re-ingest through the
+embedding cache.
 
 Runs the real embedder app (in this process) with the real GGUF against a real nats-server
-(started in a temporary directory unless --nats-url is given). Texts are synthetic sentences of
-~30–45 tokens, all different (dedup is off, so every event is embedded).
+(started in a temporary directory unless --nats-url is given), with a fresh temporary
+$TOTALRECALL_HOME (a cold embedding cache). Texts are synthetic sentences of ~30–45 tokens, all
+different (dedup is off, so every event is embedded).
 
     .venv/bin/python bench/embedder_bench.py                  # ~1 minute on 2 cores
     .venv/bin/python bench/embedder_bench.py --n 1000 --threads 2
@@ -20,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 WORDS = [
     "disk", "memory", "swap", "nginx", "postgres", "kernel", "chrome", "backup", "cron",
@@ -52,6 +55,9 @@ def texts(n: int, seed: int) -> list[str]:
             + f" ({rnd.choice(WORDS)} {rnd.choice(WORDS)})" for _ in range(n)]
 
 
+RAW_BATCHES = (1, 8, 32, 64)
+
+
 def bench_raw(model: Path, threads: int, n: int) -> dict[str, float]:
     from totalrecall_embedder.core.backend import LlamaBackend
 
@@ -59,7 +65,7 @@ def bench_raw(model: Path, threads: int, n: int) -> dict[str, float]:
     data = texts(n, 1)
     b.embed(data[:4])  # warm up
     out: dict[str, float] = {}
-    for bs in (1, 8, 32):
+    for bs in RAW_BATCHES:
         t0 = time.perf_counter()
         for i in range(0, n, bs):
             b.embed(data[i:i + bs])
@@ -77,7 +83,7 @@ def bench_raw(model: Path, threads: int, n: int) -> dict[str, float]:
 
 
 async def bench_service(nats_url: str, model: Path, threads: int, query_threads: int,
-                        n: int) -> dict[str, float]:
+                        n: int, home: Path) -> dict[str, Any]:
     import nats
     from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
     from totalrecall_embedder.app import create_app
@@ -87,7 +93,7 @@ async def bench_service(nats_url: str, model: Path, threads: int, query_threads:
     topo = Topology.for_test(f"bench{int(time.time())}")
     settings = Settings(nats_url=nats_url, subject_prefix=topo.prefix,
                         stream_prefix=topo.stream_prefix, model_path=model, n_threads=threads,
-                        query_n_threads=query_threads, dedup_enabled=False)
+                        query_n_threads=query_threads, dedup_enabled=False, home=home)
     nc = await nats.connect(nats_url)
     js = nc.jetstream()
     await ensure_streams(js, topo)
@@ -115,7 +121,7 @@ async def bench_service(nats_url: str, model: Path, threads: int, query_threads:
                          .encode(), timeout=30)
         return (time.perf_counter() - t0) * 1000
 
-    out: dict[str, float] = {}
+    out: dict[str, Any] = {}
     app = create_app(settings)
     async with app:
         qs = texts(60, 3)
@@ -145,19 +151,43 @@ async def bench_service(nats_url: str, model: Path, threads: int, query_threads:
         pub2 = asyncio.create_task(publish(data2, "wave2"))
         draining = asyncio.create_task(drain(n, 120))
         busy: list[float] = []
+        fresh = iter(texts(400, 6))  # all different: the query LRU must not answer them
         while not draining.done() and len(busy) < 200:
-            busy.append(await query(random.choice(qs)))
+            busy.append(await query(next(fresh)))
             await asyncio.sleep(0.02)
         await pub2
         await draining
         out["query under ingest p50 ms"] = pct(busy, 50)
         out["query under ingest p99 ms"] = pct(busy, 99)
+        out["queries during ingest"] = len(busy)
         hist = app.metrics.batch_size  # type: ignore[attr-defined]
         total = hist._sum.get()
         count = sum(b.get() for b in hist._buckets)
         out["mean batch size"] = total / count if count else float("nan")
+
+        # re-ingest of the first wave (new ids, same texts): served by the embedding cache
+        t0 = time.perf_counter()
+        pub3 = asyncio.create_task(publish(data, "again"))
+        got = await drain(n, 120)
+        out["re-ingest (cache) texts/s"] = got / (time.perf_counter() - t0)
+        await pub3
+        out["device"] = app.engine.device  # type: ignore[attr-defined]
     await nc.close()
     return out
+
+
+def overhead(raw: dict[str, float], svc: dict[str, Any]) -> list[str]:
+    """Service throughput vs raw llama.cpp at the batch size the service really used and at
+    its largest batch."""
+    lines = []
+    mean = svc["mean batch size"]
+    near = min(RAW_BATCHES, key=lambda b: abs(b - mean))
+    for bs in dict.fromkeys((near, RAW_BATCHES[-1])):
+        r = raw[f"batch {bs}"]
+        lines.append(f"  vs raw batch {bs:<3d} ({r:6.1f} texts/s): service reaches "
+                     f"{100 * svc['service texts/s'] / r:5.1f} %, overhead "
+                     f"{100 * (1 - svc['service texts/s'] / r):5.1f} %")
+    return lines
 
 
 def main() -> None:
@@ -193,14 +223,19 @@ def main() -> None:
                                 monitor_port=free_port()).start()
             url = server.url
         try:
+            home = Path(tmp) / "home"
+            home.mkdir()
             svc = asyncio.run(bench_service(url, model, args.threads, args.query_threads,
-                                            args.n))
+                                            args.n, home))
         finally:
             if server is not None:
                 server.stop()
-    print("service through NATS (events stream → embedder → embedded stream):")
+    device = svc.pop("device")
+    print(f"service through NATS (events stream → embedder → embedded stream), device {device}:")
     for k, v in svc.items():
         print(f"  {k:28s} {v:8.1f}" + (" texts/s" if "texts/s" in k else ""))
+    print("service overhead (cold cache, end to end vs raw llama.cpp):")
+    print("\n".join(overhead(raw, svc)))
     print(f"done in {time.perf_counter() - t0:.0f} s")
 
 

@@ -9,12 +9,18 @@ texts (embedded once through the embedder's batch RPC) with per-event noise, so 
 do not cost 20 minutes of CPU embedding while the search, BM25 and fusion work is the real thing.
 
     .venv/bin/python -m bench.recall_bench --n 100000 --queries 300
+
+Against a stack that is already running (`make run`), seeding through the real ingest path
+(`POST /memory/ingest`, then the embedder and indexer) into the namespace `bench`:
+
+    .venv/bin/python -m bench.recall_bench --url [http://127.0.0.1:8765] --n 2000 [--token T]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import statistics
 import tempfile
@@ -101,10 +107,31 @@ async def _seed(nats_url: str, topo: Topology, n: int, days: float, rng: random.
     return time.perf_counter() - t0
 
 
-def _wait_indexed(api: str, n: int, timeout: float) -> float:
+def _seed_via_ingest(client: httpx.Client, n: int, days: float, namespace: str,
+                     rng: random.Random, batch: int = 250) -> float:
+    """Seed through POST /memory/ingest (stable ids: a re-run stores nothing twice)."""
+    base = _texts(rng)
+    now = datetime.now(UTC)
+    t0 = time.perf_counter()
+    for start in range(0, n, batch):
+        events = []
+        for i in range(start, min(n, start + batch)):
+            cat, sev, summary, detail = base[rng.randrange(len(base))]
+            ts = now - timedelta(seconds=rng.uniform(0, days * 86400))
+            events.append({"id": f"bench-{i}", "namespace": namespace, "category": cat,
+                           "summary": f"{summary} #{i}", "detail": detail,
+                           "timestamp": ts.isoformat(), "metadata": {"severity": sev},
+                           "source": "bench"})
+        client.post("/memory/ingest", json=events).raise_for_status()
+    return time.perf_counter() - t0
+
+
+def _wait_indexed(api: str, n: int, timeout: float, namespace: str | None = None,
+                  headers: dict[str, str] | None = None) -> float:
     t0 = time.perf_counter()
     while True:
-        stats = httpx.get(f"{api}/memory/stats", timeout=30).json()
+        stats = httpx.get(f"{api}/memory/stats", timeout=30, headers=headers,
+                          params={"namespace": namespace} if namespace else None).json()
         if stats.get("total", 0) >= n:
             return time.perf_counter() - t0
         if time.perf_counter() - t0 > timeout:
@@ -131,15 +158,66 @@ def _stage_quantiles(metrics: str) -> dict[str, str]:
             for s in sorted(sums) if counts.get(s)}
 
 
+def _measure(client: httpx.Client, queries: int, namespace: str | None = None) -> list[float]:
+    extra = {"namespace": namespace} if namespace else {}
+    for q in QUERIES:  # warm-up
+        client.post("/memory/recall", json={"query": q, **extra})
+    lat: list[float] = []
+    for i in range(queries):
+        q = QUERIES[i % len(QUERIES)]
+        t = time.perf_counter()
+        r = client.post("/memory/recall", json={"query": q, "timeframe": "auto", **extra})
+        lat.append((time.perf_counter() - t) * 1000)
+        r.raise_for_status()
+    return lat
+
+
+def _report(lat: list[float], n: int, queries: int, metrics: str) -> None:
+    print(f"automatic recall over HTTP, {n} memories, {queries} queries: "
+          f"p50 {statistics.median(lat):.1f} ms, p90 {_pct(lat, 0.9):.1f} ms, "
+          f"p99 {_pct(lat, 0.99):.1f} ms, max {max(lat):.1f} ms")
+    for stage, text in _stage_quantiles(metrics).items():
+        print(f"  stage {stage:<11} mean {text}")
+
+
+def _running_stack(args: argparse.Namespace, rng: random.Random) -> int:
+    """Measure a stack that is already up at `args.url`, seeding through the ingest API."""
+    n = args.n if args.n is not None else 2_000
+    headers = {"Authorization": f"Bearer {args.token}"} if args.token else {}
+    with httpx.Client(base_url=args.url, timeout=60, headers=headers) as client:
+        before = client.get("/memory/stats", params={"namespace": args.namespace}).json()
+        seed_s = _seed_via_ingest(client, n, args.days, args.namespace, rng)
+        wait_s = _wait_indexed(args.url, n, timeout=3600, namespace=args.namespace,
+                               headers=headers)
+        print(f"seeded {n} memories through POST /memory/ingest into namespace "
+              f"{args.namespace!r} (had {before.get('total', 0)}): ingest {seed_s:.1f}s, "
+              f"searchable after {seed_s + wait_s:.1f}s")
+        print(f"load average before measuring: {Path('/proc/loadavg').read_text().split()[:3]}")
+        lat = _measure(client, args.queries, args.namespace)
+        metrics = client.get("/metrics").text
+    _report(lat, n, args.queries, metrics)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=20_000, help="memories to seed")
+    ap.add_argument("--n", type=int, default=None,
+                    help="memories to seed (default 20000; 2000 with --url)")
+    ap.add_argument("--url", nargs="?", const="http://127.0.0.1:8765", default=None,
+                    help="measure the running stack at URL (default http://127.0.0.1:8765) "
+                         "instead of launching one; seeds through the ingest API")
+    ap.add_argument("--token", default=os.environ.get("TR_RECALL_API_TOKEN"),
+                    help="bearer token for --url (default $TR_RECALL_API_TOKEN)")
+    ap.add_argument("--namespace", default="bench", help="namespace seeded and queried with --url")
     ap.add_argument("--days", type=float, default=30.0, help="spread of event times")
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--optimize", action="store_true",
                     help="build the HNSW index (POST /memory/compact) before measuring")
     args = ap.parse_args(argv)
     rng = random.Random(7)
+    if args.url:
+        return _running_stack(args, rng)
+    args.n = args.n if args.n is not None else 20_000
     with tempfile.TemporaryDirectory(prefix="tr-bench-") as tmp, \
             launched_stack(Path(tmp) / "home", extra_env={
                 # Re-check the HNSW index often, so the measurement runs on a complete index.
@@ -165,21 +243,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tiers: {stats.get('by_tier')}; index: {stats.get('index', {}).get('tiers')}")
         print(f"load average before measuring: {Path('/proc/loadavg').read_text().split()[:3]}")
         with httpx.Client(base_url=api, timeout=30) as client:
-            for q in QUERIES:  # warm-up
-                client.post("/memory/recall", json={"query": q})
-            lat: list[float] = []
-            for i in range(args.queries):
-                q = QUERIES[i % len(QUERIES)]
-                t = time.perf_counter()
-                r = client.post("/memory/recall", json={"query": q, "timeframe": "auto"})
-                lat.append((time.perf_counter() - t) * 1000)
-                r.raise_for_status()
+            lat = _measure(client, args.queries)
             metrics = client.get("/metrics").text
-    print(f"automatic recall over HTTP, {args.n} memories, {args.queries} queries: "
-          f"p50 {statistics.median(lat):.1f} ms, p90 {_pct(lat, 0.9):.1f} ms, "
-          f"p99 {_pct(lat, 0.99):.1f} ms, max {max(lat):.1f} ms")
-    for stage, text in _stage_quantiles(metrics).items():
-        print(f"  stage {stage:<11} mean {text}")
+    _report(lat, args.n, args.queries, metrics)
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import uuid
 from contextlib import ExitStack
@@ -19,7 +20,15 @@ def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
+    # Stop the stack we started on SIGTERM too, and on SIGINT even when started in the background
+    # (non-interactive shells start background jobs with SIGINT ignored).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _interrupt)
     p = argparse.ArgumentParser(prog="python -m eval", description=__doc__)
     p.add_argument("--dataset", choices=["locomo", "longmemeval", "all"], default="all")
     p.add_argument("--limit", type=int, default=None,

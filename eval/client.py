@@ -76,7 +76,8 @@ class RecallClient:
 # ------------------------------------------------------------------------------------------------
 # Mapping results back to turn ids
 
-def make_id_resolver(namespace: str, turns: Sequence[Turn]) -> Callable[[Mapping[str, Any]], str | None]:
+def make_id_resolver(namespace: str,
+                     turns: Sequence[Turn]) -> Callable[[Mapping[str, Any]], str | None]:
     """A function memory-dict → turn id. Accepts the event id we sent, the storage key
     (`memory_key(namespace, id)`), or metadata {session, turn}."""
     ids = {t.id for t in turns}

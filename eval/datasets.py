@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def default_data_dir() -> Path:
-    """`$TOTALRECALL_EVAL_DATA`, else `../shared/eval` beside the repository (or /work/shared/eval)."""
+    """`$TOTALRECALL_EVAL_DATA`, else `../shared/eval` beside the repository."""
     import os
 
     env = os.environ.get("TOTALRECALL_EVAL_DATA")
@@ -36,7 +36,7 @@ def default_data_dir() -> Path:
 
 @dataclass(frozen=True)
 class Turn:
-    id: str                 # memory id, stable: "D1:3" (LoCoMo) / "<session_id>:<idx>" (LongMemEval)
+    id: str                 # stable memory id: "D1:3" (LoCoMo) / "<session_id>:<idx>" (LME)
     session: str            # "D1" / the LongMemEval session id
     index: int              # position inside the session (0-based)
     speaker: str            # LoCoMo speaker name / "user" | "assistant"
@@ -67,7 +67,8 @@ class Turn:
         summary, detail = self.summary_detail()
         event: dict[str, Any] = {
             "id": self.id, "namespace": namespace, "summary": summary,
-            "category": "conversation", "subcategory": "turn", "actor": self.speaker[:128] or "user",
+            "category": "conversation", "subcategory": "turn",
+            "actor": self.speaker[:128] or "user",
             "source": "eval", "timestamp": self.timestamp.isoformat(),
             "metadata": {"session": self.session, "turn": self.index},
         }
@@ -108,8 +109,9 @@ class Haystack:
 # ------------------------------------------------------------------------------------------------
 # LoCoMo
 
-_LOCOMO_DATE = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})\s*$",
-                          re.IGNORECASE)
+_LOCOMO_DATE = re.compile(
+    r"^\s*(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})\s*$",
+    re.IGNORECASE)
 _MONTHS = {m: i for i, m in enumerate(
     ["january", "february", "march", "april", "may", "june", "july", "august", "september",
      "october", "november", "december"], start=1)}
@@ -121,7 +123,10 @@ def parse_locomo_date(text: str) -> datetime:
     if not m:
         raise ValueError(f"unrecognised LoCoMo date: {text!r}")
     hour, minute, ampm, day, month, year = m.groups()
-    mon = _MONTHS.get(month.lower()) or _MONTHS[next(k for k in _MONTHS if k.startswith(month.lower()[:3]))]
+    mon = _MONTHS.get(month.lower()) or next(
+        (v for k, v in _MONTHS.items() if k.startswith(month.lower()[:3])), 0)
+    if not mon:
+        raise ValueError(f"unrecognised month in LoCoMo date: {text!r}")
     h = int(hour) % 12 + (12 if ampm.lower() == "pm" else 0)
     return datetime(int(year), mon, int(day), h, int(minute), tzinfo=UTC)
 
@@ -160,8 +165,8 @@ def load_locomo(path: Path | None = None, *, categories: set[str] | None = None)
     for sample in samples:
         conv = sample["conversation"]
         turns: list[Turn] = []
-        sessions = sorted((int(k.split("_")[1]) for k in conv
-                           if re.fullmatch(r"session_\d+", k) and isinstance(conv[k], list)))
+        sessions = sorted(int(k.split("_")[1]) for k in conv
+                          if re.fullmatch(r"session_\d+", k) and isinstance(conv[k], list))
         for n in sessions:
             date = parse_locomo_date(conv[f"session_{n}_date_time"])
             for i, t in enumerate(conv[f"session_{n}"]):
@@ -191,7 +196,8 @@ def load_locomo(path: Path | None = None, *, categories: set[str] | None = None)
 # ------------------------------------------------------------------------------------------------
 # LongMemEval
 
-_LME_DATE = re.compile(r"^\s*(\d{4})/(\d{1,2})/(\d{1,2})(?:\s*\([A-Za-z]+\))?(?:\s+(\d{1,2}):(\d{2}))?\s*$")
+_LME_DATE = re.compile(
+    r"^\s*(\d{4})/(\d{1,2})/(\d{1,2})(?:\s*\([A-Za-z]+\))?(?:\s+(\d{1,2}):(\d{2}))?\s*$")
 
 
 def parse_lme_date(text: str) -> datetime:

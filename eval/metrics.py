@@ -1,8 +1,8 @@
 """Retrieval metrics exactly as `shared/eval/README.md` defines them.
 
-LoCoMo: R@k = |gold ∩ top-k| / |gold|; Hit@5 = any gold in top 5; MRR = 1/rank of the first gold hit
-(0 when none is retrieved). LongMemEval: the same at turn level (recall_any@5, recall_all@5, MRR) and
-at session level, where the ranked turns are mapped to their sessions and deduplicated first.
+LoCoMo: R@k = |gold ∩ top-k| / |gold|; Hit@5 = any gold in top 5; MRR = 1/rank of the first gold
+hit (0 when none is retrieved). LongMemEval: the same at turn level (recall_any@5, recall_all@5,
+MRR) and at session level, where the ranked turns are mapped to their sessions and deduplicated first.
 """
 
 from __future__ import annotations

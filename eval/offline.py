@@ -4,15 +4,16 @@
 
 BM25 (bm25s, English stemming, OR semantics), dense all-MiniLM-L6-v2 through llama_cpp with the same
 GGUF the embedder uses ($TOTALRECALL_HOME/models/all-MiniLM-L6-v2.f16.gguf, or --model), fusion
-variants, neighbour expansion, speaker/actor boost and query rewriting. Embeddings are cached on disk
-(`~/.cache/totalrecall-eval/emb-<model>.npz`, keyed by text hash) so each text is embedded once.
+variants, neighbour expansion, speaker/actor boost and query rewriting. Embeddings are cached on
+disk (`~/.cache/totalrecall-eval/emb-<model>.npz`, keyed by text hash): each text is embedded once.
 
-Writes `eval/results/ablations.json` and `eval/results/ablations.md` (which `docs/eval.md` includes).
+Writes `eval/results/ablations.json` and `.md` (which `docs/eval.md` includes).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -57,9 +58,10 @@ def doc_text(t: Turn, variant: str) -> str:
     raise ValueError(variant)
 
 
-_WH = re.compile(r"^\s*(what|when|where|who|whom|whose|which|why|how)(\s+(much|many|long|often|old|far))?"
-                 r"(\s+(is|are|was|were|do|does|did|has|have|had|can|could|would|will|should|might))?\s+",
-                 re.IGNORECASE)
+_WH = re.compile(
+    r"^\s*(what|when|where|who|whom|whose|which|why|how)(\s+(much|many|long|often|old|far))?"
+    r"(\s+(is|are|was|were|do|does|did|has|have|had|can|could|would|will|should|might))?\s+",
+    re.IGNORECASE)
 
 
 def rewrite_query(q: str) -> str:
@@ -170,7 +172,7 @@ whom this that these those am is are was were be been being have has had having 
 an the and but if or because as until while of at by for with about against between into through
 during before after above below to from up down in out on off over under again further then once
 here there when where why how all any both each few more most other some such no nor not only own
-same so than too very s t can will just don should now""".split())
+same so than too very s t can will just don should now""".split())  # noqa: SIM905
 
 def _stemmer() -> Any:
     try:
@@ -207,8 +209,8 @@ def tf_matrix(docs: Sequence[str], queries: Sequence[str]) -> np.ndarray:
     import bm25s
 
     stem = _stemmer()
-    dtok = bm25s.tokenize(list(docs), stopwords=list(PG_STOPWORDS), stemmer=stem, show_progress=False,
-                          return_ids=False)
+    dtok = bm25s.tokenize(list(docs), stopwords=list(PG_STOPWORDS), stemmer=stem,
+                          show_progress=False, return_ids=False)
     qtok = bm25s.tokenize(list(queries), stopwords=list(PG_STOPWORDS), stemmer=stem,
                           show_progress=False, return_ids=False)
     out = np.zeros((len(queries), len(docs)), dtype=np.float32)
@@ -327,6 +329,23 @@ def with_neighbours(base: Fusion, beta: float = 0.3, mode: str = "max") -> Fusio
     return f
 
 
+def f_turn_window(w: float = 0.5, alpha: float = 0.5, beta: float = 0.5) -> Fusion:
+    """(1-w)·turn-level z-fusion + w·window-level z-fusion (each turn's text joined with its
+    previous and next turn: "contextual" documents), then neighbour expansion beta."""
+    def f(s: Signals) -> np.ndarray:
+        assert s.cos is not None
+        turn = alpha * zscore(s.cos) + (1 - alpha) * zscore(s.bm25)
+        win = alpha * zscore(s.extra["cos_win"]) + (1 - alpha) * zscore(s.extra["bm25_win"])
+        x = (1 - w) * turn + w * win
+        if beta:
+            x = minmax(x)
+            p = np.where(s.prev >= 0, x[np.maximum(s.prev, 0)], 0.0)
+            n = np.where(s.next >= 0, x[np.maximum(s.next, 0)], 0.0)
+            x = x + beta * np.maximum(p, n)
+        return x
+    return f
+
+
 def with_session(base: Fusion, delta: float = 0.2) -> Fusion:
     """Adds delta·(max normalised score within the doc's session)."""
     def f(s: Signals) -> np.ndarray:
@@ -371,6 +390,15 @@ def prepare(h: Haystack) -> Prepared:
     return Prepared(h, turns, ids, prev, nxt, session, [t.speaker for t in turns])
 
 
+def window_texts(p: Prepared) -> list[str]:
+    """Each turn with its previous and next turn of the same session (dated texts)."""
+    out = []
+    for i in range(len(p.turns)):
+        idx = [j for j in (p.prev[i], i, p.next[i]) if j >= 0]
+        out.append(" ".join(doc_text(p.turns[j], "dated") for j in idx))
+    return out
+
+
 def actor_hits(p: Prepared, q: Question) -> np.ndarray:
     words = set(re.findall(r"[A-Za-z]+", q.question.lower()))
     names = {a for a in set(p.actors) if a.lower() in words and a.lower() not in {"user",
@@ -389,7 +417,8 @@ class Config:
     dense_text: str = "plain"
     query: str = "raw"            # raw | rewrite
     needs_dense: bool = True
-    bm25_kind: str = "bm25"       # bm25 | tf (ts_rank-like, no IDF)
+    bm25_kind: str = "bm25"       # bm25 | bm25-en33 | tf (ts_rank-like, no IDF)
+    window: bool = False          # also score ±1-turn windows (Signals.extra *_win)
 
 
 def run_config(dataset: str, preps: Sequence[Prepared], cfg: Config,
@@ -418,10 +447,19 @@ def run_config(dataset: str, preps: Sequence[Prepared], cfg: Config,
                 qv = emb.embed(qtexts)
                 p.cos[ckey] = qv @ dv.T
             cos = p.cos[ckey]
+        extra: dict[str, np.ndarray] = {}
+        if cfg.window:
+            wkey = f"window|{cfg.query}"
+            if wkey not in p.bm25:
+                wtexts = window_texts(p)
+                p.bm25[wkey] = bm25_matrix(wtexts, qtexts)
+                assert emb is not None
+                p.cos[wkey] = emb.embed(qtexts) @ emb.embed(wtexts).T
+            extra = {"bm25_win": p.bm25[wkey], "cos_win": p.cos[wkey]}
         for i, q in enumerate(qs):
             sig = Signals(bm25=p.bm25[bkey][i], cos=None if cos is None else cos[i],
                           prev=p.prev, next=p.next, session=p.session,
-                          actor_hit=actor_hits(p, q))
+                          actor_hit=actor_hits(p, q), extra={k: v[i] for k, v in extra.items()})
             score = cfg.fusion(sig)
             order = np.argsort(-score, kind="stable")[:k]
             ranked = [p.ids[j] for j in order]
@@ -460,7 +498,8 @@ def configs(dense: bool) -> list[Config]:
     if not dense:
         return lex
     W = f_weighted
-    return lex + [
+    return [
+        *lex,
         C("dense", f_dense),
         C("dense dated", f_dense, dense_text="dated"),
         C("dense rewrite", f_dense, query="rewrite"),
@@ -485,6 +524,14 @@ def configs(dense: bool) -> list[Config]:
         C("z 0.5 +actor0.05", with_actor(W(0.5, "z"), 0.05)),
         C("z 0.5 +actor0.1", with_actor(W(0.5, "z"), 0.1)),
         C("z 0.5 rewrite", W(0.5, "z"), query="rewrite"),
+        C("z 0.5 dated +nb0.5", with_neighbours(W(0.5, "z"), 0.5), bm25_text="dated",
+          dense_text="dated"),
+        C("z 0.5 dated +window w0.5", f_turn_window(0.5, beta=0.0), bm25_text="dated",
+          dense_text="dated", window=True),
+        C("z 0.5 dated +window w0.5 +nb0.5", f_turn_window(0.5), bm25_text="dated",
+          dense_text="dated", window=True),
+        C("z 0.5 dated +window w0.7 +nb0.5", f_turn_window(0.7), bm25_text="dated",
+          dense_text="dated", window=True),
     ]
 
 
@@ -508,6 +555,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m eval.offline", description=__doc__)
     ap.add_argument("--dataset", choices=["locomo", "longmemeval", "all"], default="all")
     ap.add_argument("--only", nargs="*", help="only variants whose name contains one of these")
+    ap.add_argument("--exclude", nargs="*", help="skip variants whose name contains one of these")
     ap.add_argument("--no-dense", action="store_true")
     ap.add_argument("--model", default=None, help="GGUF path (default: the embedder's)")
     ap.add_argument("--backend", choices=["auto", "llama", "numpy"], default="auto",
@@ -517,10 +565,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--out", type=Path, default=RESULTS_DIR / "ablations.json")
     args = ap.parse_args(argv)
-    try:
+    with contextlib.suppress(OSError):
         os.nice(10)  # share the 2 cores politely
-    except OSError:
-        pass
 
     emb = None
     if not args.no_dense:
@@ -535,6 +581,8 @@ def main(argv: list[str] | None = None) -> int:
     cfgs = configs(emb is not None)
     if args.only:
         cfgs = [c for c in cfgs if any(o in c.name for o in args.only)]
+    if args.exclude:
+        cfgs = [c for c in cfgs if not any(o in c.name for o in args.exclude)]
     previous: dict[str, Any] = {}
     if args.out.exists():
         previous = json.loads(args.out.read_text()).get("results", {})

@@ -1,4 +1,4 @@
-"""Run one benchmark through the real API: ingest every haystack, wait, ask every question, score."""
+"""Run one benchmark through the real API: ingest every haystack, wait, ask each question, score."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def summarise(dataset: str, per_question: Sequence[dict[str, Any]]) -> dict[str,
         for c in ("1", "2", "3", "4", "5"):
             if any(cat == c for cat, _ in pairs):
                 groups[f"{c} {M.LOCOMO_CATEGORY_NAMES[c]}"] = (c,)
-        metrics = M.LOCOMO_METRICS
+        metrics: Sequence[str] = M.LOCOMO_METRICS
     else:
         groups = {"all": None}
         for c in sorted({cat for cat, _ in pairs}):

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -29,7 +30,7 @@ def free_port() -> int:
 
 
 def default_model_path() -> Path:
-    """The GGUF the user's own stack uses (resolved *before* TOTALRECALL_HOME is pointed elsewhere)."""
+    """The GGUF the user's stack uses (resolved *before* TOTALRECALL_HOME points elsewhere)."""
     env = os.environ.get("TR_EMBEDDER_MODEL_PATH")
     if env:
         return Path(env)
@@ -41,7 +42,7 @@ class Stack:
     """Context manager: `with Stack() as s: s.api` → the base URL of its recall API."""
 
     def __init__(self, *, keep_home: bool = False, with_watchers: bool = False,
-                 ready_timeout: float = 300.0, log: callable = print) -> None:  # type: ignore[valid-type]
+                 ready_timeout: float = 300.0, log: Callable[[str], None] = print) -> None:
         self.keep_home, self.with_watchers = keep_home, with_watchers
         self.ready_timeout, self.log = ready_timeout, log
         self.home = Path(tempfile.mkdtemp(prefix="tr-eval-"))

@@ -173,6 +173,10 @@ class EmbeddedEvent(BaseModel):
     repeat_count: int = Field(default=1, ge=1)
     last_seen: datetime | None = None
     embedded_at: datetime = Field(default_factory=utcnow)
+    technical_vector: list[float] | None = Field(
+        default=None, description="Optional second vector from the embedder's technical model")
+    technical_model: str | None = Field(
+        default=None, description="Fingerprint of the technical model")
 
     @property
     def embedded(self) -> bool:

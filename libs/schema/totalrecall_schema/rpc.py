@@ -34,7 +34,7 @@ class VectorSearchRequest(BaseModel):
     vector: list[float]
     model: str | None = Field(default=None, description="Fingerprint the vector was made with")
     topk: int = Field(default=20, ge=1, le=1000)
-    tiers: list[Tier] = Field(default_factory=lambda: ["hot"])
+    tiers: list[Tier] = Field(default_factory=lambda: list[Tier](["hot"]))
     filter: VectorFilter = Field(default_factory=VectorFilter)
 
 

@@ -7,6 +7,7 @@ a false negative leaks a credential into four stores.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 REDACTED = "[REDACTED]"
@@ -16,7 +17,7 @@ _KEY_WORDS = (
     r"|private[_-]?key|client[_-]?secret|credentials?|bearer|session[_-]?id|cookie"
 )
 
-_PATTERNS: list[tuple[re.Pattern[str], str]] = [
+_PATTERNS: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
     # PEM private keys (whole block, even when truncated at the end of the text).
     (
         re.compile(

@@ -81,6 +81,13 @@ class Topology:
         """Indexer admin verbs: stats, compact, rebuild, forget (see `rpc.AdminRequest`)."""
         return f"{self.prefix}.rpc.index.admin"
 
+    @property
+    def rpc_index_progress(self) -> str:
+        """Progress of long indexer jobs (rebuild), published by the indexer (plain NATS, JSON
+        `{"job", "phase", "done", "total", "elapsed_s", "finished", ...}`); `totalrecall rebuild`
+        listens."""
+        return f"{self.prefix}.rpc.index.progress"
+
     # --- durable consumer names ----------------------------------------------------------
     embedder_durable: str = "embedder"
     indexer_durable: str = "indexer"

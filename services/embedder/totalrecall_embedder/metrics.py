@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from .core.device import ACTIVE_DEVICES
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -39,10 +43,54 @@ class Metrics:
             registry=r)
         self.fallback_state = Gauge(
             "totalrecall_embedder_fallback_state",
-            "1 when no model is loaded (events flow on without vectors)", registry=r)
+            "0: model running as asked; 1: no model (events flow on without vectors, "
+            "backfilled later); 2: a GPU was asked for but the model runs on the CPU; "
+            "3: the fallback embedding endpoint", registry=r)
+        self.device_info = Gauge(
+            "totalrecall_embedder_device_info",
+            "1 for where vectors are made now (gpu, cpu, remote, none), 0 for the others",
+            ["device"], registry=r)
+        self.cache_requests = Counter(
+            "totalrecall_embedder_cache_requests_total",
+            "Embedding cache lookups (cache: disk = documents, query = in-memory LRU)",
+            ["cache", "result"], registry=r)
+        self.cache_entries = Gauge(
+            "totalrecall_embedder_cache_entries", "Vectors in the disk embedding cache",
+            registry=r)
+        self.backfill_pending = Gauge(
+            "totalrecall_embedder_backfill_pending",
+            "Memories published without a vector, waiting for a model", registry=r)
+        self.backfill_events = Counter(
+            "totalrecall_embedder_backfill_total",
+            "Backfill outcomes (republished with a vector, failed, dropped)", ["outcome"],
+            registry=r)
         self.query_seconds = Histogram(
             "totalrecall_embedder_query_seconds", "RPC embed latency", ["kind"],
             buckets=_LATENCY_BUCKETS, registry=r)
         self.rpc_requests = Counter(
             "totalrecall_embedder_rpc_requests_total", "RPC embed requests by kind and outcome",
             ["kind", "outcome"], registry=r)
+
+        self.consumer_pending = Gauge(
+            "totalrecall_embedder_consumer_pending",
+            "Messages the embedder's durable consumer has not acked yet (pending + ack pending)",
+            registry=r)
+        self.event_lag_seconds = Histogram(
+            "totalrecall_embedder_event_lag_seconds",
+            "Time from an event's arrival in JetStream to its consumption by the embedder",
+            buckets=(*_LATENCY_BUCKETS, 30.0, 60.0, 300.0), registry=r)
+
+    def cache_hook(self, cache: str, hits: int, misses: int) -> None:
+        if hits:
+            self.cache_requests.labels(cache=cache, result="hit").inc(hits)
+        if misses:
+            self.cache_requests.labels(cache=cache, result="miss").inc(misses)
+
+    def observe_engine(self, engine: Any) -> None:
+        """Device and fallback gauges from the engine's current state."""
+        device = engine.device if engine.available else "none"
+        for d in ACTIVE_DEVICES:
+            self.device_info.labels(device=d).set(1 if d == device else 0)
+        self.fallback_state.set(engine.fallback_state)
+        if engine.cache is not None:
+            self.cache_entries.set(len(engine.cache))

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from totalrecall_schema import Topology
 
@@ -26,8 +27,37 @@ class Settings(BaseSettings):
     http_port: int = 8766
 
     home: Path = Field(default_factory=_default_home)
-    #: The GGUF; default `$TOTALRECALL_HOME/models/all-MiniLM-L6-v2.f16.gguf`.
+    #: Any GGUF embedding model; default `$TOTALRECALL_HOME/models/all-MiniLM-L6-v2.f16.gguf`.
+    #: The dimension is read from the model; every vector carries the model's fingerprint.
     model_path: Path | None = None
+    #: Prefixes put before query / document texts (e.g. nomic-embed's `search_query: `).
+    #: None = automatic: `search_query: ` / `search_document: ` when the model's file name
+    #: contains "nomic", else none. "" = explicitly none.
+    query_prefix: str | None = None
+    document_prefix: str | None = None
+    #: Optional second ("technical") model: when set, every EmbeddedEvent also carries
+    #: `technical_vector` / `technical_model` (documents only; same device as the main model).
+    technical_model_path: Path | None = None
+
+    # device: "auto" offloads every layer to the GPU when llama.cpp was built with GPU support
+    # (CUDA, Metal, …) and falls back to the CPU otherwise (or when loading on the GPU fails);
+    # "cuda" asks for the GPU explicitly (still falls back, with the reason in /health);
+    # "cpu" never offloads.
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    #: On the GPU: tokens packed per llama.cpp decode (n_ctx = n_batch = n_ubatch); each text is
+    #: still truncated to `n_ctx` tokens.
+    gpu_n_batch: int = 2048
+    #: On the GPU: events per pulled batch and texts per `rpc_embed_batch` llama call.
+    gpu_batch_max: int = 256
+    gpu_rpc_batch_chunk: int = 256
+
+    # Fallback chain GPU → CPU → OpenAI-compatible endpoint → none (vector=None + backfill).
+    #: Base URL of an OpenAI-compatible embeddings API (`…/v1/embeddings` is POSTed); off when
+    #: unset. Used only while the local model is unavailable.
+    fallback_url: str | None = None
+    fallback_model: str | None = None
+    fallback_api_key: SecretStr | None = None
+    fallback_timeout_s: float = 30.0
 
     # llama.cpp. n_ubatch is always n_batch (BERT runs in one ubatch; a smaller one aborts).
     #: Threads of the ingest model. All services share the CPU: 1 thread holds up far better
@@ -66,6 +96,27 @@ class Settings(BaseSettings):
     #: Texts per llama call in `rpc_embed_batch` (the ingest lock is released in between).
     rpc_batch_chunk: int = 64
 
+    # embedding cache: (model fingerprint, sha256(text)) → float32 vector, SQLite under
+    # `$TOTALRECALL_HOME/cache/embeddings`; rebuilds, re-ingest and redeliveries do not re-embed.
+    cache_enabled: bool = True
+    #: ~1.6 kB per 384-dim entry: 100k entries ≈ 160 MB. The least recently used go first.
+    cache_max_entries: int = 100_000
+    #: In-memory LRU of query vectors (query RPC).
+    query_cache_entries: int = 1024
+
+    # backfill: events published with vector=None are remembered (SQLite under
+    # `$TOTALRECALL_HOME/spool/embedder`) and republished with a vector once a model is back.
+    backfill_enabled: bool = True
+    #: How often the backfill looks for work (it also wakes when the model loads).
+    backfill_interval_s: float = 2.0
+    backfill_batch: int = 32
+    backfill_max_entries: int = 200_000
+    #: Give up on an event the model fails on after this many attempts.
+    backfill_max_attempts: int = 5
+
+    #: How often the consumer backlog gauge is refreshed (0: never).
+    metrics_interval_s: float = 15.0
+
     @property
     def topology(self) -> Topology:
         return Topology(prefix=self.subject_prefix, stream_prefix=self.stream_prefix)
@@ -73,3 +124,11 @@ class Settings(BaseSettings):
     @property
     def resolved_model_path(self) -> Path:
         return self.model_path or self.home / "models" / DEFAULT_MODEL_FILE
+
+    @property
+    def cache_path(self) -> Path:
+        return self.home / "cache" / "embeddings" / "embeddings.sqlite3"
+
+    @property
+    def backfill_path(self) -> Path:
+        return self.home / "spool" / "embedder" / "backfill.sqlite3"

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import shutil
 import time
 from typing import Any
 
@@ -24,7 +25,7 @@ from totalrecall_schema import (
     ensure_streams,
 )
 
-from .core.indexer import EmbedFn, Indexer, IndexerConfig
+from .core.indexer import EmbedFn, Indexer, IndexerConfig, StoreUnavailable
 from .core.markdown import MarkdownLog
 from .core.pgstore import PgStore
 from .core.tiers import ZvecTiers
@@ -42,18 +43,44 @@ async def _raw_decoder(msg: Any) -> Any:
 
 def build_indexer(settings: Settings, metrics: Metrics | None = None,
                   pg: PgStore | None = None, tiers: ZvecTiers | None = None) -> Indexer:
+    metrics = metrics or Metrics()
     return Indexer(
-        markdown=MarkdownLog(settings.memory_dir),
+        markdown=MarkdownLog(settings.memory_dir,
+                             on_repair=lambda _path, _reason: metrics.markdown_repairs.inc()),
         pg=pg or PgStore(settings.pg_dsn),
         tiers=tiers or ZvecTiers(settings.zvec_dir, default_dim=settings.dim,
                                  optimize_threads=settings.optimize_threads),
-        metrics=metrics or Metrics(),
+        metrics=metrics,
         config=IndexerConfig(
             hot_max_age_s=settings.hot_max_age_s, warm_max_age_s=settings.warm_max_age_s,
             search_ef=settings.search_ef, optimize_min_new_docs=settings.optimize_min_new_docs,
             optimize_max_delay_s=settings.optimize_max_delay_s,
-            embed_batch=settings.embed_batch),
+            embed_batch=settings.embed_batch, memory_md_namespace=settings.memory_md_namespace,
+            memory_md_retry_s=settings.memory_md_retry_s),
     )
+
+
+async def refresh_runtime_gauges(nc: Any, settings: Settings, metrics: Metrics) -> None:
+    """Consumer backlog, dead-letter depth, free disk (each best effort)."""
+    topo = settings.topology
+    try:
+        free = (await asyncio.to_thread(shutil.disk_usage, settings.home)).free
+        metrics.state_disk_free.set(free)
+    except OSError as exc:
+        log.debug("disk usage of %s: %s", settings.home, exc)
+    if nc is None or not nc.is_connected:
+        return
+    js = nc.jetstream()
+    try:
+        info = await js.consumer_info(topo.embedded_stream, topo.indexer_durable, timeout=5)
+        metrics.consumer_pending.set((info.num_pending or 0) + (info.num_ack_pending or 0))
+    except Exception as exc:  # consumer not created yet, NATS trouble
+        log.debug("consumer info: %s", exc)
+    try:
+        dlq = await js.stream_info(topo.dlq_stream)
+        metrics.dlq_messages.set(dlq.state.messages)
+    except Exception as exc:
+        log.debug("dlq stream info: %s", exc)
 
 
 def nats_embed_fn(nc: Any, settings: Settings) -> EmbedFn:
@@ -120,12 +147,21 @@ def create_app(settings: Settings, *, indexer: Indexer | None = None,
     async def on_search(body: NoCast[Any]) -> VectorSearchReply:
         return await handle_search(body, idx)
 
-    @broker.subscriber(topo.rpc_index_admin, decoder=_raw_decoder)
+    # Several workers: `stats` (with the progress) is answered while a rebuild runs.
+    @broker.subscriber(topo.rpc_index_admin, decoder=_raw_decoder, max_workers=4)
     async def on_admin(body: NoCast[Any]) -> AdminReply:
         return await handle_admin(body, idx, state["embed"])
 
+    async def publish_progress(progress: dict[str, Any]) -> None:
+        nc = state["nc"]
+        if nc is not None and nc.is_connected:
+            await nc.publish(topo.rpc_index_progress, json.dumps(progress, default=str).encode())
+
     async def startup() -> None:
         await asyncio.to_thread(idx.tiers.open)
+        repaired = await asyncio.to_thread(idx.markdown.recover)  # torn tails after a crash
+        if repaired:
+            log.warning("repaired torn daily logs after an unclean shutdown: %s", repaired)
         deadline = time.monotonic() + pg_connect_timeout_s
         while True:
             try:
@@ -141,14 +177,24 @@ def create_app(settings: Settings, *, indexer: Indexer | None = None,
         await ensure_streams(nc.jetstream(), topo)
         if state["embed"] is None:
             state["embed"] = nats_embed_fn(nc, settings)
+        if idx.on_progress is None:
+            idx.on_progress = publish_progress
 
     async def after_startup() -> None:
         await idx.refresh_metrics()
         state["consuming"] = True
         state["consumer"] = asyncio.create_task(consume_loop(await subscribe()))
+        tasks = []
         if settings.background_tasks:
-            state["tasks"] = [asyncio.create_task(_compact_loop(idx, settings)),
-                              asyncio.create_task(_optimize_loop(idx, settings))]
+            tasks += [asyncio.create_task(_compact_loop(idx, settings)),
+                      asyncio.create_task(_optimize_loop(idx, settings))]
+        if settings.memory_md_poll_s > 0:
+            tasks.append(asyncio.create_task(_memory_md_loop(idx, settings, state)))
+        if settings.metrics_interval_s > 0:
+            tasks.append(asyncio.create_task(_gauges_loop(idx, settings, state)))
+        if idx.tiers.reindex:  # a tier could not be opened: refill it from Postgres
+            tasks.append(asyncio.create_task(_reindex_loop(idx, settings, state)))
+        state["tasks"] = tasks
         state["ready"] = True
 
     async def shutdown() -> None:
@@ -171,6 +217,9 @@ def create_app(settings: Settings, *, indexer: Indexer | None = None,
                     await state["nc"].close()
             await idx.pg.close()
             await idx.close_stores()
+            # Waits for an append still running in a thread (the log's own lock), then records
+            # that the daily logs need no tail check at the next start.
+            await asyncio.to_thread(idx.markdown.mark_clean)
 
     @get
     async def health(scope: Any) -> AsgiResponse:
@@ -183,10 +232,15 @@ def create_app(settings: Settings, *, indexer: Indexer | None = None,
             tiers = await asyncio.to_thread(idx.tiers.stats)
         except Exception as exc:
             return _json({"status": "error", "zvec": str(exc)}, 503)
-        status = "ok" if pg_ok and nats_ok else "degraded"
-        return _json({"status": status, "postgres": pg_ok, "nats": nats_ok,
-                      "model": idx.tiers.model, "dim": idx.tiers.dim,
-                      "docs": {t: int(s["doc_count"]) for t, s in tiers.items()}}, 200)
+        reindex = {t: {"reason": why, **idx.reindex_state.get(t, {})}
+                   for t, why in idx.tiers.reindex.items()}
+        status = "ok" if pg_ok and nats_ok and not reindex else "degraded"
+        body = {"status": status, "postgres": pg_ok, "nats": nats_ok,
+                "model": idx.tiers.model, "dim": idx.tiers.dim,
+                "docs": {t: int(s["doc_count"]) for t, s in tiers.items()}}
+        if reindex:
+            body["reindex"] = reindex
+        return _json(body, 200)
 
     app = AsgiFastStream(
         broker,
@@ -214,6 +268,43 @@ async def _compact_loop(idx: Indexer, settings: Settings) -> None:
                 log.info("compaction moved %s", moved)
         except Exception:
             log.exception("compaction failed")
+
+
+async def _memory_md_loop(idx: Indexer, settings: Settings, state: dict[str, Any]) -> None:
+    """Index MEMORY.md at startup, then whenever it changes (mtime poll)."""
+    force = True
+    while True:
+        try:
+            if force or idx.memory_md_due():
+                await idx.sync_memory_md(state["embed"], force=force)
+                force = False
+        except Exception:
+            log.exception("MEMORY.md sync failed")
+        await asyncio.sleep(settings.memory_md_poll_s if not force else settings.retry_delay_s)
+
+
+async def _reindex_loop(idx: Indexer, settings: Settings, state: dict[str, Any]) -> None:
+    """Refill quarantined tiers; retried while the embedder is unavailable."""
+    while idx.tiers.reindex:
+        try:
+            await idx.reindex_tiers(state["embed"])
+        except StoreUnavailable as exc:
+            log.warning("%s; retrying in %.0fs", exc, settings.memory_md_retry_s)
+            await asyncio.sleep(settings.memory_md_retry_s)
+        except Exception:
+            log.exception("re-index failed; retrying")
+            await asyncio.sleep(settings.memory_md_retry_s)
+
+
+async def _gauges_loop(idx: Indexer, settings: Settings, state: dict[str, Any]) -> None:
+    while True:
+        try:
+            await refresh_runtime_gauges(state["nc"], settings, idx.metrics)
+            if not idx.rebuilding:
+                await idx.refresh_metrics()
+        except Exception:
+            log.exception("metrics refresh failed")
+        await asyncio.sleep(settings.metrics_interval_s)
 
 
 async def _optimize_loop(idx: Indexer, settings: Settings) -> None:

@@ -37,6 +37,21 @@ class Metrics:
             buckets=_LATENCY_BUCKETS, registry=r)
         self.compacted = Counter("totalrecall_indexer_compacted_total", "Docs moved between tiers",
                                  ["src", "dst"], registry=r)
+        # Refreshed periodically (`Indexer.refresh_runtime_gauges`); the alert rules use them.
+        self.consumer_pending = Gauge(
+            "totalrecall_indexer_consumer_pending",
+            "Messages of the embedded stream the durable indexer consumer has not acked yet "
+            "(num_pending + num_ack_pending)", registry=r)
+        self.dlq_messages = Gauge("totalrecall_indexer_dlq_messages",
+                                  "Messages in the dead-letter stream", registry=r)
+        self.state_disk_free = Gauge("totalrecall_indexer_state_disk_free_bytes",
+                                     "Free bytes on the file system of $TOTALRECALL_HOME",
+                                     registry=r)
+        self.markdown_repairs = Counter(
+            "totalrecall_indexer_markdown_repairs_total",
+            "Torn daily-log tails repaired after a crash mid-append", registry=r)
+        self.memory_md_entries = Gauge("totalrecall_indexer_memory_md_entries",
+                                       "Memories indexed from MEMORY.md", registry=r)
 
     def set_tier_stats(self, stats: dict[str, dict[str, float]]) -> None:
         for tier, st in stats.items():

@@ -1,7 +1,8 @@
-"""Rebuild Zvec + Postgres from the Markdown daily logs, outside the running service.
+"""Rebuild Zvec + Postgres from the Markdown ground truth, outside the running service.
 
 Used by the CLI (`totalrecall rebuild`) while the indexer is stopped (Zvec is single-writer).
-When the indexer is running, send `AdminRequest(verb="rebuild")` on `rpc_index_admin` instead.
+When the indexer is running, send `AdminRequest(verb="rebuild")` on `rpc_index_admin` instead
+(progress is published on `topology.rpc_index_progress`).
 """
 
 from __future__ import annotations
@@ -11,31 +12,37 @@ import contextlib
 from typing import Any
 
 from .app import build_indexer, nats_embed_fn
+from .core.indexer import EmbedFn, ProgressFn
 from .settings import Settings
 
 
-async def rebuild(settings: Settings | None = None, *, use_embedder: bool = True) -> dict[str, Any]:
-    """Re-create the stores from `<home>/memory/daily/*.md`; re-embeds through the embedder's
-    `rpc_embed_batch` when reachable, else stores the memories unembedded."""
+async def rebuild(settings: Settings | None = None, *, use_embedder: bool = True,
+                  embed: EmbedFn | None = None, progress: ProgressFn | None = None,
+                  optimize: bool = True) -> dict[str, Any]:
+    """Re-create the stores from `<home>/memory/daily/*.md` and `MEMORY.md`.
+
+    Vectors come from `embed` when given, else from the embedder's `rpc_embed_batch` when it is
+    reachable (`use_embedder`), else the memories are stored unembedded (keyword search only).
+    `progress` receives the job's progress dicts; `optimize` builds the HNSW graphs at the end.
+    """
     import nats
 
     settings = settings or Settings()
     idx = build_indexer(settings)
+    idx.on_progress = progress
     await asyncio.to_thread(idx.tiers.open)
     nc = None
     try:
+        await asyncio.to_thread(idx.markdown.recover)
         await idx.pg.start()
-        embed = None
-        if use_embedder:
+        if embed is None and use_embedder:
             try:
                 nc = await nats.connect(settings.nats_url, connect_timeout=3,
                                         max_reconnect_attempts=1)
                 embed = nats_embed_fn(nc, settings)
             except Exception:
                 embed = None
-        result = await idx.rebuild(embed)
-        result["optimized"] = await idx.optimize_once(force=True)
-        return result
+        return await idx.rebuild(embed, optimize=optimize)
     finally:
         if nc is not None:
             with contextlib.suppress(Exception):
@@ -44,6 +51,9 @@ async def rebuild(settings: Settings | None = None, *, use_embedder: bool = True
         await asyncio.to_thread(idx.tiers.close)
 
 
-def run_rebuild(settings: Settings | None = None, *, use_embedder: bool = True) -> dict[str, Any]:
+def run_rebuild(settings: Settings | None = None, *, use_embedder: bool = True,
+                embed: EmbedFn | None = None, progress: ProgressFn | None = None,
+                optimize: bool = True) -> dict[str, Any]:
     """Synchronous wrapper for the CLI."""
-    return asyncio.run(rebuild(settings, use_embedder=use_embedder))
+    return asyncio.run(rebuild(settings, use_embedder=use_embedder, embed=embed,
+                               progress=progress, optimize=optimize))

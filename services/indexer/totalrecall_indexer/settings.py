@@ -57,6 +57,14 @@ class Settings(BaseSettings):
     embed_timeout_s: float = 60.0
     embed_batch: int = 64
 
+    # MEMORY.md (`<home>/memory/MEMORY.md`): polled for changes (mtime); 0 disables it.
+    memory_md_poll_s: float = 2.0
+    memory_md_namespace: str = "default"
+    memory_md_retry_s: float = 60.0
+
+    #: Refresh of the consumer-pending, DLQ-depth and disk-free gauges; 0 disables it.
+    metrics_interval_s: float = 15.0
+
     @property
     def topology(self) -> Topology:
         return Topology(prefix=self.subject_prefix, stream_prefix=self.stream_prefix)

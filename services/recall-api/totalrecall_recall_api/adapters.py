@@ -45,12 +45,16 @@ class NatsEmbedder:
 
 
 class NatsVectorIndex:
-    def __init__(self, nc: NATS, topology: Topology, timeout: float) -> None:
+    def __init__(self, nc: NATS, topology: Topology, timeout: float,
+                 deep_timeout: float | None = None) -> None:
         self.nc, self.topology, self.timeout = nc, topology, timeout
+        self.deep_timeout = max(timeout, deep_timeout or timeout)
 
     async def search(self, request: VectorSearchRequest) -> VectorSearchReply:
+        """Hot-only searches get the short timeout; warm/cold ones the deep one."""
+        timeout = self.timeout if set(request.tiers) <= {"hot"} else self.deep_timeout
         msg = await self.nc.request(self.topology.rpc_vector_search,
-                                    request.model_dump_json().encode(), timeout=self.timeout)
+                                    request.model_dump_json().encode(), timeout=timeout)
         reply = VectorSearchReply.model_validate_json(msg.data)
         if reply.error:
             raise UpstreamError(reply.error)
@@ -102,14 +106,30 @@ def _quote(lexeme: str) -> str:
     return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
+#: Query words at least this long also match as prefixes: the english parser keeps
+#: `nginx.service`, `python3.11` or `docker-compose.yml` as single lexemes, so "why did nginx
+#: fail" would otherwise never reach "nginx.service failed".
+PREFIX_MIN_CHARS = 4
+
+
+def _operand(lexeme: str, prefix_min_chars: int = PREFIX_MIN_CHARS) -> str:
+    quoted = _quote(lexeme)
+    if prefix_min_chars > 0 and len(lexeme) >= prefix_min_chars and lexeme.isalnum():
+        return f"{quoted}:*"
+    return quoted
+
+
 class PostgresStore:
     """Read-only access to the indexer's `memories` table."""
 
     def __init__(self, pool: asyncpg.Pool, term_stats: TermStats | None = None,
-                 scan_cap: int = 1000) -> None:
+                 scan_cap: int = 1000, timeout: float | None = None,
+                 prefix_min_chars: int = PREFIX_MIN_CHARS) -> None:
         self.pool = pool
+        self.prefix_min_chars = prefix_min_chars  # 0: exact lexemes only
         self.term_stats = term_stats
         self.scan_cap = scan_cap
+        self.timeout = timeout  # per statement; None = no limit
 
     async def bm25(self, terms: Sequence[str], namespace: str, since: datetime | None,
                    category: str | None, limit: int) -> list[tuple[str, float]]:
@@ -138,22 +158,24 @@ class PostgresStore:
                     AND ($4::text IS NULL OR category = $4)
                   ORDER BY ts DESC LIMIT {int(self.scan_cap)}) AS m
             ORDER BY rank DESC LIMIT $5"""
-        quoted = [_quote(lx) for lx, _ in weighted]
+        quoted = [_operand(lx, self.prefix_min_chars) for lx, _ in weighted]
         rows = await self.pool.fetch(sql, " | ".join(quoted), namespace, since, category, limit,
-                                     *quoted, *(w for _, w in weighted))
+                                     *quoted, *(w for _, w in weighted), timeout=self.timeout)
         return [(r["key"], float(r["rank"])) for r in rows]
 
     async def _lexemes(self, text: str) -> list[str]:
         """The query's lexemes exactly as the index stores them (english stemming, stopwords)."""
         rows = await self.pool.fetch(
-            "SELECT lexeme FROM unnest(to_tsvector('english', $1)) ORDER BY positions[1]", text)
+            "SELECT lexeme FROM unnest(to_tsvector('english', $1)) ORDER BY positions[1]", text,
+            timeout=self.timeout)
         return [r["lexeme"] for r in rows]
 
     async def rows(self, keys: Sequence[str]) -> dict[str, Memory]:
         if not keys:
             return {}
         rows = await self.pool.fetch(
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE key = ANY($1::text[])", list(keys))
+            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE key = ANY($1::text[])", list(keys),
+            timeout=self.timeout)
         return {r["key"]: _memory(r) for r in rows}
 
     async def recent(self, namespace: str, since: datetime | None, category: str | None,
@@ -164,7 +186,8 @@ class PostgresStore:
                   AND ($3::text IS NULL OR category = $3)
                   AND ($5::text[] IS NULL OR category = ANY($5))
                 ORDER BY ts DESC LIMIT $4""",
-            namespace, since, category, limit, list(categories) if categories else None)
+            namespace, since, category, limit, list(categories) if categories else None,
+            timeout=self.timeout)
         return [_memory(r) for r in rows]
 
     async def stats(self, namespace: str | None) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .container import Container
+from .handlers import health as memory_health
 from .handlers import router
 from .metrics import Metrics
 from .ports import Embedder, Publisher, Store, VectorIndex
@@ -61,11 +62,26 @@ class _TooLarge(Exception):
     pass
 
 
+_ENDPOINTS = frozenset({"ingest", "store", "recall", "timeline", "health", "stats", "compact",
+                        "rebuild", "file", "flush", "warm"})
+
+
+def _endpoint(path: str) -> str:
+    """Metric label of a path (bounded: unknown paths share one label)."""
+    name = path.removeprefix("/memory/")
+    return f"/memory/{name}" if name in _ENDPOINTS else "/memory/other"
+
+
 def create_app(settings: Settings, *, publisher: Publisher | None = None,
                store: Store | None = None, embedder: Embedder | None = None,
-               index: VectorIndex | None = None) -> FastAPI:
+               index: VectorIndex | None = None, embed_client: Embedder | None = None,
+               vector_client: VectorIndex | None = None) -> FastAPI:
+    """The recall API. Any port left out is connected for real in the lifespan (NATS, Postgres);
+    `embed_client` / `vector_client` are aliases of `embedder` / `index`."""
     if not settings.loopback and not settings.api_token:
         raise ValueError(f"refusing to listen on {settings.http_host} without TR_RECALL_API_TOKEN")
+    embedder = embedder or embed_client
+    index = index or vector_client
     metrics = Metrics()
 
     @asynccontextmanager
@@ -81,18 +97,26 @@ def create_app(settings: Settings, *, publisher: Publisher | None = None,
     app = FastAPI(title="Total Recall recall API", version="0.1.0", lifespan=lifespan,
                   description="Memory for agents: ingest events, recall them into prompts.")
 
+    expected = f"Bearer {settings.api_token}".encode() if settings.api_token else None
+
     @app.middleware("http")
     async def auth_and_count(request: Request, call_next: Any) -> Response:
         path = request.url.path
-        if settings.api_token and path.startswith("/memory/") and path != "/memory/health":
-            given = request.headers.get("authorization", "")
-            if not hmac.compare_digest(given.encode(), f"Bearer {settings.api_token}".encode()):
-                metrics.requests.labels(path, "401").inc()
-                return JSONResponse({"detail": "missing or wrong bearer token"}, 401,
-                                    headers={"WWW-Authenticate": "Bearer"})
+        request.state.authenticated = True
+        if expected is not None and (path.startswith("/memory/") or path == "/health"):
+            given = request.headers.get("authorization", "").encode()
+            if not hmac.compare_digest(given, expected):
+                if path in ("/health", "/memory/health"):
+                    # Liveness probes (the supervisor, compose healthchecks) carry no token:
+                    # they get the status and its HTTP code, never the details.
+                    request.state.authenticated = False
+                else:
+                    metrics.requests.labels(_endpoint(path), "401").inc()
+                    return JSONResponse({"detail": "missing or wrong bearer token"}, 401,
+                                        headers={"WWW-Authenticate": "Bearer"})
         response: Response = await call_next(request)
         if path.startswith("/memory/"):
-            metrics.requests.labels(path, str(response.status_code)).inc()
+            metrics.requests.labels(_endpoint(path), str(response.status_code)).inc()
         return response
 
     @app.exception_handler(RequestValidationError)
@@ -109,9 +133,7 @@ def create_app(settings: Settings, *, publisher: Publisher | None = None,
 
     @app.get("/health")
     async def health(request: Request) -> JSONResponse:
-        from .handlers import health as memory_health
-
-        return await memory_health(request.app.state.container)
+        return await memory_health(request.app.state.container, request)
 
     app.include_router(router)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
@@ -148,7 +170,10 @@ async def _connect(settings: Settings, stack: AsyncExitStack) -> dict[str, Any]:
     topo = settings.topology
     return {
         "publisher": JetStreamPublisher(nc, js, topo),
-        "store": PostgresStore(pool, term_stats, scan_cap=settings.bm25_scan_cap),
+        "store": PostgresStore(pool, term_stats, scan_cap=settings.bm25_scan_cap,
+                               timeout=settings.pg_timeout_s,
+                               prefix_min_chars=settings.bm25_prefix_min_chars),
         "embedder": NatsEmbedder(nc, topo, settings.embed_timeout_s),
-        "index": NatsVectorIndex(nc, topo, settings.search_timeout_s),
+        "index": NatsVectorIndex(nc, topo, settings.search_timeout_s,
+                                 settings.deep_search_timeout_s),
     }

@@ -124,11 +124,16 @@ async def timeline(c: C, body: TimelineRequest) -> TimelineResponse:
 
 
 @router.get("/health")
-async def health(c: C) -> JSONResponse:
+async def health(c: C, request: Request) -> JSONResponse:
+    """nats + postgres reachable → 200 (status "degraded" while the embedder or indexer is
+    not); otherwise 503. Without the bearer token (when one is set) only the status is given."""
     checks = await c.health()
     core_ok = checks["nats"]["ok"] and checks["postgres"]["ok"]
     status = "ok" if all(v["ok"] for v in checks.values()) else "degraded"
-    return JSONResponse({"status": status, "checks": checks}, status_code=200 if core_ok else 503)
+    body: dict[str, Any] = {"status": status}
+    if getattr(request.state, "authenticated", True):
+        body["checks"] = checks
+    return JSONResponse(body, status_code=200 if core_ok else 503)
 
 
 @router.get("/stats")

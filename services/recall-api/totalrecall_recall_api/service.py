@@ -152,7 +152,8 @@ class RecallService:
                 cands[h.key] = Candidate(h.key, datetime.fromtimestamp(h.timestamp_ms / 1000, UTC),
                                          h.summary, vector_sim=h.score, tier=h.tier)
         rows = await self._guard("rows", self._rows([*cands, *(k for k, _ in bm25_hits)]))
-        by_key = dict(rows)
+        # Defence in depth: whatever an upstream returns, only this namespace's memories leave.
+        by_key = {k: m for k, m in rows if m.namespace == req.namespace}
         for key, rank in bm25_hits:
             c = cands.get(key)
             if c is None:

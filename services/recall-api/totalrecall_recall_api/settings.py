@@ -27,8 +27,13 @@ class Settings(BaseSettings):
     max_body_bytes: int = 2 * 1024 * 1024
     max_events_per_request: int = 1000
 
-    embed_timeout_s: float = 2.0
-    search_timeout_s: float = 2.0
+    # Short timeouts: a slow or missing embedder/indexer degrades recall to keyword search
+    # instead of holding up the prompt. Searches that include the warm/cold tiers get longer
+    # (the design's budgets: warm < 500 ms, cold < 2 s).
+    embed_timeout_s: float = 1.0
+    search_timeout_s: float = 1.0
+    deep_search_timeout_s: float = 2.5
+    pg_timeout_s: float = 2.0
     admin_timeout_s: float = 600.0
 
     # Fusion (the design's weighted sum) and MMR.
@@ -45,6 +50,8 @@ class Settings(BaseSettings):
     diagnostic_boost: float = 0.08
     term_stats_refresh_s: float = 120.0
     bm25_scan_cap: int = 1000
+    # Query words this long also match as prefixes (`nginx` → `nginx.service`); 0 turns it off.
+    bm25_prefix_min_chars: int = 4
 
     @property
     def topology(self) -> Topology:

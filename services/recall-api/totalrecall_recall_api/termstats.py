@@ -78,17 +78,21 @@ class TermStats:
         df = min(self.df.get(lexeme, 0), n)
         return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
-    def select(self, lexemes: list[str], max_terms: int = 8, max_df_ratio: float = 0.2
-               ) -> list[tuple[str, float]]:
+    def select(self, lexemes: list[str], max_terms: int = 8, max_df_ratio: float = 0.2,
+               min_docs_to_prune: int = 200) -> list[tuple[str, float]]:
         """The query's most informative lexemes with their IDF weights.
 
         Terms in more than `max_df_ratio` of all memories are dropped (unless nothing else is
-        left); the rarest `max_terms` remain.
+        left) once there are `min_docs_to_prune` memories: below that, a document frequency says
+        little (in 5 memories every word of the one relevant memory is "common") and scanning
+        is cheap anyway. The rarest `max_terms` remain.
         """
         uniq = list(dict.fromkeys(lexemes))
         if not uniq:
             return []
         n = max(self.n_docs, 1)
-        informative = [t for t in uniq if self.df.get(t, 0) / n <= max_df_ratio] or uniq
+        informative = uniq
+        if n >= min_docs_to_prune:
+            informative = [t for t in uniq if self.df.get(t, 0) / n <= max_df_ratio] or uniq
         informative.sort(key=lambda t: self.df.get(t, 0))
         return [(t, self.idf(t)) for t in informative[:max_terms]]

@@ -259,14 +259,25 @@ async def test_without_a_model_events_flow_on_without_vectors(
             missing.symlink_to(model_path)
             later = MemoryEvent(id="withmodel", category="conversation", summary="hello again")
             await publish_events(nc, topology, [later])
-            msgs = await out.wait(2)
-            health2 = json.loads((await client.get("/health")).content)
+            # the event, and the first one again with its vector (backfill, `<key>:backfill`)
+            msgs = await out.wait(3)
+
+            async def backfilled() -> Any:
+                h = json.loads((await client.get("/health")).content)
+                return h if h["backfill"]["pending"] == 0 else None
+            health2 = await wait_for(backfilled, what="backfill journal empty")
+    by_id = {m.headers["Nats-Msg-Id"]: EmbeddedEvent.model_validate_json(m.data) for m in msgs}
     emb = EmbeddedEvent.model_validate_json(msgs[0].data)
     assert emb.vector is None and emb.model is None and emb.event.id == "nomodel"
     assert health.status_code == 200
     body = json.loads(health.content)
     assert body["status"] == "degraded" and body["fallback"] is True
+    assert body["device"] == "none" and body["backfill"]["pending"] == 1
     assert "totalrecall_embedder_fallback_state 1.0" in metrics.text
-    emb2 = EmbeddedEvent.model_validate_json(msgs[1].data)
+    assert 'totalrecall_embedder_device_info{device="none"} 1.0' in metrics.text
+    emb2 = by_id[later.key]
     assert emb2.event.id == "withmodel" and emb2.vector is not None and len(emb2.vector) == DIM
+    back = by_id[f"{ev.key}:backfill"]
+    assert back.event.id == "nomodel" and back.vector is not None and len(back.vector) == DIM
     assert health2["status"] == "ok" and health2["fallback"] is False
+    assert health2["device"] == "cpu" and health2["backfill"]["pending"] == 0

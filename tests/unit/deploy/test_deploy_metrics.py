@@ -63,7 +63,6 @@ def test_exported_entries_match_what_the_service_registers(service: str) -> None
     assert not stale, f"now exported by {service}: mark them `exported` in METRICS.md: {stale}"
 
 
-@pytest.mark.xfail(reason="the services do not export these yet (METRICS.md `required`)", strict=False)
 def test_required_metrics_are_exported() -> None:
     required = {n: r["service"] for n, r in listed_metrics().items() if r["status"] == "required"}
     have = {n for s in SERVICES for n in registered(s)}

@@ -23,7 +23,6 @@ PREFIXES = {"TR_EMBEDDER_": "totalrecall_embedder", "TR_INDEXER_": "totalrecall_
 # Variables the deployment already sets for settings a service has not implemented yet (they are
 # ignored until then: every Settings has extra="ignore"). Remove an entry once it exists.
 PENDING = {
-    "TR_EMBEDDER_DEVICE": "embedder: auto|cpu|cuda, GPU offload (n_gpu_layers) + fallback_state 2",
     "TR_INDEXER_COLD_MAX_AGE_S": "indexer: cold-tier retention (NixOS tiers.cold.retentionDays)",
 }
 

@@ -80,3 +80,20 @@ def test_fuse_topk_and_tie_break_by_recency() -> None:
 def test_distance_to_similarity() -> None:
     assert distance_to_similarity(0.0) == 1.0
     assert distance_to_similarity(0.25) == 0.75
+
+
+def test_optimize_policy_builds_quantized_tiers_promptly() -> None:
+    """hot (exact fp32 brute force on its un-indexed part) waits for 2000 new docs or 15 min;
+    warm/cold (brute force on quantized codes, poor recall) are built at the next tick."""
+    from totalrecall_indexer.core.indexer import Indexer, IndexerConfig
+
+    idx = Indexer(markdown=None, pg=None, tiers=None,  # type: ignore[arg-type]
+                  config=IndexerConfig(optimize_min_new_docs=2000, optimize_max_delay_s=900))
+    assert not idx.optimize_due("hot", 0.99, 5000)
+    idx._new_since_optimize["hot"] = 2000
+    assert idx.optimize_due("hot", 0.99, 5000)
+    assert idx.optimize_due("warm", 0.999, 5000) and idx.optimize_due("cold", 0.5, 10)
+    assert not idx.optimize_due("cold", 1.0, 10) and not idx.optimize_due("warm", 0.0, 0)
+    idx._last_optimize["hot"] -= 901
+    idx._new_since_optimize["hot"] = 1
+    assert idx.optimize_due("hot", 0.99, 5000)

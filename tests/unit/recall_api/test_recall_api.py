@@ -244,3 +244,61 @@ async def test_diagnostic_questions_surface_recent_system_trouble(client: httpx.
     assert body["memories"][0]["category"] == "system.process"
     task = (await client.post("/memory/recall", json={"query": "holiday plans Lisbon"})).json()
     assert task["memories"][0]["category"] == "conversation"
+
+
+async def test_fakes_injectable_under_the_brief_names(world: FakeWorld) -> None:
+    app = create_app(Settings(), publisher=world, store=world, embed_client=world,
+                     vector_client=world)
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+        await c.post("/memory/ingest", json={"summary": "nginx failed: port 80 in use"})
+        body = (await c.post("/memory/recall", json={"query": "nginx port"})).json()
+        assert body["memories"][0]["summary"].startswith("nginx") and world.search_requests
+
+
+async def test_health_details_need_the_token(world: FakeWorld) -> None:
+    c = await _client(world, api_token="tok")
+    bare = await c.get("/memory/health")
+    assert bare.status_code == 200 and bare.json() == {"status": "ok"}
+    full = await c.get("/memory/health", headers={"Authorization": "Bearer tok"})
+    assert set(full.json()["checks"]) == {"nats", "postgres", "embedder", "indexer"}
+    assert "checks" not in (await c.get("/health")).json()
+
+
+async def test_request_metrics_have_bounded_labels(world: FakeWorld) -> None:
+    c = await _client(world, api_token="tok")
+    await c.post("/memory/recall", json={"query": "q"})
+    await c.get("/memory/whatever-1")
+    text = (await c.get("/metrics")).text
+    assert 'totalrecall_recall_requests_total{endpoint="/memory/recall",status="401"} 1.0' in text
+    assert "whatever-1" not in text
+
+
+async def test_recall_survives_every_component_failing(world: FakeWorld) -> None:
+    class Broken(FakeWorld):
+        async def bm25(self, *a: Any, **k: Any) -> list[tuple[str, float]]:
+            raise TimeoutError("postgres slow")
+
+        async def search(self, request: VectorSearchRequest) -> VectorSearchReply:
+            raise TimeoutError("indexer slow")
+
+    broken = Broken()
+    c = await _client(broken)
+    r = await c.post("/memory/recall", json={"query": "what did I install?"})
+    assert r.status_code == 200 and r.json()["memories"] == []
+    text = (await c.get("/metrics")).text
+    assert 'totalrecall_recall_degraded_total{component="vector"} 1.0' in text
+    assert 'totalrecall_recall_degraded_total{component="bm25"} 1.0' in text
+
+
+async def test_foreign_namespace_hits_from_the_index_are_dropped(world: FakeWorld) -> None:
+    class Leaky(FakeWorld):
+        async def search(self, request: VectorSearchRequest) -> VectorSearchReply:
+            request.filter.namespace = "agent-a"  # an index that ignores the filter
+            return await super().search(request)
+
+    leaky = Leaky()
+    c = await _client(leaky)
+    await c.post("/memory/ingest", json={"summary": "nginx secret of a", "namespace": "agent-a"})
+    body = (await c.post("/memory/recall", json={"query": "nginx", "namespace": "agent-b"})).json()
+    assert body["memories"] == [] and "secret" not in body["system_memory"]

@@ -1,4 +1,4 @@
-from totalrecall_recall_api.adapters import _quote
+from totalrecall_recall_api.adapters import _operand, _quote
 from totalrecall_recall_api.termstats import TermStats
 
 
@@ -25,3 +25,17 @@ def test_only_common_terms_are_kept_rather_than_nothing() -> None:
 def test_lexemes_are_quoted_for_tsquery() -> None:
     assert _quote("o'neil") == "'o''neil'"
     assert _quote("a|b&!c") == "'a|b&!c'"
+
+
+def test_small_stores_keep_every_term() -> None:
+    """With a handful of memories a document frequency says nothing: nothing is pruned."""
+    ts = _stats({"port": 2, "80": 2, "nginx": 1}, 5)
+    picked = dict(ts.select(["nginx", "port", "80", "problem"]))
+    assert set(picked) == {"nginx", "port", "80", "problem"}
+    assert picked["problem"] > picked["nginx"] > picked["port"] > 0
+
+
+def test_longer_words_also_match_as_prefixes() -> None:
+    assert _operand("nginx") == "'nginx':*"  # reaches `nginx.service`, `nginx.conf`
+    assert _operand("80") == "'80'" and _operand("cpu") == "'cpu'"
+    assert _operand("o'neil") == "'o''neil'"  # only plain words get the prefix

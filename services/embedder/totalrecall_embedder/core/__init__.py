@@ -1,12 +1,23 @@
-"""Pure logic of the embedder: backends, batch planning, dedup, the engine."""
+"""Pure logic of the embedder: backends, device choice, caches, backfill journal, batch
+planning, dedup, the engine."""
 
-from .backend import EmbedBackend, LlamaBackend, ModelUnavailable, model_fingerprint
+from .backend import (
+    EmbedBackend,
+    LlamaBackend,
+    ModelUnavailable,
+    default_prefixes,
+    model_fingerprint,
+)
+from .backfill import BackfillJournal, Pending
 from .batch import Incoming, Outgoing, Plan, plan_batch
+from .cache import EmbeddingCache, QueryLRU
 from .dedup import DedupWindow, content_hash, normalise
+from .device import DeviceChoice, choose_device, gpu_offload_supported
 from .engine import Engine, EngineConfig
 
 __all__ = [
-    "DedupWindow", "EmbedBackend", "Engine", "EngineConfig", "Incoming", "LlamaBackend",
-    "ModelUnavailable", "Outgoing", "Plan", "content_hash", "model_fingerprint", "normalise",
-    "plan_batch",
+    "BackfillJournal", "DedupWindow", "DeviceChoice", "EmbedBackend", "EmbeddingCache", "Engine",
+    "EngineConfig", "Incoming", "LlamaBackend", "ModelUnavailable", "Outgoing", "Pending", "Plan",
+    "QueryLRU", "choose_device", "content_hash", "default_prefixes", "gpu_offload_supported",
+    "model_fingerprint", "normalise", "plan_batch",
 ]

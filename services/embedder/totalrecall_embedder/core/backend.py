@@ -26,6 +26,9 @@ class ModelUnavailable(RuntimeError):
 
 
 class EmbedBackend(Protocol):
+    """`fingerprint` identifies the model (stored with every vector: vectors of different
+    fingerprints are never compared); `dim` is read from the model."""
+
     fingerprint: str
     dim: int
 
@@ -61,17 +64,30 @@ def model_fingerprint(path: Path) -> str:
     return f"{path.stem}:{digest[:12]}"
 
 
+def default_prefixes(model_name: str) -> tuple[str, str]:
+    """(query prefix, document prefix) a model expects: nomic-embed models are trained with
+    `search_query: ` / `search_document: `; the sentence-transformers models use none."""
+    if "nomic" in model_name.lower():
+        return "search_query: ", "search_document: "
+    return "", ""
+
+
 class LlamaBackend:
     """One `llama_cpp.Llama` context in embedding mode.
 
-    n_ubatch == n_batch == n_ctx: BERT-style models run through llama.cpp's encoder, which needs
-    a whole packed batch in one ubatch (a smaller ubatch SIGABRTs the process). Llama.embed()
-    packs several texts per decode while their tokens fit n_batch and truncates each text to
-    n_batch tokens, so no call can overrun it.
+    n_ubatch == n_batch == llama n_ctx: BERT-style models run through llama.cpp's encoder, which
+    needs a whole packed batch in one ubatch (a smaller ubatch SIGABRTs the process).
+    Llama.embed() packs several texts per decode while their tokens fit n_batch and truncates
+    each text to n_batch tokens, so no call can overrun it.
+
+    `n_ctx` is the longest text in tokens (256 = sentence-transformers' truncation). `n_batch`
+    (default `n_ctx`) may be larger, to pack more texts per decode (the GPU path); texts are then
+    cut to `n_ctx` tokens here, before llama sees them. `n_gpu_layers=-1` offloads every layer.
     """
 
     def __init__(self, model_path: Path, *, n_threads: int = 1, n_ctx: int = 256,
-                 flash_attn: bool = True, fingerprint: str | None = None) -> None:
+                 n_batch: int | None = None, n_gpu_layers: int = 0, flash_attn: bool = True,
+                 fingerprint: str | None = None) -> None:
         if not model_path.is_file():
             raise ModelUnavailable(f"model file not found: {model_path}")
         try:
@@ -79,23 +95,45 @@ class LlamaBackend:
         except ImportError as exc:  # pragma: no cover - dependency of the package
             raise ModelUnavailable(f"llama_cpp is not importable: {exc}") from exc
         self.model_path = model_path
+        self.model_name = model_path.name
         self._lock = threading.Lock()
+        self.n_ctx = n_ctx
+        self.n_batch = max(n_ctx, n_batch or n_ctx)
+        self.n_gpu_layers = n_gpu_layers
+        self.device = "gpu" if n_gpu_layers else "cpu"
         try:
             self._llm: Any = llama_cpp.Llama(
-                model_path=str(model_path), embedding=True, n_ctx=n_ctx, n_batch=n_ctx,
-                n_ubatch=n_ctx, flash_attn=flash_attn, n_threads=n_threads,
-                n_threads_batch=n_threads, verbose=False)
+                model_path=str(model_path), embedding=True, n_ctx=self.n_batch,
+                n_batch=self.n_batch, n_ubatch=self.n_batch, n_gpu_layers=n_gpu_layers,
+                flash_attn=flash_attn, n_threads=n_threads, n_threads_batch=n_threads,
+                verbose=False)
         except Exception as exc:  # llama.cpp raises ValueError for a bad file
             raise ModelUnavailable(f"cannot load {model_path}: {exc}") from exc
         self.dim = int(self._llm.n_embd())
-        self.n_ctx = n_ctx
         self.fingerprint = fingerprint or model_fingerprint(model_path)
+
+    def _fit(self, text: str) -> str:
+        """The longest prefix of `text` of at most `n_ctx` tokens (binary search on characters:
+        only long texts pay, ~12 tokenisations)."""
+        tok = self._llm.tokenize
+        if len(tok(text.encode("utf-8"))) <= self.n_ctx:
+            return text
+        lo, hi = 0, len(text)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if len(tok(text[:mid].encode("utf-8"))) <= self.n_ctx:
+                lo = mid
+            else:
+                hi = mid - 1
+        return text[:lo]
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
         cut = [t[:MAX_TEXT_CHARS] for t in texts]
         with self._lock:
+            if self.n_batch > self.n_ctx:
+                cut = [self._fit(t) for t in cut]
             vecs = self._llm.embed(cut, normalize=True, truncate=True)
         return [[round(float(x), 7) for x in v] for v in vecs]
 

@@ -63,8 +63,10 @@ class Plan:
     _groups: list[_Group] = field(default_factory=list)
 
     def finish(self, vectors: Sequence[list[float] | None] | None, model: str | None,
-               topology: Topology) -> list[Outgoing]:
-        """Build the messages to publish; `vectors[i]` belongs to `texts[i]` (None: no model)."""
+               topology: Topology, technical: Sequence[list[float] | None] | None = None,
+               technical_model: str | None = None) -> list[Outgoing]:
+        """Build the messages to publish; `vectors[i]` belongs to `texts[i]` (None: no model),
+        `technical[i]` likewise (the optional second model)."""
         out: list[Outgoing] = []
         now = utcnow()
         for g in self._groups:
@@ -81,14 +83,18 @@ class Plan:
                                     msg_id, emb, g.sources, "repeat", g.dkey, base.first_ts,
                                     g.added))
                 continue
-            vec = None
+            vec = tvec = None
             if vectors is not None and g.text_index is not None:
                 vec = vectors[g.text_index]
+            if technical is not None and g.text_index is not None:
+                tvec = technical[g.text_index]
             count = 1 + g.added
             emb = EmbeddedEvent(
                 event=g.event, vector=vec, model=model if vec is not None else None,
                 dim=len(vec) if vec is not None else None, repeat_count=count,
-                last_seen=g.last_seen if count > 1 else None, embedded_at=now)
+                last_seen=g.last_seen if count > 1 else None, embedded_at=now,
+                technical_vector=tvec,
+                technical_model=technical_model if tvec is not None else None)
             out.append(Outgoing(topology.embedded_subject(g.event.category), g.event.key, emb,
                                 g.sources, "embedded" if vec is not None else "fallback",
                                 g.dkey, g.event.timestamp, g.added))

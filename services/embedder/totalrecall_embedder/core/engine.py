@@ -1,20 +1,36 @@
-"""The embedder's state: the ingest and query backends, the dedup window, fallback handling."""
+"""The embedder's state: backends (ingest, query, technical), device selection and the fallback
+chain, the caches, the dedup window.
+
+Fallback chain: GPU (every layer offloaded, when llama.cpp can) → CPU → an OpenAI-compatible
+endpoint (`fallback_url`, optional) → none (events flow on with vector=None; the backfill embeds
+them once a model is back). While not on the local model, the engine looks for it again every
+`model_retry_s`.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
-from .backend import EmbedBackend, LlamaBackend, ModelUnavailable
+from .backend import EmbedBackend, LlamaBackend, ModelUnavailable, default_prefixes
+from .cache import EmbeddingCache, QueryLRU
 from .dedup import DedupWindow
+from .device import ActiveDevice, DeviceChoice, choose_device, gpu_offload_supported
 
 log = logging.getLogger("totalrecall.embedder")
 
-BackendFactory = Callable[[], EmbedBackend]
+#: (model_path, *, n_threads, n_ctx, n_batch, n_gpu_layers, flash_attn, fingerprint) → backend
+LocalFactory = Callable[..., EmbedBackend]
+RemoteFactory = Callable[["EngineConfig"], EmbedBackend]
+#: on_cache(cache, hits, misses): cache is "disk" (documents) or "query" (in-memory LRU)
+CacheHook = Callable[[str, int, int], None]
+Kind = Literal["query", "document"]
 
 
 @dataclass
@@ -30,29 +46,89 @@ class EngineConfig:
     dedup_max_entries: int = 20_000
     dedup_skip_categories: frozenset[str] = frozenset()
     rpc_batch_chunk: int = 64
+    batch_max: int = 64
+    # device
+    device: str = "auto"
+    gpu_n_batch: int = 2048
+    gpu_batch_max: int = 256
+    gpu_rpc_batch_chunk: int = 256
+    # prefixes (None: automatic by model name)
+    query_prefix: str | None = None
+    document_prefix: str | None = None
+    technical_model_path: Path | None = None
+    # remote fallback
+    fallback_url: str | None = None
+    fallback_model: str | None = None
+    fallback_api_key: str | None = None
+    fallback_timeout_s: float = 30.0
+    query_cache_entries: int = 1024
+
+
+def default_remote_factory(c: EngineConfig) -> EmbedBackend:
+    from .remote import RemoteBackend
+
+    assert c.fallback_url is not None
+    return RemoteBackend(c.fallback_url, model=c.fallback_model, api_key=c.fallback_api_key,
+                         timeout=c.fallback_timeout_s, chunk=c.rpc_batch_chunk)
+
+
+def _device_of(backend: EmbedBackend | None) -> ActiveDevice:
+    if backend is None:
+        return "none"
+    dev = getattr(backend, "device", "cpu")
+    if dev == "gpu":
+        return "gpu"
+    return "remote" if dev == "remote" else "cpu"
 
 
 class Engine:
-    """Two backends with their own contexts: `ingest` (events, document RPC) and `query`
-    (query RPC), so a query never waits behind an ingest batch. With no model both are None and
-    the service runs degraded: events flow on without vectors, query RPCs get an error."""
+    """Backends with their own contexts: `ingest` (events, document RPC, backfill), `query`
+    (query RPC: a query never waits behind an ingest batch) and the optional `technical` model
+    (a second vector per event). With no model at all `ingest`/`query` are None and the service
+    runs degraded: events flow on without vectors, query RPCs get an error."""
 
     def __init__(self, config: EngineConfig, *, backend: EmbedBackend | None = None,
-                 query_backend: EmbedBackend | None = None) -> None:
+                 query_backend: EmbedBackend | None = None,
+                 technical_backend: EmbedBackend | None = None,
+                 local_factory: LocalFactory | None = None,
+                 remote_factory: RemoteFactory | None = None,
+                 gpu_probe: Callable[[], bool] | None = None,
+                 cache: EmbeddingCache | None = None,
+                 on_cache: CacheHook | None = None) -> None:
         self.config = config
         self.ingest: EmbedBackend | None = backend
         self.query: EmbedBackend | None = query_backend or backend
+        self.technical: EmbedBackend | None = technical_backend
         self._injected = backend is not None
+        self._tech_injected = technical_backend is not None
+        self.device: ActiveDevice = _device_of(backend)
+        self.device_reason = "injected backend" if backend is not None else "not loaded yet"
         self.error: str | None = None
+        self.technical_error: str | None = None
+        #: a GPU was asked for (device=cuda) or is usable (device=auto, GPU build)
+        self.gpu_wanted = False
+        self._local_factory: LocalFactory = local_factory or LlamaBackend
+        self._remote_factory: RemoteFactory = remote_factory or default_remote_factory
+        self._gpu_probe = gpu_probe or gpu_offload_supported
+        self.cache = cache
+        self.query_cache = QueryLRU(config.query_cache_entries)
+        self.on_cache = on_cache
         self._last_attempt = float("-inf")
         self._load_lock = asyncio.Lock()
+        #: set whenever the main backend changes (the backfill waits on it)
+        self.changed = asyncio.Event()
         self.window = (DedupWindow(config.dedup_window_s, config.dedup_max_entries)
                        if config.dedup_enabled else None)
 
-    # --- model lifecycle ----------------------------------------------------------------------
+    # --- state ----------------------------------------------------------------------------
     @property
     def available(self) -> bool:
+        """Vectors can be made (local model or the fallback endpoint)."""
         return self.ingest is not None
+
+    @property
+    def local(self) -> bool:
+        return self.ingest is not None and self.device in ("gpu", "cpu")
 
     @property
     def fingerprint(self) -> str | None:
@@ -62,84 +138,320 @@ class Engine:
     def dim(self) -> int | None:
         return self.ingest.dim if self.ingest is not None else None
 
-    def _load_sync(self) -> tuple[EmbedBackend, EmbedBackend]:
+    @property
+    def technical_fingerprint(self) -> str | None:
+        return self.technical.fingerprint if self.technical is not None else None
+
+    @property
+    def fallback_state(self) -> int:
+        """0: running as asked; 1: no model (events go without vectors, backfilled later);
+        2: a GPU was wanted but the model runs on the CPU; 3: the fallback endpoint."""
+        if self.device == "remote" and self.available:
+            return 3
+        if not self.local:
+            return 1
+        return 2 if self.device == "cpu" and self.gpu_wanted else 0
+
+    @property
+    def batch_max(self) -> int:
+        """Events per pulled batch: larger on the GPU."""
         c = self.config
-        ingest = LlamaBackend(c.model_path, n_threads=c.n_threads, n_ctx=c.n_ctx,
-                              flash_attn=c.flash_attn)
+        return c.gpu_batch_max if self.device == "gpu" else c.batch_max
+
+    @property
+    def rpc_chunk(self) -> int:
+        c = self.config
+        return max(1, c.gpu_rpc_batch_chunk if self.device == "gpu" else c.rpc_batch_chunk)
+
+    def prefix(self, kind: Kind, backend: EmbedBackend | None = None) -> str:
+        """The prefix of `kind` for the main model (explicit settings win) or, given `backend`
+        (the technical model), that model's automatic one."""
+        name = str(getattr(backend or self.ingest, "model_name", "") or "")
+        q, d = default_prefixes(name)
+        if backend is not None:
+            return q if kind == "query" else d
+        c = self.config
+        if kind == "query":
+            return c.query_prefix if c.query_prefix is not None else q
+        return c.document_prefix if c.document_prefix is not None else d
+
+    # --- loading --------------------------------------------------------------------------
+    def _local(self, path: Path, choice: DeviceChoice, *, n_threads: int,
+               n_batch: int | None = None, fingerprint: str | None = None) -> EmbedBackend:
+        c = self.config
         try:
-            query = LlamaBackend(c.model_path, n_threads=c.query_n_threads, n_ctx=c.n_ctx,
-                                 flash_attn=c.flash_attn, fingerprint=ingest.fingerprint)
+            return self._local_factory(
+                path, n_threads=n_threads, n_ctx=c.n_ctx, n_batch=n_batch or c.n_ctx,
+                n_gpu_layers=choice.n_gpu_layers, flash_attn=c.flash_attn,
+                fingerprint=fingerprint)
+        except ModelUnavailable:
+            raise
+        except Exception as exc:
+            raise ModelUnavailable(f"cannot load {path}: {exc}") from exc
+
+    def _load_pair(self, choice: DeviceChoice) -> tuple[EmbedBackend, EmbedBackend]:
+        c = self.config
+        gpu = choice.device == "gpu"
+        ingest = self._local(c.model_path, choice, n_threads=c.n_threads,
+                             n_batch=c.gpu_n_batch if gpu else c.n_ctx)
+        try:
+            query = self._local(c.model_path, choice, n_threads=c.query_n_threads,
+                                fingerprint=ingest.fingerprint)
         except Exception:
             ingest.close()
             raise
+        for b in (ingest, query):  # fakes may not say where they run
+            if getattr(b, "device", None) is None:
+                with contextlib.suppress(Exception):
+                    b.device = choice.device  # type: ignore[attr-defined]
         return ingest, query
 
-    async def load(self) -> bool:
-        """Load the model (in a thread). False, with `error` set, when it is unavailable."""
-        if self.available:
-            return True
-        async with self._load_lock:
-            if self.available:
-                return True
-            self._last_attempt = time.monotonic()
+    def _choices(self) -> list[DeviceChoice]:
+        first = choose_device(self.config.device, self._gpu_probe())
+        self.gpu_wanted = first.device == "gpu" or self.config.device == "cuda"
+        if first.device == "gpu":
+            return [first, DeviceChoice("cpu", 0, "GPU load failed: CPU fallback")]
+        return [first]
+
+    def _load_local_sync(self) -> tuple[EmbedBackend, EmbedBackend, ActiveDevice, str]:
+        """GPU (if possible) → CPU. Raises ModelUnavailable with the last error."""
+        errors: list[str] = []
+        for choice in self._choices():
             try:
-                self.ingest, self.query = await asyncio.to_thread(self._load_sync)
+                ingest, query = self._load_pair(choice)
             except ModelUnavailable as exc:
-                self.error = str(exc)
-                log.warning("embedding model unavailable, running degraded (no vectors): %s",
-                            exc)
-                return False
-            self.error = None
-            log.info("embedding model loaded: %s (%d dims)", self.fingerprint, self.dim)
-            return True
+                errors.append(str(exc))
+                if choice.device == "gpu":
+                    log.warning("loading the model on the GPU failed (%s); trying the CPU", exc)
+                continue
+            reason = choice.reason
+            if errors:
+                reason = f"GPU load failed ({errors[0][:300]}): CPU fallback"
+            return ingest, query, choice.device, reason
+        raise ModelUnavailable(errors[-1])
+
+    def _load_technical_sync(self) -> EmbedBackend:
+        c = self.config
+        assert c.technical_model_path is not None
+        last: Exception | None = None
+        for choice in self._choices():
+            try:
+                return self._local(c.technical_model_path, choice, n_threads=c.n_threads,
+                                   n_batch=c.gpu_n_batch if choice.device == "gpu" else c.n_ctx)
+            except ModelUnavailable as exc:
+                last = exc
+        assert last is not None
+        raise last
+
+    async def load(self) -> bool:
+        """Load what is missing (in a thread): the main model along the fallback chain, the
+        technical model. False, with `error` set, when no vectors can be made."""
+        async with self._load_lock:
+            self._last_attempt = time.monotonic()
+            if not self._injected and not self.local:
+                await self._load_main()
+            c = self.config
+            if (c.technical_model_path is not None and self.technical is None
+                    and not self._tech_injected):
+                try:
+                    self.technical = await asyncio.to_thread(self._load_technical_sync)
+                    self.technical_error = None
+                    log.info("technical model loaded: %s (%d dims)", self.technical.fingerprint,
+                             self.technical.dim)
+                except ModelUnavailable as exc:
+                    self.technical_error = str(exc)
+                    log.warning("technical model unavailable (events go without it): %s", exc)
+            return self.available
+
+    async def _load_main(self) -> None:
+        c = self.config
+        try:
+            ingest, query, device, reason = await asyncio.to_thread(self._load_local_sync)
+        except ModelUnavailable as exc:
+            local_err = str(exc)
+            self.error = local_err
+            if self.device == "remote":  # keep the endpoint we have
+                return
+            if c.fallback_url:
+                try:
+                    remote = await asyncio.to_thread(self._remote_factory, c)
+                except ModelUnavailable as rexc:
+                    self._swap(None, None, "none", f"local model unavailable ({local_err}); "
+                                                   f"fallback endpoint unusable ({rexc})")
+                    self.error = f"{local_err}; {rexc}"
+                    log.warning("no embedding model (%s), fallback endpoint unusable (%s): "
+                                "running degraded (no vectors)", local_err, rexc)
+                    return
+                self._swap(remote, remote, "remote", f"local model unavailable ({local_err}): "
+                                                     f"using the fallback endpoint")
+                log.warning("local embedding model unavailable (%s); using the fallback "
+                            "endpoint %s (%s, %d dims)", local_err, c.fallback_url,
+                            remote.fingerprint, remote.dim)
+                return
+            self._swap(None, None, "none", f"local model unavailable ({local_err})")
+            log.warning("embedding model unavailable, running degraded (no vectors): %s",
+                        local_err)
+            return
+        self._swap(ingest, query, device, reason)
+        self.error = None
+        log.info("embedding model loaded on %s: %s (%d dims); %s", device, self.fingerprint,
+                 self.dim, reason)
+
+    def _swap(self, ingest: EmbedBackend | None, query: EmbedBackend | None,
+              device: ActiveDevice, reason: str) -> None:
+        old = [b for b in {id(b): b for b in (self.ingest, self.query)
+                           if b is not None}.values() if b is not ingest and b is not query]
+        changed = ingest is not self.ingest
+        self.ingest, self.query, self.device, self.device_reason = ingest, query, device, reason
+        for b in old:
+            with contextlib.suppress(Exception):
+                b.close()
+        if changed:
+            self.changed.set()
 
     async def maybe_reload(self) -> None:
-        """While degraded, look for the model again every `model_retry_s`."""
-        if self.available or self._injected:
+        """While not on the local model (or without the configured technical model), look for
+        it again every `model_retry_s`."""
+        c = self.config
+        need_main = not self._injected and not self.local
+        need_tech = (c.technical_model_path is not None and self.technical is None
+                     and not self._tech_injected)
+        if not (need_main or need_tech):
             return
-        if time.monotonic() - self._last_attempt >= self.config.model_retry_s:
+        if time.monotonic() - self._last_attempt >= c.model_retry_s:
             await self.load()
 
-    def close(self) -> None:
-        for b in {id(b): b for b in (self.ingest, self.query) if b is not None}.values():
-            b.close()
-        self.ingest = self.query = None
+    async def _demote_to_cpu(self, exc: BaseException) -> bool:
+        """The GPU failed at run time (e.g. out of memory): reload on the CPU."""
+        async with self._load_lock:
+            if self.device != "gpu":
+                return self.local
+            log.error("embedding on the GPU failed (%s); reloading the model on the CPU", exc)
+            try:
+                ingest, query = await asyncio.to_thread(
+                    self._load_pair, DeviceChoice("cpu", 0, "GPU failed at run time"))
+            except ModelUnavailable as lexc:
+                log.error("cannot load the model on the CPU either: %s", lexc)
+                return False
+            self._swap(ingest, query, "cpu", f"GPU failed at run time ({str(exc)[:300]}): "
+                                             f"CPU fallback")
+            return True
 
-    # --- embedding ----------------------------------------------------------------------------
-    async def embed_ingest(self, texts: Sequence[str]) -> list[list[float] | None] | None:
-        """Vectors for a batch of event texts; None without a model. A text the model fails on
-        (after retrying it alone) gets None: the pipeline never stalls on one event."""
-        backend = self.ingest
-        if backend is None or not texts:
-            return None
+    def close(self) -> None:
+        backends = (self.ingest, self.query, self.technical)
+        for b in {id(b): b for b in backends if b is not None}.values():
+            b.close()
+        self.ingest = self.query = self.technical = None
+        self.device = "none"
+
+    # --- embedding ------------------------------------------------------------------------
+    def _count(self, cache: str, hits: int, misses: int) -> None:
+        if self.on_cache is not None and (hits or misses):
+            self.on_cache(cache, hits, misses)
+
+    async def _compute(self, backend: EmbedBackend, texts: list[str],
+                       demote: bool = True) -> list[list[float] | None]:
+        """Vectors for `texts`; a text the model fails on (after retrying it alone) gets None:
+        the pipeline never stalls on one event."""
         try:
-            vecs: list[list[float] | None] = list(
-                await asyncio.to_thread(backend.embed, list(texts)))
-            return vecs
-        except Exception:
+            return list(await asyncio.to_thread(backend.embed, texts))
+        except Exception as exc:
+            if getattr(backend, "device", None) == "remote":
+                # not a per-text problem: give up on the endpoint for now (it is probed again
+                # after model_retry_s); these memories go without vectors and are backfilled
+                log.warning("the fallback endpoint failed (%s); running without vectors", exc)
+                if backend is self.ingest:
+                    self._swap(None, None, "none", f"fallback endpoint failed: {str(exc)[:300]}")
+                return [None] * len(texts)
+            if (demote and backend is self.ingest and getattr(backend, "device", None) == "gpu"
+                    and await self._demote_to_cpu(exc) and self.ingest is not None):
+                return await self._compute(self.ingest, texts, demote=False)
             log.exception("embedding a batch of %d failed; retrying one by one", len(texts))
         out: list[list[float] | None] = []
         for text in texts:
             try:
                 out.append((await asyncio.to_thread(backend.embed, [text]))[0])
             except Exception:
-                log.exception("embedding failed for one text; publishing it without a vector")
+                log.exception("embedding failed for one text; it gets no vector")
                 out.append(None)
         return out
 
-    async def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+    async def _embed_cached(self, backend: EmbedBackend,
+                            texts: list[str]) -> list[list[float] | None]:
+        """Document vectors through the disk cache (texts already prefixed)."""
+        fp = backend.fingerprint
+        cache = self.cache
+        hits: dict[int, list[float]] = {}
+        if cache is not None:
+            try:
+                hits = await asyncio.to_thread(cache.get_many, fp, texts)
+            except Exception:
+                log.exception("embedding cache read failed")
+        miss = [i for i in range(len(texts)) if i not in hits]
+        self._count("disk", len(hits), len(miss))
+        out: list[list[float] | None] = [hits.get(i) for i in range(len(texts))]
+        if not miss:
+            return out
+        vecs = await self._compute(backend, [texts[i] for i in miss])
+        for i, v in zip(miss, vecs, strict=True):
+            out[i] = v
+        if cache is not None:
+            items = [(texts[i], v) for i, v in zip(miss, vecs, strict=True) if v is not None]
+            try:
+                await asyncio.to_thread(cache.put_many, fp, items)
+            except Exception:
+                log.exception("embedding cache write failed")
+        return out
+
+    async def embed_ingest(self, texts: Sequence[str]) -> list[list[float] | None] | None:
+        """Vectors for a batch of event texts (document prefix, cache); None without a model."""
+        backend = self.ingest
+        if backend is None or not texts:
+            return None
+        p = self.prefix("document")
+        return await self._embed_cached(backend, [p + t for t in texts])
+
+    async def embed_technical(self, texts: Sequence[str]) -> list[list[float] | None] | None:
+        """The second ("technical") vectors of event texts; None when that model is off."""
+        backend = self.technical
+        if backend is None or not texts:
+            return None
+        p = self.prefix("document", backend)
+        return await self._embed_cached(backend, [p + t for t in texts])
+
+    async def embed_query(self, texts: Sequence[str], kind: Kind = "query") -> list[list[float]]:
+        """Query RPC: the query context, an in-memory LRU."""
         backend = self.query
         if backend is None:
             raise ModelUnavailable(self.error or "no embedding model loaded")
-        return await asyncio.to_thread(backend.embed, list(texts))
+        p = self.prefix(kind)
+        final = [p + t for t in texts]
+        fp = backend.fingerprint
+        got: list[list[float] | None] = [self.query_cache.get(fp, t) for t in final]
+        miss = [i for i, v in enumerate(got) if v is None]
+        self._count("query", len(final) - len(miss), len(miss))
+        if miss:
+            vecs = await asyncio.to_thread(backend.embed, [final[i] for i in miss])
+            for i, v in zip(miss, vecs, strict=True):
+                got[i] = v
+                self.query_cache.put(fp, final[i], v)
+        return [v for v in got if v is not None]
 
-    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        """Bulk embedding on the ingest context, in chunks so ingest batches interleave."""
+    async def embed_documents(self, texts: Sequence[str],
+                              kind: Kind = "document") -> list[list[float]]:
+        """Bulk embedding (`rpc_embed_batch`) on the ingest context through the disk cache, in
+        chunks so ingest batches interleave."""
         backend = self.ingest
         if backend is None:
             raise ModelUnavailable(self.error or "no embedding model loaded")
+        p = self.prefix(kind)
         out: list[list[float]] = []
-        step = max(1, self.config.rpc_batch_chunk)
+        step = self.rpc_chunk
         for i in range(0, len(texts), step):
-            out.extend(await asyncio.to_thread(backend.embed, list(texts[i:i + step])))
+            part = await self._embed_cached(backend, [p + t for t in texts[i:i + step]])
+            failed = sum(v is None for v in part)
+            if failed:
+                raise RuntimeError(f"the model failed on {failed} of {len(part)} texts")
+            out.extend(v for v in part if v is not None)
         return out
+

@@ -17,21 +17,33 @@ The HTML comment carries the full record as one JSON line; `<`, `>` and `&` are 
 comment lines outside fenced blocks, so a detail that *contains* something looking like a record
 cannot inject one. Later lines may record that a memory was seen again (`tr:seen`) or forgotten
 (`tr:forgotten`, the audit trail; the memory's text is removed from the file).
+
+Crash safety: every append writes whole blocks in one `write` and fsyncs before the batch is acked,
+but a process killed inside that `write` leaves a *torn* last block (a partial heading, half a
+record line, or an unclosed ```` fence that would swallow every later block). Before a day file is
+appended to again — and for every file touched since the last clean shutdown, at startup — its tail
+is checked (`find_torn_tail`): a torn block of ours is cut off (the bytes are saved under
+`<memory>/.recovered/`) and the unacked batch that wrote it is redelivered and rewritten.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import re
 import threading
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
 from totalrecall_schema import EmbeddedEvent, MemoryEvent, memory_key
+
+log = logging.getLogger("totalrecall.indexer")
 
 EVENT_TAG = "<!-- tr:event "
 SEEN_TAG = "<!-- tr:seen "
@@ -275,6 +287,124 @@ def scan_keys(text: str) -> dict[str, int]:
     return keys
 
 
+# --- torn tails -------------------------------------------------------------------------------
+@dataclass
+class TailRepair:
+    """How to mend a daily file: keep `text[:cut]`, then add `append`."""
+
+    cut: int
+    append: str
+    reason: str
+
+
+def _fence_open_at_end(text: str) -> str | None:
+    """The fence still open at the end of `text` (the same rules as `_iter_blocks`)."""
+    fence: str | None = None
+    for line in text.splitlines():
+        if fence is not None:
+            if line == fence:
+                fence = None
+            continue
+        m = _FENCE_RE.match(line)
+        if m:
+            fence = m.group(1)
+    return fence
+
+
+def _expected_block(block: ParsedBlock) -> str | None:
+    """What we would have written for this block (None when its payload is not ours)."""
+    p = block.payload
+    if p is None:
+        return None
+    try:
+        if block.kind == "event":
+            return render_record(LogRecord.from_json(p))
+        if block.kind == "seen":
+            last_seen = datetime.fromisoformat(p["last_seen"]) if p.get("last_seen") else None
+            return render_seen(str(p["key"]), int(p["repeat_count"]), last_seen)
+        if block.kind == "forgotten":
+            return render_forgotten(list(p["keys"]), datetime.fromisoformat(p["at"]),
+                                    str(p.get("reason", "")))
+    except Exception:
+        return None
+    return None
+
+
+def _looks_like_torn_start(rest: str) -> bool:
+    """Is `rest` the beginning of a block we append (a heading, possibly cut, plus at most a
+    partial record line; or a partial seen/record line), cut short by a crash?"""
+    if not rest.strip():
+        return False
+    lines = rest.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    first = lines[0].rstrip("\r")
+    if first.startswith("## ") or (len(lines) == 1 and "## ".startswith(first)):
+        if len(lines) == 1:
+            return True
+        second = lines[1].rstrip("\r")
+        return len(lines) == 2 and (second.startswith(EVENT_TAG) or EVENT_TAG.startswith(second))
+    return len(lines) == 1 and any(t.startswith(first) or first.startswith(t)
+                                   for t in (EVENT_TAG, SEEN_TAG))
+
+
+def find_torn_tail(text: str, header: str = "") -> TailRepair | None:
+    """How to repair the end of a daily file left by a crash mid-append; None if it is sound.
+
+    A torn block of ours (a strict prefix of what `render_record`/`render_seen` gives for it,
+    or the start of a heading/record line) is cut off: its batch was not acknowledged, so it is
+    delivered and written again. Anything else (hand edits) is kept; a fence left open at the end
+    is closed so that later blocks are not swallowed by it."""
+    if not text:
+        return None
+    # Bytes of a UTF-8 sequence cut in half arrive as surrogate escapes (see `_read`).
+    core = text.rstrip("".join(chr(c) for c in range(0xDC80, 0xDD00)))
+    fix = _find_torn_tail(core, header)
+    if fix is None and core != text:
+        return TailRepair(len(core), "", "partial UTF-8 sequence")
+    return fix
+
+
+def _find_torn_tail(text: str, header: str) -> TailRepair | None:
+    if not text:
+        return None
+    if header and text != header and header.startswith(text):
+        return TailRepair(0, "", "partial file header")
+    blocks = list(_iter_blocks(text))
+    starts: list[int] = []
+    pos = 0
+    for block in blocks:
+        starts.append(pos)
+        pos += sum(len(line) for line in block.lines)
+    last, last_start = blocks[-1], starts[-1]
+    if last.kind == "text":  # no record in the file: at most the header and a torn first block
+        base = len(header) if header and text.startswith(header) else None
+        if base is not None and _looks_like_torn_start(text[base:]):
+            return TailRepair(base, "", "torn first block")
+    else:
+        tail = text[last_start:]
+        expected = _expected_block(last)
+        if expected is not None:
+            if tail == expected:
+                return None
+            if expected.startswith(tail):
+                return TailRepair(last_start, "", f"torn {last.kind} block")
+            if tail.startswith(expected):
+                rest = tail[len(expected):]
+                if _looks_like_torn_start(rest):
+                    return TailRepair(last_start + len(expected), "", "torn block start")
+    # Not ours, or rendered differently: never cut more than a torn block start after the last
+    # blank line; close a fence left open.
+    fence = _fence_open_at_end(text)
+    if fence is not None:
+        return TailRepair(len(text), ("" if text.endswith("\n") else "\n") + fence + "\n\n",
+                          "unclosed fence")
+    para = text.rfind("\n\n") + 2 if "\n\n" in text else 0
+    if para > last_start and _looks_like_torn_start(text[para:]):
+        return TailRepair(para, "", "torn block start")
+    return None
+
+
 # --- the log ---------------------------------------------------------------------------------
 @dataclass
 class AppendResult:
@@ -291,9 +421,14 @@ class MarkdownLog:
     Methods are synchronous (file I/O): call them from a worker thread.
     """
 
-    def __init__(self, root: Path) -> None:
+    #: Written at a clean shutdown: files not modified since need no tail check at startup.
+    CLEAN_MARKER = ".indexer-clean-shutdown"
+
+    def __init__(self, root: Path, on_repair: Callable[[Path, str], None] | None = None) -> None:
         self.root = Path(root)
         self.daily_dir = self.root / "daily"
+        self.recovered_dir = self.root / ".recovered"
+        self.on_repair = on_repair
         self._index: dict[date, dict[str, int]] = {}
         self._lock = threading.Lock()
 
@@ -304,9 +439,68 @@ class MarkdownLog:
         idx = self._index.get(day)
         if idx is None:
             path = self.path_for(day)
-            idx = scan_keys(_read(path)) if path.exists() else {}
+            if path.exists():
+                text = self._repair(day, _read(path))  # before the first append in this process
+                idx = scan_keys(text)
+            else:
+                idx = {}
             self._index[day] = idx
         return idx
+
+    # --- crash recovery --------------------------------------------------------------------
+    def _repair(self, day: date, text: str) -> str:
+        """Mend a torn tail of one day file (caller holds the lock); returns the new text."""
+        fix = find_torn_tail(text, file_header(day))
+        if fix is None:
+            return text
+        path = self.path_for(day)
+        removed = text[fix.cut:]
+        if removed:
+            self.recovered_dir.mkdir(parents=True, exist_ok=True)
+            saved = self.recovered_dir / f"{day.isoformat()}.{time.time_ns()}.torn.md"
+            with open(saved, "w", encoding="utf-8", errors="surrogateescape", newline="") as fh:
+                fh.write(removed)
+                fh.flush()
+                os.fsync(fh.fileno())
+        new = text[: fix.cut] + fix.append
+        _atomic_write(path, new)
+        log.warning("repaired %s: %s (%d chars cut%s)", path.name, fix.reason, len(removed),
+                    f", saved to {self.recovered_dir.name}/" if removed else "")
+        if self.on_repair is not None:
+            self.on_repair(path, fix.reason)
+        return new
+
+    def recover(self) -> list[str]:
+        """At startup: check the tail of every day file modified since the last clean shutdown
+        (all of them when there was none) and repair torn ones. Returns the repaired days."""
+        marker = self.root / self.CLEAN_MARKER
+        since: float | None = None
+        try:
+            since = float(marker.read_text().strip()) - 5.0
+        except (OSError, ValueError):
+            since = None
+        repaired: list[str] = []
+        with self._lock:
+            for day in self.days():
+                path = self.path_for(day)
+                try:
+                    if since is not None and path.stat().st_mtime < since:
+                        continue
+                    text = _read(path)
+                except OSError:
+                    continue
+                if self._repair(day, text) is not text:
+                    repaired.append(day.isoformat())
+                self._index.pop(day, None)  # re-read lazily
+        # The marker stays as it is: after another crash, every file touched since that clean
+        # shutdown is checked again.
+        return repaired
+
+    def mark_clean(self) -> None:
+        """Record a clean shutdown (every append finished)."""
+        with self._lock, contextlib.suppress(OSError):
+            self.root.mkdir(parents=True, exist_ok=True)
+            _atomic_write(self.root / self.CLEAN_MARKER, f"{time.time():.3f}\n")
 
     def contains(self, key: str, day: date) -> bool:
         with self._lock:
@@ -340,10 +534,12 @@ class MarkdownLog:
                     continue
                 path = self.path_for(day)
                 created = not path.exists()
-                with open(path, "a", encoding="utf-8", newline="") as fh:
-                    if created:
-                        fh.write(file_header(day))
-                    fh.write("".join(chunks))
+                prefix = file_header(day) if created else _separator(path, file_header(day))
+                # One write of whole blocks, then fsync; a crash inside it leaves a torn tail
+                # that `_keys` repairs before the next append (the batch is not acked yet).
+                data = (prefix + "".join(chunks)).encode("utf-8")
+                with open(path, "ab") as fh:
+                    fh.write(data)
                     fh.flush()
                     os.fsync(fh.fileno())
                 any_created = any_created or created
@@ -401,13 +597,7 @@ class MarkdownLog:
                 if body and not body.endswith("\n"):
                     body += "\n"
                 body += render_forgotten(gone, datetime.now(UTC), reason)
-                tmp = path.with_suffix(".md.tmp")
-                with open(tmp, "w", encoding="utf-8", newline="") as fh:
-                    fh.write(body)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                os.replace(tmp, path)
-                _fsync_dir(self.daily_dir)
+                _atomic_write(path, body)
                 idx = self._index.get(day)
                 if idx is not None:
                     for k in gone:
@@ -420,8 +610,38 @@ class MarkdownLog:
             self._index.clear()
 
 
+def _separator(path: Path, header: str) -> str:
+    """What to write before appending to an existing file so that our block starts on its own
+    paragraph (the file may end in a hand edit without a blank line, or be empty)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            if size == 0:
+                return header
+            fh.seek(max(0, size - 2))
+            end = fh.read()
+    except OSError:
+        return ""
+    if end.endswith(b"\n\n") or (size == 1 and end == b"\n"):
+        return ""
+    return "\n" if end.endswith(b"\n") else "\n\n"
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    """Replace `path` with `text`: temporary file, fsync, rename, fsync of the directory."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8", errors="surrogateescape", newline="") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
 def _read(path: Path) -> str:
-    with open(path, encoding="utf-8", newline="") as fh:
+    # surrogateescape: a crash can cut a UTF-8 sequence in half; such bytes survive a rewrite.
+    with open(path, encoding="utf-8", errors="surrogateescape", newline="") as fh:
         return fh.read()
 
 

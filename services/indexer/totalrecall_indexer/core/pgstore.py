@@ -44,6 +44,9 @@ CREATE INDEX IF NOT EXISTS memories_tsv_gin ON memories USING GIN (tsv);
 CREATE INDEX IF NOT EXISTS memories_ns_ts ON memories (namespace, ts);
 CREATE INDEX IF NOT EXISTS memories_ns_cat_ts ON memories (namespace, category, ts);
 """),
+    (2, "index of the rows that come from MEMORY.md", """
+CREATE INDEX IF NOT EXISTS memories_source_memory_md ON memories (key) WHERE source = 'MEMORY.md';
+"""),
 ]
 
 _ADVISORY_LOCK_ID = 0x7452_4D45  # "tRME"
@@ -212,6 +215,39 @@ class PgStore:
             name = r["tier"] if r["embedded"] else f"{r['tier']}_unembedded"
             out[name] = out.get(name, 0) + int(r["n"])
         return out
+
+    async def source_rows(self, source: str) -> dict[str, dict[str, Any]]:
+        """key -> row (the fields MEMORY.md sync compares) of every memory from `source`."""
+        async with self._p().acquire() as conn:
+            rows = await conn.fetch(
+                "SELECT key, id, namespace, ts, category, subcategory, summary, detail, tags, "
+                "embedded, model, metadata FROM memories WHERE source = $1", source)
+        out: dict[str, dict[str, Any]] = {}
+        for r in rows:
+            row = dict(r)
+            if isinstance(row.get("metadata"), str):
+                row["metadata"] = json.loads(row["metadata"])
+            out[r["key"]] = row
+        return out
+
+    async def tier_page(self, tier: str, model: str | None, after_key: str,
+                        limit: int) -> list[dict[str, Any]]:
+        """Embedded memories of a tier (by the `tier` column), in key order after `after_key`:
+        what a re-index of that tier needs."""
+        async with self._p().acquire() as conn:
+            rows = await conn.fetch(
+                "SELECT key, id, namespace, ts, category, subcategory, severity, summary, detail "
+                "FROM memories WHERE tier = $1 AND embedded "
+                "AND model IS NOT DISTINCT FROM $2 AND key > $3 ORDER BY key LIMIT $4",
+                tier, model, after_key, limit)
+        return [dict(r) for r in rows]
+
+    async def keys_in_tier(self, keys: Sequence[str], tier: str) -> set[str]:
+        async with self._p().acquire() as conn:
+            rows = await conn.fetch(
+                "SELECT key FROM memories WHERE key = ANY($1::text[]) AND tier = $2",
+                list(keys), tier)
+        return {r["key"] for r in rows}
 
     async def truncate(self) -> None:
         async with self._p().acquire() as conn:

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
+import re
 import shutil
 import threading
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +42,8 @@ MAX_BATCH = 1024
 MAX_EF = 2048
 _OUTPUT_FIELDS = ["namespace", "category", "severity", "ts", "id", "summary"]
 _QUANT: dict[str, Any] = {"hot": None, "warm": QuantizeType.INT8, "cold": QuantizeType.INT4}
+log = logging.getLogger("totalrecall.indexer")
+_SAFE_ID = re.compile(r"^[A-Za-z0-9_.:@/+=-]{1,200}$")  # event ids: no quotes
 _init_lock = threading.Lock()
 _initialised = False
 
@@ -118,6 +124,9 @@ class ZvecTiers:
         self.cols: dict[str, Any] = {}
         self.dim = default_dim
         self.model: str | None = None
+        #: tier -> why it must be re-indexed (it could not be opened and was started empty);
+        #: kept in meta.json until the re-index is done.
+        self.reindex: dict[str, str] = {}
         self._meta_lock = threading.Lock()
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -132,16 +141,42 @@ class ZvecTiers:
             meta = json.loads(self.meta_path.read_text())
             self.dim = int(meta.get("dim") or self.default_dim)
             self.model = meta.get("model")
+            self.reindex = dict(meta.get("reindex") or {})
         else:
-            self.dim, self.model = self.default_dim, None
+            self.dim, self.model, self.reindex = self.default_dim, None, {}
             self._write_meta()
         for tier in TIERS:
             path = self.root / tier
-            if path.exists():
+            if not path.exists():
+                self.cols[tier] = self._create(tier)
+                continue
+            try:
                 self.cols[tier] = zvec.open(str(path))
-            else:
-                self.cols[tier] = zvec.create_and_open(
-                    str(path), collection_schema(tier, self.dim, _QUANT[tier]))
+            except RuntimeError as exc:
+                if "lock" in str(exc).lower():  # another process holds it: not ours to fix
+                    raise
+                self.cols[tier] = self._quarantine(tier, str(exc))
+
+    def _create(self, tier: str) -> Any:
+        return zvec.create_and_open(str(self.root / tier),
+                                    collection_schema(tier, self.dim, _QUANT[tier]))
+
+    def _quarantine(self, tier: str, reason: str) -> Any:
+        """A collection zvec cannot open any more (seen after a kill inside `optimize()`, which
+        rewrites a segment's RocksDB column families in place): move it aside, start the tier
+        empty and record that it must be re-indexed (from Postgres, re-embedding)."""
+        broken = self.root / f"{tier}.broken-{time.time_ns()}"
+        os.replace(self.root / tier, broken)
+        log.error("zvec collection %s cannot be opened (%s): moved to %s, starting it empty; "
+                  "its memories are re-indexed from Postgres", tier, reason, broken.name)
+        self.reindex[tier] = f"{reason} (moved to {broken.name})"
+        self._write_meta()
+        return self._create(tier)
+
+    def reindexed(self, tier: str) -> None:
+        with self._meta_lock:
+            if self.reindex.pop(tier, None) is not None:
+                self._write_meta()
 
     def close(self) -> None:
         for col in self.cols.values():
@@ -151,7 +186,8 @@ class ZvecTiers:
 
     def _write_meta(self) -> None:
         tmp = self.meta_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"dim": self.dim, "model": self.model}))
+        tmp.write_text(json.dumps({"dim": self.dim, "model": self.model,
+                                   "reindex": self.reindex}))
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, self.meta_path)
@@ -161,7 +197,7 @@ class ZvecTiers:
         self.close()
         for tier in TIERS:
             shutil.rmtree(self.root / tier, ignore_errors=True)
-        self.dim, self.model = dim, model
+        self.dim, self.model, self.reindex = dim, model, {}
         self._write_meta()
         self.open()
 
@@ -212,10 +248,15 @@ class ZvecTiers:
             n += sum(1 for s in statuses if s.ok())
         return n
 
-    def fetch_older(self, tier: str, cutoff_ms: int, limit: int = MAX_BATCH) -> list[ZDoc]:
-        """Up to `limit` docs of `tier` with ts < cutoff_ms, with their vectors."""
-        res = self.cols[tier].query(filter=f"ts < {int(cutoff_ms)}", topk=limit,
-                                    include_vector=True)
+    def fetch_older(self, tier: str, cutoff_ms: int, limit: int = MAX_BATCH,
+                    exclude_ids: Iterable[str] = ()) -> list[ZDoc]:
+        """Up to `limit` docs of `tier` with ts < cutoff_ms, with their vectors; docs whose
+        event id is in `exclude_ids` (pinned memories) are left out."""
+        flt = f"ts < {int(cutoff_ms)}"
+        excluded = sorted({i for i in exclude_ids if _SAFE_ID.match(i)})
+        if excluded:
+            flt += " and id NOT IN (" + ", ".join(f"'{i}'" for i in excluded) + ")"
+        res = self.cols[tier].query(filter=flt, topk=limit, include_vector=True)
         return [ZDoc.from_doc(d) for d in res]
 
     def fetch(self, tier: str, keys: list[str]) -> dict[str, ZDoc]:

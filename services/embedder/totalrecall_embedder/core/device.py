@@ -1,0 +1,45 @@
+"""Where the model runs: GPU (all layers offloaded) when llama.cpp can, else the CPU."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Literal
+
+log = logging.getLogger("totalrecall.embedder")
+
+Device = Literal["gpu", "cpu"]
+#: What /health and the device metric report: a local device, the remote endpoint, or nothing.
+ActiveDevice = Literal["gpu", "cpu", "remote", "none"]
+ACTIVE_DEVICES: tuple[ActiveDevice, ...] = ("gpu", "cpu", "remote", "none")
+
+
+@dataclass(frozen=True)
+class DeviceChoice:
+    device: Device
+    n_gpu_layers: int   # -1: every layer (llama.cpp `-ngl`); 0: CPU only
+    reason: str
+
+
+def gpu_offload_supported() -> bool:
+    """True when this llama.cpp build can offload to a GPU (CUDA, Metal, Vulkan, …)."""
+    try:
+        import llama_cpp
+
+        return bool(llama_cpp.llama_supports_gpu_offload())
+    except Exception as exc:  # pragma: no cover - broken install
+        log.warning("cannot ask llama.cpp about GPU offload: %s", exc)
+        return False
+
+
+def choose_device(setting: str, gpu_supported: bool) -> DeviceChoice:
+    """`setting` is "auto" | "cpu" | "cuda". The GPU is used only when the build supports it;
+    "cuda" without support falls back to the CPU (the service keeps running; /health says why)."""
+    if setting == "cpu":
+        return DeviceChoice("cpu", 0, "device=cpu")
+    if gpu_supported:
+        return DeviceChoice("gpu", -1, f"device={setting}: GPU offload available, all layers")
+    if setting == "cuda":
+        return DeviceChoice("cpu", 0, "device=cuda but this llama.cpp build has no GPU offload "
+                                      "(llama_supports_gpu_offload() is false): CPU fallback")
+    return DeviceChoice("cpu", 0, "device=auto: no GPU offload in this llama.cpp build")

@@ -1,0 +1,367 @@
+"""recall-api against a real nats-server and a real Postgres (no embedder/indexer processes:
+where the vector path is exercised, the RPC subjects are answered by stand-ins on the real NATS).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import nats
+import pytest
+import uvicorn
+from totalrecall.infra import free_port
+from totalrecall_recall_api.app import create_app
+from totalrecall_recall_api.settings import Settings
+from totalrecall_schema import (
+    EmbedReply,
+    EmbedRequest,
+    MemoryEvent,
+    Topology,
+    VectorHit,
+    VectorSearchReply,
+    VectorSearchRequest,
+    memory_key,
+)
+
+NOW = datetime.now(UTC)
+
+_FALLBACK_DDL = """
+CREATE TABLE IF NOT EXISTS memories (
+    key text PRIMARY KEY, id text NOT NULL, namespace text NOT NULL, ts timestamptz NOT NULL,
+    category text NOT NULL, subcategory text NOT NULL, actor text NOT NULL, source text NOT NULL,
+    severity text NOT NULL, tags text[] NOT NULL DEFAULT '{}', summary text NOT NULL,
+    detail text NOT NULL DEFAULT '', metadata jsonb NOT NULL DEFAULT '{}'::jsonb,
+    tier text NOT NULL DEFAULT 'hot',
+    tsv tsvector GENERATED ALWAYS AS (
+        setweight(to_tsvector('english', coalesce(summary, '')), 'A') ||
+        setweight(to_tsvector('english', coalesce(detail, '')), 'B')) STORED);
+CREATE INDEX IF NOT EXISTS memories_tsv_gin ON memories USING GIN (tsv);
+"""
+
+
+async def wait_for(pred: Callable[[], Awaitable[Any]], timeout: float = 15.0,
+                   what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = await pred()
+        if last:
+            return last
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last={last!r})")
+
+
+async def create_memories_table(dsn: str) -> None:
+    """The indexer's real migrations when importable (tests may import it), else the same table."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        try:
+            from totalrecall_indexer.core.pgstore import migrate
+        except ImportError:
+            await conn.execute(_FALLBACK_DDL)
+        else:
+            await migrate(conn)
+    finally:
+        await conn.close()
+
+
+async def insert_rows(dsn: str, rows: list[dict[str, Any]]) -> dict[str, str]:
+    """Insert memories the way the indexer would; returns id → key."""
+    conn = await asyncpg.connect(dsn)
+    keys: dict[str, str] = {}
+    try:
+        for r in rows:
+            ns = r.get("namespace", "default")
+            key = memory_key(ns, r["id"])
+            keys[r["id"]] = key
+            await conn.execute(
+                """INSERT INTO memories (key, id, namespace, ts, category, subcategory, actor,
+                       source, severity, tags, summary, detail, metadata, tier)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::jsonb, $14)""",
+                key, r["id"], ns, datetime.now(UTC) - r.get("age", timedelta(minutes=10)),
+                r.get("category", "conversation"), r.get("subcategory", "general"),
+                r.get("actor", "system"), r.get("source", "test"), r.get("severity", "info"),
+                r.get("tags", []), r["summary"], r.get("detail", ""),
+                json.dumps({"severity": r.get("severity", "info"), "tags": r.get("tags", [])}),
+                r.get("tier", "hot"))
+    finally:
+        await conn.close()
+    return keys
+
+
+@pytest.fixture
+def settings(nats_url: str, pg_dsn: str, topology: Topology, tr_home: Path) -> Settings:
+    return Settings(nats_url=nats_url, pg_dsn=pg_dsn, subject_prefix=topology.prefix,
+                    stream_prefix=topology.stream_prefix, memory_dir=tr_home / "memory",
+                    embed_timeout_s=2.0, search_timeout_s=2.0, term_stats_refresh_s=3600)
+
+
+@asynccontextmanager
+async def api(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """The app with its real lifespan (NATS + Postgres), driven in-process."""
+    app = create_app(settings)
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://recall", timeout=30) as c:
+        yield c
+
+
+@pytest.fixture
+async def nc(nats_url: str) -> AsyncIterator[Any]:
+    client = await nats.connect(nats_url)
+    yield client
+    await client.close()
+
+
+# --- ingest ------------------------------------------------------------------------------------
+async def test_ingest_is_durable_with_msg_id_and_dedups(settings: Settings, topology: Topology,
+                                                         nc: Any) -> None:
+    js = nc.jetstream()
+    subject = topology.events_subject("system.service")
+    async with api(settings) as c:
+        r = await c.post("/memory/ingest", json={
+            "summary": "nginx failed: port 80 already in use", "id": "evt-1",
+            "category": "system.service", "tags": ["nginx", "port"], "namespace": "ns1"})
+        assert r.status_code == 200, r.text
+        assert r.json() == {"ids": ["evt-1"], "accepted": 1, "duplicates": 0}
+
+        # The PubAck was awaited before answering: the message is in the stream now.
+        msg = await js.get_last_msg(topology.events_stream, subject)
+        assert msg.headers["Nats-Msg-Id"] == memory_key("ns1", "evt-1")
+        ev = MemoryEvent.model_validate_json(msg.data)
+        assert (ev.id, ev.namespace, ev.category, ev.metadata.tags) == (
+            "evt-1", "ns1", "system.service", ["nginx", "port"])
+
+        again = await c.post("/memory/ingest", json={
+            "summary": "nginx failed: port 80 already in use", "id": "evt-1",
+            "category": "system.service", "namespace": "ns1"})
+        assert again.json()["duplicates"] == 1
+        assert (await js.stream_info(topology.events_stream)).state.messages == 1
+
+        batch = await c.post("/memory/ingest", json=[
+            {"summary": f"event {i}", "category": "system.process"} for i in range(3)])
+        assert batch.json()["accepted"] == 3 and len(set(batch.json()["ids"])) == 3
+        assert (await js.stream_info(topology.events_stream)).state.messages == 4
+
+        stored = await c.post("/memory/store", json={"summary": "User prefers podman over docker"})
+        sid = stored.json()["ids"][0]
+        msg = await js.get_last_msg(topology.events_stream, topology.events_subject("conversation"))
+        ev = MemoryEvent.model_validate_json(msg.data)
+        assert (ev.id, ev.actor, ev.subcategory) == (sid, "agent", "note")
+
+        flush = {"sessionId": "sess-9", "messages": [
+            {"role": "user", "content": "Remember: the staging database listens on port 6543"},
+            {"role": "assistant", "content": "Noted, staging DB on port 6543."}]}
+        first = (await c.post("/memory/flush", json=flush)).json()
+        second = (await c.post("/memory/flush", json=flush)).json()
+        assert first["accepted"] == 2 and second["ids"] == first["ids"]
+        assert second["duplicates"] == 2
+        assert (await js.stream_info(topology.events_stream)).state.messages == 7
+
+        bad = await c.post("/memory/ingest", json={"summary": "x", "category": "nope"})
+        assert bad.status_code == 422 and "unknown category" in bad.json()["detail"]
+        metrics = (await c.get("/metrics")).text
+        assert 'totalrecall_recall_ingested_events_total{category="system.process"} 3.0' in metrics
+
+
+# --- recall ------------------------------------------------------------------------------------
+ROWS = [
+    {"id": "nginx", "summary": "nginx.service failed: bind to port 80 already in use",
+     "category": "system.service", "severity": "error", "age": timedelta(minutes=3)},
+    {"id": "disk", "summary": "/home at 93% capacity, 4 GB remaining",
+     "category": "system.storage", "severity": "warning", "age": timedelta(hours=2)},
+    {"id": "vim", "summary": "User prefers neovim for editing Python", "category": "user_pattern",
+     "age": timedelta(days=3)},
+    {"id": "other-ns", "namespace": "elsewhere",
+     "summary": "nginx.service failed: bind to port 80 already in use",
+     "category": "system.service", "severity": "error"},
+    {"id": "old", "summary": "Installed nginx 1.24 from nixpkgs", "category": "system.package",
+     "age": timedelta(days=40), "tier": "warm"},
+]
+
+
+async def test_recall_keyword_path_without_embedder_or_indexer(settings: Settings,
+                                                               pg_dsn: str) -> None:
+    await create_memories_table(pg_dsn)
+    await insert_rows(pg_dsn, ROWS)
+    async with api(settings) as c:
+        r = await c.post("/memory/recall", json={"query": "nginx port 80 problem", "maxResults": 3})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        ids = [m["id"] for m in body["memories"]]
+        assert ids[0] == "nginx" and "other-ns" not in ids
+        assert all(m["namespace"] == "default" for m in body["memories"])
+        block = body["system_memory"]
+        assert block.startswith("<system_memory>") and block.endswith("</system_memory>")
+        assert "[3 minutes ago] (system.service, error) nginx.service failed" in block
+
+        # "nginx" reaches the lexeme `nginx.service` (prefix match), with nothing else to go on.
+        unit = (await c.post("/memory/recall", json={"query": "nginx",
+                                                      "category": "system.service"})).json()
+        assert [m["id"] for m in unit["memories"]] == ["nginx"]
+
+        # Other namespace: only its own memory.
+        other = (await c.post("/memory/recall", json={"query": "nginx port", "namespace":
+                                                       "elsewhere"})).json()
+        assert [m["id"] for m in other["memories"]] == ["other-ns"]
+
+        # A timeframe excludes older memories; "all" includes them.
+        recent = (await c.post("/memory/recall", json={"query": "installed nginx",
+                                                        "timeframe": "7d"})).json()
+        assert "old" not in [m["id"] for m in recent["memories"]]
+        everything = (await c.post("/memory/recall", json={"query": "installed nginx",
+                                                            "timeframe": "all"})).json()
+        assert "old" in [m["id"] for m in everything["memories"]]
+
+        # Greetings recall nothing.
+        hi = (await c.post("/memory/recall", json={"query": "hello!"})).json()
+        assert hi["memories"] == [] and hi["system_memory"] == ""
+
+        metrics = (await c.get("/metrics")).text
+        assert 'totalrecall_recall_degraded_total{component="vector"}' in metrics
+        assert 'totalrecall_recall_stage_seconds_count{stage="bm25"}' in metrics
+
+
+async def test_recall_hybrid_through_the_rpc_subjects(settings: Settings, pg_dsn: str,
+                                                      topology: Topology, nc: Any) -> None:
+    """Stand-ins answer the embed and vector-search RPCs; the request payloads are checked."""
+    await create_memories_table(pg_dsn)
+    keys = await insert_rows(pg_dsn, [
+        *ROWS,
+        {"id": "semantic", "summary": "Chrome renderer ate 3.8GB RAM, swap at 94%",
+         "category": "system.process", "severity": "warning", "age": timedelta(minutes=20)}])
+    embeds: list[EmbedRequest] = []
+    searches: list[VectorSearchRequest] = []
+
+    async def embed(msg: Any) -> None:
+        embeds.append(EmbedRequest.model_validate_json(msg.data))
+        await msg.respond(EmbedReply(vectors=[[0.6, 0.8]], model="stub:1", dim=2).model_dump_json()
+                          .encode())
+
+    async def search(msg: Any) -> None:
+        req = VectorSearchRequest.model_validate_json(msg.data)
+        searches.append(req)
+        hits = []
+        if req.tiers == ["hot"] and req.filter.namespace == "default":
+            hits = [VectorHit(key=keys["semantic"], id="semantic", score=0.82, tier="hot",
+                              timestamp_ms=int((NOW - timedelta(minutes=20)).timestamp() * 1000),
+                              category="system.process", summary="Chrome renderer ate 3.8GB RAM")]
+        await msg.respond(VectorSearchReply(hits=hits, took_ms={t: 1.0 for t in req.tiers})
+                          .model_dump_json().encode())
+
+    await nc.subscribe(topology.rpc_embed_query, cb=embed)
+    await nc.subscribe(topology.rpc_vector_search, cb=search)
+    await nc.flush()
+    async with api(settings) as c:
+        body = (await c.post("/memory/recall", json={
+            "query": "what is eating my memory and why did nginx fail?",
+            "maxResults": 4, "category": None})).json()
+        ids = [m["id"] for m in body["memories"]]
+        assert "semantic" in ids and "nginx" in ids  # one from each side of the fusion
+        semantic = next(m for m in body["memories"] if m["id"] == "semantic")
+        assert semantic["tier"] == "hot" and semantic["metadata"]["_scores"]["vector"] == 0.82
+        assert embeds[-1].texts == ["what is eating my memory and why did nginx fail?"]
+        assert embeds[-1].kind == "query"
+        # auto: hot first, then warm + cold because fewer than 3 good matches came back.
+        assert [s.tiers for s in searches] == [["hot"], ["warm", "cold"]]
+        assert searches[0].vector == [0.6, 0.8] and searches[0].model == "stub:1"
+        assert searches[0].filter.namespace == "default"
+
+        searches.clear()
+        await c.post("/memory/recall", json={"query": "nginx errors", "namespace": "elsewhere",
+                                             "timeframe": "24h", "category": "system.service"})
+        req = searches[-1]
+        assert req.filter.namespace == "elsewhere" and req.filter.categories == ["system.service"]
+        assert req.filter.since_ms is not None and req.tiers == ["hot"]
+        metrics = (await c.get("/metrics")).text
+        for stage in ("embed", "vector_hot", "vector_warm", "bm25", "fusion", "mmr", "total"):
+            assert f'totalrecall_recall_stage_seconds_count{{stage="{stage}"}}' in metrics
+
+
+# --- the other endpoints -----------------------------------------------------------------------
+async def test_timeline_stats_health_and_file(settings: Settings, pg_dsn: str,
+                                              tr_home: Path) -> None:
+    await create_memories_table(pg_dsn)
+    await insert_rows(pg_dsn, ROWS)
+    (tr_home / "memory" / "daily").mkdir(parents=True)
+    (tr_home / "memory" / "MEMORY.md").write_text("# Evergreen\n- prefers podman\n")
+    async with api(settings) as c:
+        tl = (await c.post("/memory/timeline", json={"hours": 24})).json()["memories"]
+        assert [m["id"] for m in tl] == ["disk", "nginx"]  # chronological, namespace default
+        tl = (await c.post("/memory/timeline", json={"hours": 24 * 7, "category":
+                                                      "user_pattern"})).json()["memories"]
+        assert [m["id"] for m in tl] == ["vim"]
+
+        stats = (await c.get("/memory/stats")).json()
+        assert stats["total"] == 5 and stats["by_category"]["system.service"] == 2
+        assert stats["by_tier"] == {"hot": 4, "warm": 1}
+        assert "error" in stats["index"]  # no indexer answering: reported, not failed
+
+        health = await c.get("/memory/health")
+        assert health.status_code == 200  # nats + postgres up
+        assert health.json()["status"] == "degraded"  # no embedder / indexer
+        assert health.json()["checks"]["postgres"]["ok"] is True
+
+        f = (await c.post("/memory/file", json={"path": "MEMORY.md"})).json()
+        assert f == {"path": "MEMORY.md", "text": "# Evergreen\n- prefers podman\n"}
+        assert (await c.post("/memory/file", json={"path": "daily/2020-01-01.md"})).json() == {
+            "path": "daily/2020-01-01.md", "text": ""}
+        assert (await c.post("/memory/file", json={"path": "../../etc/passwd"})).status_code == 400
+        assert (await c.post("/memory/file", json={"path": "/etc/passwd"})).status_code == 400
+
+        compact = await c.post("/memory/compact", json={})
+        assert compact.status_code == 503  # the indexer is not running
+        warm = (await c.post("/memory/warm", json={"sessionId": "s"})).json()
+        assert warm["warmed"]["postgres"] is True and warm["warmed"]["embedder"] is False
+
+
+# --- auth over real HTTP -----------------------------------------------------------------------
+async def test_bearer_token_over_real_http(settings: Settings, pg_dsn: str) -> None:
+    await create_memories_table(pg_dsn)
+    port = free_port()
+    tokened = settings.model_copy(update={"api_token": "it-token-42", "http_port": port})
+    server = uvicorn.Server(uvicorn.Config(create_app(tokened), host="127.0.0.1", port=port,
+                                           log_level="warning", lifespan="on"))
+    task = asyncio.create_task(server.serve())
+    try:
+        await wait_for(lambda: asyncio.sleep(0, server.started), 20, "uvicorn to start")
+        base = f"http://127.0.0.1:{port}"
+        async with httpx.AsyncClient(base_url=base, timeout=10) as c:
+            q = {"query": "nginx"}
+            assert (await c.post("/memory/recall", json=q)).status_code == 401
+            wrong = {"Authorization": "Bearer nope"}
+            assert (await c.post("/memory/recall", json=q, headers=wrong)).status_code == 401
+            assert (await c.get("/memory/stats")).status_code == 401
+            assert (await c.post("/memory/ingest", json={"summary": "x"})).status_code == 401
+            right = {"Authorization": "Bearer it-token-42"}
+            assert (await c.post("/memory/recall", json=q, headers=right)).status_code == 200
+            # Probes stay open but learn only the status.
+            open_health = await c.get("/memory/health")
+            assert open_health.status_code == 200 and "checks" not in open_health.json()
+            assert "checks" in (await c.get("/memory/health", headers=right)).json()
+            assert (await c.get("/health")).status_code == 200
+            assert (await c.get("/metrics")).status_code == 200
+            assert (await c.get("/openapi.json")).status_code == 200
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 15)
+
+
+def test_refuses_to_start_off_loopback_without_token(tr_home: Path) -> None:
+    env = {**os.environ, "TR_RECALL_HTTP_HOST": "0.0.0.0", "TR_RECALL_HTTP_PORT": str(free_port())}
+    env.pop("TR_RECALL_API_TOKEN", None)
+    proc = subprocess.run([sys.executable, "-m", "totalrecall_recall_api"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    assert "TR_RECALL_API_TOKEN" in proc.stderr
