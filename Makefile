@@ -45,6 +45,8 @@ lint: bootstrap
 
 typecheck: bootstrap
 	$(BIN)/mypy libs/schema/totalrecall_schema cli/totalrecall libs/client/totalrecall_client integrations/mcp/totalrecall_mcp
+	for svc in embedder:totalrecall_embedder indexer:totalrecall_indexer recall-api:totalrecall_recall_api watchers:totalrecall_watchers; do \
+	  (cd services/$${svc%%:*} && ../../$(BIN)/mypy --config-file ../../pyproject.toml -p $${svc##*:}) || exit 1; done
 
 ## compose-check: validate docker-compose.yml, Prometheus rules, dashboards, systemd, NixOS offline
 compose-check: bootstrap
