@@ -6,6 +6,7 @@ API instead.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -38,6 +39,10 @@ class Api:
     proc: subprocess.Popen[str] | None = None  # the `totalrecall run` supervisor, when we own it
     ports: dict[str, int] | None = None
     home: Path | None = None
+    #: A directory the stack's filesystem watcher watches, and an application log its journal
+    #: watcher tails (only when we launched the stack).
+    watched_dir: Path | None = None
+    app_log: Path | None = None
 
     @property
     def headers(self) -> dict[str, str]:
@@ -77,7 +82,17 @@ def launch_stack(home: Path, model_path: Path | None) -> Iterator[Api]:
         # a production-sized burst budget would be spent before the test's own hog shows up.
         "TR_WATCHERS_RATE_LIMIT__PER_WATCHER_BURST": "1000",
         "TR_WATCHERS_RATE_LIMIT__GLOBAL_BURST": "1000"}
+    # Real filesystem changes and error log lines for tests/e2e/test_watchers_e2e.py (outside
+    # TOTALRECALL_HOME, which the filesystem watcher never reports).
+    watched_dir = home.parent / f"{home.name}-watched"
+    log_dir = home.parent / f"{home.name}-logs"
+    watched_dir.mkdir(exist_ok=True)
+    log_dir.mkdir(exist_ok=True)
+    env["TR_WATCHERS_FILESYSTEM__PATHS"] = json.dumps([str(watched_dir)])
+    env["TR_WATCHERS_FILESYSTEM__DEBOUNCE_MS"] = "100"
+    env["TR_WATCHERS_JOURNAL__LOG_FILES"] = json.dumps([str(log_dir / "app.log")])
     if model_path is not None:
         env["TR_EMBEDDER_MODEL_PATH"] = str(model_path)
     with launched_stack(home, extra_env=env, ready_timeout=240) as running:
-        yield Api(running.api, proc=running.proc, ports=running.ports, home=home)
+        yield Api(running.api, proc=running.proc, ports=running.ports, home=home,
+                  watched_dir=watched_dir, app_log=log_dir / "app.log")

@@ -80,6 +80,13 @@ class WatcherRunner:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await t
         self._tasks = []
+        for w in self.watchers:  # background resources (threads, sockets) of a watcher
+            close = getattr(w, "close", None)
+            if callable(close):
+                try:
+                    await asyncio.to_thread(close)
+                except Exception:
+                    log.exception("closing watcher %s failed", w.name)
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(asyncio.TimeoutError):

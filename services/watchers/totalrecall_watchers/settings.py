@@ -35,6 +35,9 @@ class ProcessSettings(WatcherSettings):
     #: An alert re-arms when usage falls below threshold × rearm_factor (hysteresis).
     rearm_factor: float = Field(default=0.8, gt=0, le=1)
     max_cmdline_chars: int = 1000
+    #: Learn how a tracked process ended (exit code or signal) from the kernel's process
+    #: connector (root/CAP_NET_ADMIN) or its zombie; without it an exit is reported as unknown.
+    exit_status: bool = True
 
 
 class JournalSettings(WatcherSettings):
@@ -45,6 +48,15 @@ class JournalSettings(WatcherSettings):
     dedup_window_s: float = 300.0
     #: Skip the "is there a journal at all" check (tests run a fake command).
     skip_availability_check: bool = False
+    #: Follow journald (when the machine has one).
+    journald: bool = True
+    #: Application text logs, always tailed: error/warning lines become `error/application`.
+    log_files: list[str] = Field(default_factory=list)
+    #: Syslog text files, tailed only when there is no journald (classified like the journal).
+    syslog_files: list[str] = Field(default_factory=lambda: ["/var/log/syslog",
+                                                             "/var/log/messages"])
+    #: How often the text logs are checked for new lines.
+    log_poll_s: float = Field(default=0.5, gt=0)
 
 
 class ServicesSettings(WatcherSettings):
@@ -55,10 +67,25 @@ class TimersSettings(WatcherSettings):
     interval_s: float = Field(default=60.0, gt=0)
 
 
+class StorageThresholds(BaseModel):
+    """Thresholds of one filesystem; None falls back to the watcher-wide value."""
+
+    warn_percent: float | None = Field(default=None, gt=0, le=100)
+    critical_percent: float | None = Field(default=None, gt=0, le=100)
+    inode_warn_percent: float | None = Field(default=None, gt=0, le=100)
+    inode_critical_percent: float | None = Field(default=None, gt=0, le=100)
+
+
 class StorageSettings(WatcherSettings):
     interval_s: float = Field(default=60.0, gt=0)
     warn_percent: float = 90.0
     critical_percent: float = 95.0
+    #: Inode thresholds (default: the space ones).
+    inode_warn_percent: float | None = None
+    inode_critical_percent: float | None = None
+    #: Per mountpoint or extra path, e.g. `TR_WATCHERS_STORAGE__THRESHOLDS='{"/boot":
+    #: {"warn_percent": 80, "critical_percent": 90}}'` (fractional percents allowed).
+    thresholds: dict[str, StorageThresholds] = Field(default_factory=dict)
     #: Extra paths to check; the real (physical) partitions are always included.
     paths: list[str] = Field(default_factory=list)
     include_partitions: bool = True

@@ -108,5 +108,6 @@ async def test_watcher_follows_a_command(tmp_path: Path) -> None:
 
 
 def test_missing_journal_is_unavailable(tmp_path: Path) -> None:
-    w = JournalWatcher(EventContext(), JournalSettings(command=["no-such-journalctl-binary"]))
+    w = JournalWatcher(EventContext(), JournalSettings(command=["no-such-journalctl-binary"],
+                                                       syslog_files=[]))
     assert "not found" in (w.check_available() or "")

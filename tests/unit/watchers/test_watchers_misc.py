@@ -220,3 +220,30 @@ def test_totalrecall_home_is_never_reported(tmp_path: Path, monkeypatch) -> None
     assert not w.filter.keep(str(home / "spool" / "watchers" / "x.json"))
     assert not w.filter.keep(str(tmp_path / "private" / "a.txt"))
     assert w.filter.keep(str(tmp_path / "notes.md"))
+
+
+def test_storage_thresholds_per_path_and_for_inodes() -> None:
+    from totalrecall_watchers.settings import StorageThresholds
+
+    d = Disks()
+    d.pct["/boot"] = 75.0
+    s = StorageSettings(inode_warn_percent=50, thresholds={
+        "/boot": StorageThresholds(warn_percent=70, critical_percent=85),
+        "/home/": StorageThresholds(warn_percent=50.25, critical_percent=50.5)})
+    w = StorageWatcher(ctx(), s, source=d)
+    assert w.limits("/", "space") == (90.0, 95.0) and w.limits("/", "inode") == (50, 95.0)
+    events = w.poll()
+    assert [(e.metadata.path, e.subcategory) for e in events] == [("/boot", "space_warning")]
+    assert events[0].metadata.model_extra["threshold_percent"] == 70
+    d.pct["/home"] = 50.3  # fractional thresholds: a few MB can cross them
+    (e,) = w.poll()
+    assert (e.metadata.path, e.severity) == ("/home", Severity.WARNING)
+    d.pct["/home"] = 50.6
+    (e,) = w.poll()
+    assert e.severity == Severity.CRITICAL and e.metadata.model_extra["level"] == "critical"
+    d.pct["/home"] = 50.0  # hysteresis shrinks with the gap: back below warning → recovered
+    (e,) = w.poll()
+    assert "back to" in e.summary
+    d.inode_pct["/"] = 55
+    (e,) = w.poll()
+    assert e.subcategory == "inode_warning" and e.metadata.path == "/"

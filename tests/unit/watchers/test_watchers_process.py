@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 from totalrecall_schema import Severity
@@ -163,3 +164,108 @@ def test_pid_reuse_is_a_different_process() -> None:
     procs.procs[50] = replace(old, create_time=old.create_time + 100, cpu_time=0.0)
     clock.advance(5)
     assert [e.subcategory for e in w.poll()] == ["exit"]
+
+
+# --- how a tracked process ended ----------------------------------------------------------------
+class FakeExits:
+    def __init__(self) -> None:
+        self.statuses: dict[int, int] = {}
+        self.closed = False
+
+    def start(self) -> bool:
+        return True
+
+    def lookup(self, pid: int, *, not_before: float = 0.0, wait_s: float = 0.2) -> int | None:
+        return self.statuses.get(pid)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_killed_by_a_signal_is_a_crash_with_the_signal() -> None:
+    exits = FakeExits()
+    clock = FakeClock()
+    procs = FakeProcs()
+    w = ProcessWatcher(EventContext(hostname="box", clock=clock), interval_s=5,
+                       source=procs, exits=exits)  # type: ignore[arg-type]
+    procs.set(77, name="ffmpeg")
+    w.poll()
+    step(w, procs, clock, 5, {77: 1.0})
+    del procs.procs[77]
+    exits.statuses[77] = 9  # SIGKILL
+    clock.advance(5)
+    (e,) = w.poll()
+    assert (e.category, e.subcategory, e.severity) == ("system.process", "crash", Severity.ERROR)
+    assert e.summary.startswith("ffmpeg (PID 77) killed by SIGKILL after high CPU use")
+    extra = e.metadata.model_extra
+    assert extra["signal"] == 9 and extra["signal_name"] == "SIGKILL"
+    assert extra["core_dumped"] is False and e.metadata.exit_code is None
+    assert "wait status 9" in e.detail and "SIGKILL" in e.metadata.tags
+    assert w.stats()["exit_statuses_known"] == 1
+    w.close()
+    assert exits.closed
+
+
+def test_zombie_exit_code_tells_clean_exit_from_failure() -> None:
+    w, procs, clock = make(interval=5, cpu_percent=50)
+    for pid in (5, 6):
+        procs.set(pid)
+    w.poll()
+    step(w, procs, clock, 5, {5: 1.0, 6: 1.0})
+    procs.procs[5] = replace(procs.procs[5], zombie=True, exit_status=0)
+    procs.procs[6] = replace(procs.procs[6], zombie=True, exit_status=3 << 8)
+    clock.advance(5)
+    by_pid = {e.metadata.model_extra["pid"]: e for e in w.poll()}
+    assert by_pid[5].subcategory == "exit" and by_pid[5].metadata.exit_code == 0
+    assert "exited with code 0" in by_pid[5].summary
+    assert by_pid[6].subcategory == "crash" and by_pid[6].metadata.exit_code == 3
+    assert "signal" not in by_pid[6].metadata.model_extra
+
+
+def test_wait_status_decoding_and_connector_messages() -> None:
+    import struct
+
+    from totalrecall_watchers.core.procexit import (
+        CN_MSG,
+        EXIT_EVENT,
+        NLMSG_HDR,
+        PROC_EVENT_EXIT,
+        PROC_EVENT_HDR,
+        ExitStatus,
+        ProcConnectorExits,
+    )
+
+    assert ExitStatus(11 | 0x80).describe() == "killed by SIGSEGV (core dumped)"
+    assert ExitStatus(2 << 8).describe() == "exited with code 2"
+    c = ProcConnectorExits()
+
+    def msg(pid: int, tgid: int, status: int) -> bytes:
+        body = PROC_EVENT_HDR.pack(PROC_EVENT_EXIT, 0, 0) + EXIT_EVENT.pack(pid, tgid, status, 17)
+        cn = CN_MSG.pack(1, 1, 0, 0, len(body), 0) + body
+        return NLMSG_HDR.pack(NLMSG_HDR.size + len(cn), 3, 0, 0, 0) + cn
+
+    c._parse(msg(100, 100, 15) + msg(101, 100, 0) + struct.pack("=I", 0))  # a thread is ignored
+    assert c.lookup(100) == 15 and c.lookup(101) is None
+    assert c.lookup(100, not_before=time.time() + 60) is None  # a reused PID does not match
+
+
+def test_connector_survives_lost_events() -> None:
+    import errno
+
+    from totalrecall_watchers.core.procexit import ProcConnectorExits
+
+    c = ProcConnectorExits()
+
+    class Sock:
+        calls = 0
+
+        def recv(self, n: int) -> bytes:
+            Sock.calls += 1
+            if Sock.calls == 1:
+                raise OSError(errno.ENOBUFS, "No buffer space available")
+            c._stop.set()
+            raise TimeoutError
+
+    c._sock = Sock()  # type: ignore[assignment]
+    c._loop()
+    assert c.overruns == 1 and c.error is None and Sock.calls == 2

@@ -3,6 +3,11 @@
 A failing systemd unit becomes `system.service/fail`, kernel messages `error/kernel`, the rest
 `error/system`. Identical messages (numbers, hex ids and UUIDs normalised away) from the same
 unit are reported once per dedup window (5 minutes by default).
+
+Text log files are a second source (`log_files.py`): configured application logs always
+(`error/application`), and syslog files (`/var/log/syslog`, `/var/log/messages`) when there is no
+journald, so a machine without systemd still reports its errors. Their lines go through the same
+classification, dedup window, rate limit and scrubbing.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from totalrecall_schema import MemoryEvent, Severity
 
 from .base import Emit, EventContext, Unavailable, Watcher
+from .log_files import LogTail, text_entry
 
 if TYPE_CHECKING:
     from ..settings import JournalSettings
@@ -83,6 +89,12 @@ class JournalParser:
         if not isinstance(entry, dict):
             self.parse_errors += 1
             return None
+        return self.parse_entry(entry)
+
+    def parse_entry(self, entry: dict[str, Any], *, application: bool = False,
+                    log_file: str | None = None) -> MemoryEvent | None:
+        """A journal entry (or one made from a text log line) → an event, or None.
+        `application`: a line of an application's own log (`error/application`)."""
         try:
             prio = int(_field(entry, "PRIORITY") or 6)
         except ValueError:
@@ -116,9 +128,12 @@ class JournalParser:
             v = _field(entry, name)
             if v:
                 detail_lines.append(f"{label}: {v}")
+        extra: dict[str, Any] = {"priority": prio, "identifier": ident}
+        if log_file is not None:
+            detail_lines.append(f"log file: {log_file}")
+            extra["log_file"] = log_file
         detail = "\n".join(detail_lines)
         first_line = message.splitlines()[0][:300]
-        extra: dict[str, Any] = {"priority": prio, "identifier": ident}
         pid = _field(entry, "_PID")
         if pid and pid.isdigit():
             extra["pid"] = int(pid)
@@ -140,6 +155,10 @@ class JournalParser:
             return self.ctx.event(self.source, "error", "kernel", f"kernel: {first_line}",
                                   detail=detail, severity=severity,
                                   tags=["journal", "kernel"], **extra)
+        if application:
+            return self.ctx.event(self.source, "error", "application", f"{ident}: {first_line}",
+                                  detail=detail, severity=severity, service=unit,
+                                  tags=["log", PRIORITY_NAMES.get(prio, "log")], **extra)
         return self.ctx.event(self.source, "error", "system", f"{ident}: {first_line}",
                               detail=detail, severity=severity, service=unit,
                               tags=["journal", PRIORITY_NAMES.get(prio, "log")], **extra)
@@ -153,9 +172,13 @@ class JournalWatcher(Watcher):
         self.settings = settings
         self.parser = JournalParser(ctx, max_priority=settings.max_priority,
                                     dedup_window_s=settings.dedup_window_s, source=self.name)
+        self.journald = False
+        self.tails: list[LogTail] = []
 
-    def check_available(self) -> str | None:
+    def _journald_reason(self) -> str | None:
         cmd = self.settings.command
+        if not self.settings.journald:
+            return "journald disabled in the settings"
         if not cmd or shutil.which(cmd[0]) is None:
             return f"{cmd[0] if cmd else 'journalctl'} not found on PATH"
         if self.settings.skip_availability_check:
@@ -166,11 +189,83 @@ class JournalWatcher(Watcher):
                     + ", ".join(str(d) for d in JOURNAL_DIRS) + ")")
         return None
 
+    def check_available(self) -> str | None:
+        """journald when there is one; text logs: the application ones always, the syslog
+        files only without journald. Unavailable when there is neither."""
+        journald_reason = self._journald_reason()
+        self.journald = journald_reason is None
+        wanted = [LogTail(p, application=True) for p in self.settings.log_files]
+        if not self.journald:
+            wanted += [LogTail(p, application=False) for p in self.settings.syslog_files]
+        known = {t.path: t for t in self.tails}
+        self.tails = [known.get(t.path, t) for t in wanted if t.available()]
+        for t in self.tails:
+            t.prime()
+        if not self.journald and not self.tails:
+            files = [*self.settings.log_files, *self.settings.syslog_files]
+            return f"{journald_reason}; no log file to tail" + (
+                f" (none of {', '.join(files)} exists)" if files else "")
+        sources = (["journald"] if self.journald else []) + [str(t.path) for t in self.tails]
+        self.note = "sources: " + ", ".join(sources)
+        if not self.journald:
+            self.note += f" (no journald: {journald_reason})"
+        return None
+
     def stats(self) -> dict[str, int]:
         p = self.parser
-        return {"deduplicated": p.deduplicated, "parse_errors": p.parse_errors}
+        return {"deduplicated": p.deduplicated, "parse_errors": p.parse_errors,
+                "log_lines": sum(t.lines for t in self.tails)}
+
+    def close(self) -> None:
+        for t in self.tails:
+            t.close()
 
     async def run(self, emit: Emit, stop: asyncio.Event) -> None:
+        jobs = []
+        if self.journald:
+            jobs.append(asyncio.create_task(self._journal_or_files(emit, stop)))
+        if self.tails:
+            jobs.append(asyncio.create_task(self._tail_files(emit, stop)))
+        try:
+            done, _ = await asyncio.wait(jobs, return_when=asyncio.FIRST_EXCEPTION)
+            for job in done:
+                job.result()  # re-raise a failure: the runner retries with backoff
+        finally:
+            for job in jobs:
+                job.cancel()
+            for job in jobs:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await job
+
+    def _line_event(self, tail: LogTail, line: str) -> MemoryEvent | None:
+        entry = text_entry(line, tail.ident)
+        if entry is None:
+            return None
+        return self.parser.parse_entry(entry, application=tail.application,
+                                       log_file=str(tail.path))
+
+    async def _tail_files(self, emit: Emit, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            for tail in self.tails:
+                for line in tail.read_lines():
+                    event = self._line_event(tail, line)
+                    if event is not None:
+                        await emit(event)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.settings.log_poll_s)
+
+    async def _journal_or_files(self, emit: Emit, stop: asyncio.Event) -> None:
+        try:
+            await self._follow_journal(emit, stop)
+        except Unavailable as exc:
+            if not self.tails:
+                raise
+            log.info("journald unavailable (%s); the log files stay watched", exc)
+            self.journald = False
+            self.note = ("sources: " + ", ".join(str(t.path) for t in self.tails)
+                         + f" (no journald: {exc})")
+
+    async def _follow_journal(self, emit: Emit, stop: asyncio.Event) -> None:
         proc = await asyncio.create_subprocess_exec(
             *self.settings.command, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL, limit=1 << 20)

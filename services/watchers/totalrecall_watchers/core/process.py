@@ -4,6 +4,11 @@ CPU is measured as the delta of (user + system) CPU time between two samples div
 wall time between them: the average over one whole interval, in percent of one core (a process
 busy on two cores reads 200 %). Only changes are reported: a process alerts once per crossing
 and re-arms when it falls below threshold × `rearm_factor`.
+
+When a tracked (hot) process goes away, its wait status comes from the kernel's process
+connector or its zombie (`procexit.py`): `crash` when killed by a signal or exiting non-zero (with
+`exit_code` or `signal`/`signal_name` in the metadata), `exit` when it exited 0 or how it ended is
+unknowable (not root, no connector, reaped before the next poll).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any, Protocol
 from totalrecall_schema import MemoryEvent, Severity
 
 from .base import EventContext, Watcher, human_bytes
+from .procexit import ExitStatus, ProcConnectorExits, zombie_exit_status
 from .scrub import scrub_cmdline, scrub_extra
 
 MAX_TRACKED = 2000
@@ -32,6 +38,8 @@ class ProcSample:
     rss: int
     mem_percent: float
     zombie: bool = False
+    #: A zombie's wait status (waitpid form) when readable.
+    exit_status: int | None = None
 
     @property
     def key(self) -> tuple[int, float]:
@@ -40,6 +48,14 @@ class ProcSample:
 
 class ProcessSource(Protocol):
     def sample(self) -> list[ProcSample]: ...
+
+
+class ExitSource(Protocol):
+    def start(self) -> bool: ...
+
+    def lookup(self, pid: int, *, not_before: float = 0.0, wait_s: float = 0.2) -> int | None: ...
+
+    def close(self) -> None: ...
 
 
 class PsutilProcessSource:
@@ -63,6 +79,8 @@ class PsutilProcessSource:
                 rss=mi.rss if mi is not None else 0,
                 mem_percent=float(info.get("memory_percent") or 0.0),
                 zombie=info.get("status") == psutil.STATUS_ZOMBIE,
+                exit_status=(zombie_exit_status(info["pid"])
+                             if info.get("status") == psutil.STATUS_ZOMBIE else None),
             ))
         return out
 
@@ -91,19 +109,55 @@ class ProcessWatcher(Watcher):
 
     def __init__(self, ctx: EventContext, *, interval_s: float = 30.0,
                  thresholds: ProcessThresholds | None = None,
-                 source: ProcessSource | None = None) -> None:
+                 source: ProcessSource | None = None, exits: ExitSource | None = None,
+                 exit_status: bool = True) -> None:
         super().__init__(ctx)
         self.interval_s = interval_s
         self.t = thresholds or ProcessThresholds()
         self.source: ProcessSource = source or PsutilProcessSource()
+        #: The kernel's process-exit events; only for the real process table by default.
+        if exits is None and source is None and exit_status:
+            exits = ProcConnectorExits()
+        self.exits: ExitSource | None = exits
+        self._exits_started = False
+        self.exit_statuses_known = 0
         self._prev: dict[tuple[int, float], ProcSample] = {}
         self._prev_t: float | None = None
         self.tracked: OrderedDict[tuple[int, float], Tracked] = OrderedDict()
 
     # --- the change detector -----------------------------------------------------------------
+    def _start_exits(self) -> None:
+        if self._exits_started and self.exits is not None \
+                and getattr(self.exits, "running", True) is False:
+            self._exits_started = False  # the listener died (its error is in the note): restart
+        if self._exits_started or self.exits is None:
+            return
+        self._exits_started = True
+        if self.exits.start():
+            self.note = "exit statuses: kernel process connector"
+        else:
+            reason = getattr(self.exits, "error", None) or "unavailable"
+            self.note = f"exit statuses: zombies only ({reason})"
+            self.exits = None
+
+    def close(self) -> None:
+        if self.exits is not None:
+            self.exits.close()
+        self._exits_started = False
+
+    def stats(self) -> dict[str, int]:
+        out = {"tracked": len(self.tracked), "exit_statuses_known": self.exit_statuses_known}
+        overruns = getattr(self.exits, "overruns", None)
+        if isinstance(overruns, int):
+            out["exit_events_lost"] = overruns
+        return out
+
     def poll(self) -> list[MemoryEvent]:
+        self._start_exits()
         now = self.ctx.clock.monotonic()
-        samples = [s for s in self.source.sample() if not s.zombie]
+        everything = self.source.sample()
+        zombies = {s.key: s for s in everything if s.zombie}
+        samples = [s for s in everything if not s.zombie]
         current = {s.key: s for s in samples}
         events: list[MemoryEvent] = []
         if self._prev_t is not None:
@@ -114,7 +168,7 @@ class ProcessWatcher(Watcher):
                 events.extend(self._check(s, cpu, dt))
             for key in [k for k in self.tracked if k not in current]:
                 tr = self.tracked.pop(key)
-                events.append(self._exit_event(tr))
+                events.append(self._exit_event(tr, self._exit_status(tr.sample, zombies.get(key))))
         self._prev, self._prev_t = current, now
         return events
 
@@ -185,20 +239,41 @@ class ProcessWatcher(Watcher):
             detail=detail, severity=Severity.WARNING, tags=["process", "high_mem", name],
             **self._common(s))
 
-    def _exit_event(self, tr: Tracked) -> MemoryEvent:
+    def _exit_status(self, s: ProcSample, zombie: ProcSample | None) -> ExitStatus | None:
+        status = zombie.exit_status if zombie is not None else None
+        if status is None and self.exits is not None:
+            status = self.exits.lookup(s.pid, not_before=s.create_time - 1.0)
+        if status is None:
+            return None
+        self.exit_statuses_known += 1
+        return ExitStatus(status)
+
+    def _exit_event(self, tr: Tracked, how: ExitStatus | None = None) -> MemoryEvent:
         s = tr.sample
         name, detail = self._describe(s)
         what = " and ".join({"cpu": "CPU", "mem": "memory"}[a] for a in dict.fromkeys(tr.alerts))
         ran = max(0.0, self.ctx.clock.now().timestamp() - s.create_time)
+        peak = f"peak {tr.peak_cpu:.0f}% CPU, {human_bytes(tr.peak_rss)} RSS"
+        extra: dict[str, Any] = {}
+        if how is None:
+            ended = "exit code: unknown (not a child of the watcher and no process connector)"
+            sub, severity = "exit", Severity.INFO
+            summary = f"{name} (PID {s.pid}) exited after high {what} use ({peak})"
+        else:
+            ended = f"ended: {how.describe()} (wait status {how.status})"
+            crashed = how.signal is not None or bool(how.exit_code)
+            sub = "crash" if crashed else "exit"
+            severity = Severity.ERROR if crashed else Severity.INFO
+            summary = f"{name} (PID {s.pid}) {how.describe()} after high {what} use ({peak})"
+            extra["exit_code"] = how.exit_code
+            if how.signal is not None:
+                extra.update(signal=how.signal, signal_name=how.signal_name,
+                             core_dumped=how.core_dumped)
         detail = (f"peak CPU: {tr.peak_cpu:.0f}% of one core; "
                   f"peak RSS: {human_bytes(tr.peak_rss)}\n"
-                  f"ran for about {ran:.0f}s\n"
-                  "exit code: unknown (not a child of the watcher; psutil cannot report it)\n"
-                  + detail)
+                  f"ran for about {ran:.0f}s\n{ended}\n" + detail)
+        tags = ["process", sub, name] + ([how.signal_name] if how and how.signal_name else [])
         return self.ctx.event(
-            self.name, "system.process", "exit",
-            f"{name} (PID {s.pid}) exited after high {what} use "
-            f"(peak {tr.peak_cpu:.0f}% CPU, {human_bytes(tr.peak_rss)} RSS)",
-            detail=detail, severity=Severity.INFO, tags=["process", "exit", name],
-            peak_cpu_percent=round(tr.peak_cpu, 1), peak_rss_bytes=tr.peak_rss,
-            **self._common(s))
+            self.name, "system.process", sub, summary, detail=detail, severity=severity,
+            tags=tags, peak_cpu_percent=round(tr.peak_cpu, 1), peak_rss_bytes=tr.peak_rss,
+            **extra, **self._common(s))

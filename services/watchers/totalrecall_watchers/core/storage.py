@@ -1,7 +1,9 @@
 """Storage watcher: space and inode usage per filesystem, mounts and unmounts.
 
-Reports crossing into a level (warning ≥ 90 %, critical ≥ 95 % by default), including on the
-first look, and once when usage is back below the warning level (2 points of hysteresis).
+Reports crossing into a level (warning ≥ 90 %, critical ≥ 95 % by default; per filesystem in
+`thresholds`), including on the first look, and once when usage is back below the warning level
+(hysteresis: 2 points, or a fifth of the warning-to-critical gap when that is smaller).
+Percentages are unrounded (used / (used + free), as `df` computes them).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from totalrecall_schema import MemoryEvent, Severity
 from .base import EventContext, Watcher, human_bytes
 
 if TYPE_CHECKING:
-    from ..settings import StorageSettings
+    from ..settings import StorageSettings, StorageThresholds
 
 HYSTERESIS = 2.0
 #: Pseudo and container filesystems that are never interesting.
@@ -74,7 +76,8 @@ class PsutilStorage:
                 vfs = os.statvfs(mount)
             except OSError:
                 continue
-            out.append(Usage(mount, device, fstype, du.total, du.used, du.free, du.percent,
+            pct = 100.0 * du.used / (du.used + du.free) if du.used + du.free > 0 else 0.0
+            out.append(Usage(mount, device, fstype, du.total, du.used, du.free, pct,
                              vfs.f_files, vfs.f_ffree))
         return out
 
@@ -88,16 +91,35 @@ class StorageWatcher(Watcher):
         self.interval_s = settings.interval_s
         self.warn = settings.warn_percent
         self.crit = settings.critical_percent
+        self.inode_warn = settings.inode_warn_percent or self.warn
+        self.inode_crit = settings.inode_critical_percent or self.crit
+        self.per_path: dict[str, StorageThresholds] = {
+            os.path.normpath(k): v for k, v in settings.thresholds.items()}
         self.source: StorageSource = source or PsutilStorage(settings.paths,
                                                              settings.include_partitions)
         self.space_level: dict[str, int] = {}
         self.inode_level: dict[str, int] = {}
         self.mounts: set[str] | None = None
 
-    def _level(self, pct: float, prev: int) -> int:
-        if pct >= self.crit or (prev == 2 and pct >= self.crit - HYSTERESIS):
+    def limits(self, mountpoint: str, kind: str) -> tuple[float, float]:
+        """(warning, critical) percent for this filesystem and kind ("space" or "inode")."""
+        t = self.per_path.get(os.path.normpath(mountpoint))
+        if kind == "space":
+            warn, crit = self.warn, self.crit
+            if t is not None:
+                warn, crit = t.warn_percent or warn, t.critical_percent or crit
+        else:
+            warn, crit = self.inode_warn, self.inode_crit
+            if t is not None:
+                warn, crit = t.inode_warn_percent or warn, t.inode_critical_percent or crit
+        return warn, max(crit, warn)
+
+    @staticmethod
+    def _level(pct: float, prev: int, warn: float, crit: float) -> int:
+        hyst = min(HYSTERESIS, (crit - warn) / 5) if crit > warn else HYSTERESIS
+        if pct >= crit or (prev == 2 and pct >= crit - hyst):
             return 2
-        if pct >= self.warn or (prev >= 1 and pct >= self.warn - HYSTERESIS):
+        if pct >= warn or (prev >= 1 and pct >= warn - hyst):
             return 1
         return 0
 
@@ -126,7 +148,8 @@ class StorageWatcher(Watcher):
 
     def _check(self, u: Usage, kind: str, pct: float, levels: dict[str, int]) -> list[MemoryEvent]:
         prev = levels.get(u.mountpoint, 0)
-        level = self._level(pct, prev)
+        warn, crit = self.limits(u.mountpoint, kind)
+        level = self._level(pct, prev, warn, crit)
         levels[u.mountpoint] = level
         if level == prev:
             return []
@@ -147,8 +170,11 @@ class StorageWatcher(Watcher):
             return [self.ctx.event(self.name, "system.storage", sub,
                                    f"{u.mountpoint} {kind} usage back to {pct:.0f}%",
                                    detail=detail, path=u.mountpoint, severity=Severity.INFO,
-                                   tags=["storage", kind, "recovered"], percent=round(pct, 1))]
+                                   tags=["storage", kind, "recovered"], percent=round(pct, 3),
+                                   level="ok")]
         sev = Severity.CRITICAL if level == 2 else Severity.WARNING
         return [self.ctx.event(self.name, "system.storage", sub, what, detail=detail,
                                path=u.mountpoint, severity=sev, tags=["storage", kind],
-                               percent=round(pct, 1), free_bytes=u.free)]
+                               percent=round(pct, 3), free_bytes=u.free,
+                               threshold_percent=crit if level == 2 else warn,
+                               level="critical" if level == 2 else "warning")]
