@@ -99,6 +99,8 @@ let
       TR_WATCHERS_JOURNAL__ENABLED = lib.boolToString cfg.watchers.journal.enable;
       TR_WATCHERS_FILESYSTEM__ENABLED = lib.boolToString cfg.watchers.filesystem.enable;
       TR_WATCHERS_FILESYSTEM__PATHS = builtins.toJSON cfg.watchers.filesystem.paths;
+      TR_WATCHERS_JOURNAL__LOG_FILES = builtins.toJSON cfg.watchers.journal.logFiles;
+      TR_WATCHERS_STORAGE__THRESHOLDS = builtins.toJSON cfg.watchers.storage.thresholds;
     } // watcherEnv;
   };
 
@@ -301,16 +303,31 @@ in
       };
     };
 
-    watchers = lib.mapAttrs mkPolledWatcher polledWatchers // {
+    # recursiveUpdate: `storage` gets its thresholds beside the polled watcher's enable/interval.
+    watchers = lib.recursiveUpdate (lib.mapAttrs mkPolledWatcher polledWatchers) {
       enable = mkOption {
         type = types.bool;
         default = true;
         description = "Whether to run the watchers service at all.";
       };
-      journal.enable = mkOption {
-        type = types.bool;
-        default = true;
-        description = "Whether to follow the journal (warnings and worse).";
+      journal = {
+        enable = mkOption {
+          type = types.bool;
+          default = true;
+          description = "Whether to follow the journal (warnings and worse).";
+        };
+        logFiles = mkOption {
+          type = types.listOf types.str;
+          default = [ ];
+          example = [ "/var/log/myapp/app.log" ];
+          description = "Application log files whose error and warning lines become memories.";
+        };
+      };
+      storage.thresholds = mkOption {
+        type = types.attrsOf (types.attrsOf types.number);
+        default = { };
+        example = { "/boot" = { warn_percent = 80; critical_percent = 95; }; };
+        description = "Per-mountpoint space thresholds (percent) overriding the defaults.";
       };
       filesystem = {
         enable = mkOption {
