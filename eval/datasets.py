@@ -15,7 +15,10 @@ from pathlib import Path
 from typing import Any
 
 #: Limits of the ingest API (`totalrecall_schema.events`): longer turns are split summary/detail.
-MAX_SUMMARY_CHARS = 2_000
+#: The summary keeps 100 characters of headroom: secret scrubbing runs after the API's length
+#: check and may lengthen it ("[REDACTED…]"), and the embedder re-validates the scrubbed event,
+#: dead-lettering any summary over 2,000 characters (10 LongMemEval turns were lost that way).
+MAX_SUMMARY_CHARS = 1_900
 MAX_DETAIL_CHARS = 32_000
 
 REPO = Path(__file__).resolve().parent.parent

@@ -107,6 +107,10 @@ def write_docs(path: Path | None = None) -> Path:
         f = RESULTS_DIR / f"{ds}.json"
         if f.exists():
             parts.append(render(json.loads(f.read_text())))
+    live = RESULTS_DIR / "live_ablations.md"
+    if live.exists():  # measured through the real API, one change at a time (see its header)
+        parts.append("## Live ablations (real API, LoCoMo cats 1-4)\n")
+        parts.append(live.read_text())
     abl = RESULTS_DIR / "ablations.md"
     if abl.exists():
         parts.append("## Offline ablations (`python -m eval.offline`)\n\n"

@@ -6,7 +6,7 @@
 #     package = totalrecallEnv;   # a Python environment with the workspace packages (see README)
 #     embedding.device = "cuda";
 #     tiers.warm.retentionDays = 60;
-#     recall.weights = { vector = 0.55; bm25 = 0.30; recency = 0.15; };
+#     recall.weights = { vector = 0.35; bm25 = 0.50; recency = 0.15; };
 #     watchers.process.interval = 15;
 #     watchers.filesystem.paths = [ "/etc/nixos" "/home/me/src" ];
 #   };
@@ -277,12 +277,12 @@ in
       weights = {
         vector = mkOption {
           type = types.float;
-          default = 0.55;
-          description = "Weight of the vector similarity in the fused score.";
+          default = 0.35;
+          description = "Weight of the vector similarity (min-max scaled per query) in the fused score.";
         };
         bm25 = mkOption {
           type = types.float;
-          default = 0.30;
+          default = 0.50;
           description = "Weight of the BM25 (full-text) score in the fused score.";
         };
         recency = mkOption {

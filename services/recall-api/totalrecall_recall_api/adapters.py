@@ -90,6 +90,12 @@ _MEMORY_COLUMNS = ("key, id, namespace, ts, category, subcategory, actor, severi
                    "detail, metadata, tier")
 
 
+#: A memory's conversation, whichever key its producer used (eval/agents: `session`; the flush
+#: endpoint: `session_id`).
+_THREAD = ("coalesce({t}.metadata->>'session', {t}.metadata->>'session_id', "
+           "{t}.metadata->>'conversation_id')")
+
+
 def _memory(row: asyncpg.Record, score: float = 0.0) -> Memory:
     metadata = row["metadata"]
     if isinstance(metadata, str):
@@ -124,8 +130,10 @@ class PostgresStore:
 
     def __init__(self, pool: asyncpg.Pool, term_stats: TermStats | None = None,
                  scan_cap: int = 1000, timeout: float | None = None,
-                 prefix_min_chars: int = PREFIX_MIN_CHARS) -> None:
+                 prefix_min_chars: int = PREFIX_MIN_CHARS, max_terms: int = 8,
+                 max_df_ratio: float = 0.2) -> None:
         self.pool = pool
+        self.max_terms, self.max_df_ratio = max_terms, max_df_ratio
         self.prefix_min_chars = prefix_min_chars  # 0: exact lexemes only
         self.term_stats = term_stats
         self.scan_cap = scan_cap
@@ -133,13 +141,7 @@ class PostgresStore:
 
     async def bm25(self, terms: Sequence[str], namespace: str, since: datetime | None,
                    category: str | None, limit: int) -> list[tuple[str, float]]:
-        if not terms:
-            return []
-        lexemes = await self._lexemes(" ".join(terms))
-        if self.term_stats is not None and self.term_stats.n_docs:
-            weighted = self.term_stats.select(lexemes)
-        else:
-            weighted = [(lx, 1.0) for lx in lexemes[:8]]
+        weighted = await self._weighted(terms, namespace)
         if not weighted:
             return []
         # OR semantics (an AND of every question word matches almost nothing), each matched term
@@ -163,6 +165,16 @@ class PostgresStore:
                                      *quoted, *(w for _, w in weighted), timeout=self.timeout)
         return [(r["key"], float(r["rank"])) for r in rows]
 
+    async def _weighted(self, terms: Sequence[str], namespace: str) -> list[tuple[str, float]]:
+        """The query's lexemes that are searched, with their IDF weights."""
+        if not terms:
+            return []
+        lexemes = await self._lexemes(" ".join(terms))
+        if self.term_stats is not None and self.term_stats.n_docs:
+            return self.term_stats.select(lexemes, self.max_terms, self.max_df_ratio,
+                                          namespace=namespace)
+        return [(lx, 1.0) for lx in lexemes[: self.max_terms]]
+
     async def _lexemes(self, text: str) -> list[str]:
         """The query's lexemes exactly as the index stores them (english stemming, stopwords)."""
         rows = await self.pool.fetch(
@@ -177,6 +189,52 @@ class PostgresStore:
             f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE key = ANY($1::text[])", list(keys),
             timeout=self.timeout)
         return {r["key"]: _memory(r) for r in rows}
+
+    async def neighbours(self, keys: Sequence[str], window: int, max_gap_s: float,
+                         since: datetime | None = None, category: str | None = None,
+                         event_gap_s: float | None = None) -> dict[str, list[tuple[str, Memory]]]:
+        """For each hit key, up to `window` memories either side of it in time, in the same
+        namespace and the same thread, at most `max_gap_s` away (`event_gap_s` for memories
+        outside a conversation), within the request's filters.
+
+        The thread is the conversation (`metadata.session` / `session_id` / `conversation_id`)
+        when the hit has one; otherwise memories from the same source about the same service
+        (a watcher's stream of events for one unit), or of the same category when there is no
+        service. The time bound keeps each lookup a short walk of the (namespace, ts) index,
+        however busy the namespace.
+        """
+        if not keys or window <= 0:
+            return {}
+        cols = ", ".join(f"m.{c.strip()}" for c in _MEMORY_COLUMNS.split(","))
+        same_thread = f"""(CASE WHEN h.thread IS NOT NULL THEN {_THREAD.format(t="m")} = h.thread
+                  ELSE {_THREAD.format(t="m")} IS NULL AND m.source = h.source
+                       AND m.metadata->>'service' IS NOT DISTINCT FROM h.service
+                       AND (h.service IS NOT NULL OR m.category = h.category) END)
+                AND ($4::timestamptz IS NULL OR m.ts >= $4) AND ($5::text IS NULL OR m.category = $5)"""
+        sql = f"""
+            WITH h0 AS (SELECT key, namespace, ts, source, category, metadata->>'service' AS service,
+                              {_THREAD.format(t="memories")} AS thread
+                       FROM memories WHERE key = ANY($1::text[])),
+                 h AS (SELECT *, CASE WHEN thread IS NOT NULL THEN $3::float8 ELSE $6::float8 END
+                                 * interval '1 second' AS gap FROM h0)
+            SELECT h.key AS hit, n.* FROM h CROSS JOIN LATERAL (
+                (SELECT {cols} FROM memories m
+                 WHERE m.namespace = h.namespace AND m.ts >= h.ts - h.gap
+                   AND (m.ts, m.key) < (h.ts, h.key) AND {same_thread}
+                 ORDER BY m.ts DESC, m.key DESC LIMIT $2)
+                UNION ALL
+                (SELECT {cols} FROM memories m
+                 WHERE m.namespace = h.namespace AND m.ts <= h.ts + h.gap
+                   AND (m.ts, m.key) > (h.ts, h.key) AND {same_thread}
+                 ORDER BY m.ts, m.key LIMIT $2)) AS n"""
+        rows = await self.pool.fetch(sql, list(dict.fromkeys(keys)), window, float(max_gap_s),
+                                     since, category,
+                                     float(max_gap_s if event_gap_s is None else event_gap_s),
+                                     timeout=self.timeout)
+        out: dict[str, list[tuple[str, Memory]]] = {}
+        for r in rows:
+            out.setdefault(r["hit"], []).append((r["key"], _memory(r)))
+        return out
 
     async def recent(self, namespace: str, since: datetime | None, category: str | None,
                      limit: int, categories: Sequence[str] | None = None) -> list[Memory]:

@@ -40,6 +40,13 @@ class Store(Protocol):
 
     async def rows(self, keys: Sequence[str]) -> dict[str, Memory]: ...
 
+    async def neighbours(self, keys: Sequence[str], window: int, max_gap_s: float,
+                         since: datetime | None = None, category: str | None = None,
+                         event_gap_s: float | None = None) -> dict[str, list[tuple[str, Memory]]]:
+        """hit key → [(key, memory)] of the memories adjacent to it in its thread (within the
+        request's timeframe and category)."""
+        ...
+
     async def recent(self, namespace: str, since: datetime | None, category: str | None,
                      limit: int, categories: Sequence[str] | None = None) -> list[Memory]: ...
 

@@ -23,8 +23,10 @@ from totalrecall_schema import (
 
 from .citations import Citations
 from .core.classify import QueryClass, classify
-from .core.fusion import Candidate, Weights, fuse, mmr
+from .core.fusion import Candidate, Weights, boost_actors, fuse, mmr
+from .core.neighbours import expand
 from .core.render import relative_time, system_memory_block
+from .core.temporal import boost_dated, date_refs
 from .core.text import query_terms
 from .core.timeframe import plan
 from .metrics import Metrics
@@ -171,15 +173,19 @@ class RecallService:
             if m is not None:
                 c.text = f"{m.summary} {m.detail}"
                 c.category = m.category
-        weights = Weights(s.weight_vector, s.weight_bm25, s.weight_recency, s.half_life_hours)
+        weights = Weights(s.weight_vector, s.weight_bm25, s.weight_recency, s.half_life_hours,
+                          s.vector_norm)
         ranked = fuse(list(cands.values()), now, weights)
+        boost_dated(ranked, date_refs(req.query, now), s.date_boost)
+        boost_actors(ranked, {k: m.actor for k, m in by_key.items()}, req.query, s.actor_boost)
         if diagnostic:  # the design: diagnostic questions are about the machine's recent events
             for c in ranked:
                 if c.category in SYSTEM_CATEGORIES:
                     c.score += s.diagnostic_boost
-            ranked.sort(key=lambda c: c.score, reverse=True)
-        ranked = [c for c in ranked if c.score >= s.min_score]
+        ranked.sort(key=lambda c: c.score, reverse=True)
         self.metrics.stage_seconds.labels("fusion").observe(time.perf_counter() - t_fuse)
+        ranked = await self._expand(ranked, by_key, p.since, req.category)
+        ranked = [c for c in ranked if c.score >= s.min_score]
         t_mmr = time.perf_counter()
         chosen = mmr(ranked, k, s.mmr_lambda)
         self.metrics.stage_seconds.labels("mmr").observe(time.perf_counter() - t_mmr)
@@ -195,6 +201,38 @@ class RecallService:
             m.metadata = {**m.metadata, "_scores": scores}
             out.append(m)
         return out
+
+    async def _expand(self, ranked: list[Candidate], by_key: dict[str, Memory],
+                      since: datetime | None, category: str | None) -> list[Candidate]:
+        """Neighbour expansion (before MMR, so a neighbour that repeats its hit is still dropped)."""
+        s = self.settings
+        if s.neighbour_weight <= 0 or s.neighbour_window <= 0 or s.neighbour_hits <= 0:
+            return ranked
+        top = [c.key for c in ranked[: s.neighbour_hits] if c.key in by_key]
+        found = await self._guard("neighbours", self._neighbours(top, since, category))
+        nbrs: dict[str, list[tuple[str, Memory]]] = {}
+        for hit, rows in found:
+            if hit not in by_key:
+                continue
+            # Same namespace only, like every other row (defence in depth).
+            keep = [(k, m) for k, m in rows if m.namespace == by_key[hit].namespace]
+            for k, m in keep:
+                by_key.setdefault(k, m)
+            nbrs[hit] = keep
+        out = expand(ranked, nbrs, s.neighbour_weight, s.neighbour_decay)
+        for c in out:
+            m = by_key.get(c.key)
+            if m is not None and not c.category:
+                c.text, c.category = f"{m.summary} {m.detail}", m.category
+        return out
+
+    async def _neighbours(self, keys: list[str], since: datetime | None,
+                          category: str | None) -> list[tuple[str, list[tuple[str, Memory]]]]:
+        s = self.settings
+        found = await self._timed("neighbours", self.store.neighbours(
+            keys, s.neighbour_window, s.neighbour_max_gap_s, since, category,
+            s.neighbour_event_gap_s))
+        return list(found.items())
 
     async def _recent_system(self, req: RecallRequest, now: datetime) -> list[Memory]:
         cats = [req.category] if req.category else list(SYSTEM_CATEGORIES)

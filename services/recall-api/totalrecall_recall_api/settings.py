@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -37,10 +38,13 @@ class Settings(BaseSettings):
     admin_timeout_s: float = 600.0
 
     # Fusion (the design's weighted sum) and MMR.
-    weight_vector: float = 0.55
-    weight_bm25: float = 0.30
+    # Measured on LoCoMo (docs/eval.md): keyword evidence is the stronger signal for memories;
+    # similarity is min-max scaled per query so both components span 0–1.
+    weight_vector: float = 0.35
+    weight_bm25: float = 0.50
     weight_recency: float = 0.15
     half_life_hours: float = 168.0
+    vector_norm: Literal["raw", "minmax"] = "minmax"
     mmr_lambda: float = 0.7
     vector_candidates: int = 40
     bm25_candidates: int = 40
@@ -48,8 +52,27 @@ class Settings(BaseSettings):
     min_good_matches: int = 3
     min_score: float = 0.05
     diagnostic_boost: float = 0.08
+    # Neighbour expansion (core/neighbours.py): the best `neighbour_hits` hits lend
+    # `neighbour_weight` × their score to the `neighbour_window` memories either side of them in
+    # the same thread (session, or source + service), at most `neighbour_max_gap_s` apart.
+    neighbour_hits: int = 20
+    neighbour_window: int = 2
+    neighbour_weight: float = 0.5
+    neighbour_decay: float = 1.0  # share × decay per step beyond the adjacent memory
+    neighbour_max_gap_s: float = 6 * 3600.0
+    # Machine events (no session) are dense: their neighbours are the minutes around a hit, and a
+    # short bound keeps the lookup a short index walk on a busy namespace.
+    neighbour_event_gap_s: float = 600.0
+    # Added to memories stamped on a date the query names ("on October 13, 2023", "in July").
+    date_boost: float = 0.2
+    # Added to memories whose actor the query names ("what did Caroline say…").
+    actor_boost: float = 0.1
     term_stats_refresh_s: float = 120.0
     bm25_scan_cap: int = 1000
+    # The query's rarest `bm25_max_terms` lexemes are searched; lexemes in more than
+    # `bm25_max_df_ratio` of all memories are dropped (near-stopwords: slow and uninformative).
+    bm25_max_terms: int = 8
+    bm25_max_df_ratio: float = 0.2
     # Query words this long also match as prefixes (`nginx` → `nginx.service`); 0 turns it off.
     bm25_prefix_min_chars: int = 4
 

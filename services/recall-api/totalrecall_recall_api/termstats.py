@@ -2,8 +2,11 @@
 
 Postgres' `ts_rank` has no inverse document frequency: a question's common words ("what", "did",
 "time") weigh as much as its rare ones, and an OR over every word matches most of the table,
-which is slow. This keeps a periodically refreshed `lexeme → document count` table (from
-`ts_stat`) so keyword search can drop near-stopwords and weight the rest by IDF, like BM25.
+which is slow. This keeps a periodically refreshed `lexeme → document count` table, per namespace
+and overall, so keyword search can drop near-stopwords and weight the rest by IDF, like BM25.
+Per namespace because each namespace is its own corpus (one machine's logs, one agent's
+conversations): a word common elsewhere may be the telling one here, and one tenant's bulk load
+must not reweigh another's searches.
 """
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ class TermStats:
     refresh_s: float = 300.0
     df: dict[str, int] = field(default_factory=dict)
     n_docs: int = 0
+    ns_df: dict[str, dict[str, int]] = field(default_factory=dict)
+    ns_docs: dict[str, int] = field(default_factory=dict)
+    #: Namespaces smaller than this use the overall statistics (too few memories to say much).
+    min_namespace_docs: int = 50
     refreshed_at: float = 0.0
     last_duration_s: float = 0.0
     analyzed_at_n: int = 0
@@ -34,13 +41,21 @@ class TermStats:
         async with self._lock:
             t0 = time.perf_counter()
             try:
-                n = await self.pool.fetchval("SELECT count(*) FROM memories")
+                sizes = await self.pool.fetch(
+                    "SELECT namespace, count(*) AS n FROM memories GROUP BY namespace")
                 rows = await self.pool.fetch(
-                    "SELECT word, ndoc FROM ts_stat('SELECT tsv FROM memories')")
+                    """SELECT namespace, u.lexeme AS word, count(*) AS ndoc
+                       FROM memories, unnest(tsv) AS u GROUP BY namespace, u.lexeme""")
             except asyncpg.UndefinedTableError:
                 return  # the indexer has not created its schema yet
-            self.df = {r["word"]: int(r["ndoc"]) for r in rows}
-            self.n_docs = int(n or 0)
+            ns_df: dict[str, dict[str, int]] = {}
+            df: dict[str, int] = {}
+            for r in rows:  # a memory is in one namespace: overall df = sum over namespaces
+                ns_df.setdefault(r["namespace"], {})[r["word"]] = int(r["ndoc"])
+                df[r["word"]] = df.get(r["word"], 0) + int(r["ndoc"])
+            self.ns_df, self.df = ns_df, df
+            self.ns_docs = {r["namespace"]: int(r["n"]) for r in sizes}
+            self.n_docs = sum(self.ns_docs.values())
             await self._analyze_after_growth()
             self.refreshed_at = time.monotonic()
             self.last_duration_s = time.perf_counter() - t0
@@ -73,13 +88,23 @@ class TermStats:
             pause = max(self.refresh_s, 20 * self.last_duration_s) if self.n_docs else 5.0
             await asyncio.sleep(pause)
 
-    def idf(self, lexeme: str) -> float:
-        n = max(self.n_docs, 1)
-        df = min(self.df.get(lexeme, 0), n)
+    def corpus(self, namespace: str | None = None) -> tuple[dict[str, int], int]:
+        """(lexeme → document count, number of documents) of `namespace`, or overall when the
+        namespace is unknown (not refreshed yet) or too small to have telling statistics."""
+        n_ns = self.ns_docs.get(namespace, 0) if namespace is not None else 0
+        if n_ns >= self.min_namespace_docs and namespace in self.ns_df:
+            return self.ns_df[namespace], n_ns
+        return self.df, self.n_docs
+
+    def idf(self, lexeme: str, namespace: str | None = None) -> float:
+        df_map, n_docs = self.corpus(namespace)
+        n = max(n_docs, 1)
+        df = min(df_map.get(lexeme, 0), n)
         return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
     def select(self, lexemes: list[str], max_terms: int = 8, max_df_ratio: float = 0.2,
-               min_docs_to_prune: int = 200) -> list[tuple[str, float]]:
+               min_docs_to_prune: int = 200,
+               namespace: str | None = None) -> list[tuple[str, float]]:
         """The query's most informative lexemes with their IDF weights.
 
         Terms in more than `max_df_ratio` of all memories are dropped (unless nothing else is
@@ -90,9 +115,10 @@ class TermStats:
         uniq = list(dict.fromkeys(lexemes))
         if not uniq:
             return []
-        n = max(self.n_docs, 1)
+        df, n_docs = self.corpus(namespace)
+        n = max(n_docs, 1)
         informative = uniq
         if n >= min_docs_to_prune:
-            informative = [t for t in uniq if self.df.get(t, 0) / n <= max_df_ratio] or uniq
-        informative.sort(key=lambda t: self.df.get(t, 0))
-        return [(t, self.idf(t)) for t in informative[:max_terms]]
+            informative = [t for t in uniq if df.get(t, 0) / n <= max_df_ratio] or uniq
+        informative.sort(key=lambda t: df.get(t, 0))
+        return [(t, self.idf(t, namespace)) for t in informative[:max_terms]]

@@ -90,11 +90,12 @@ async def insert_rows(dsn: str, rows: list[dict[str, Any]]) -> dict[str, str]:
                 """INSERT INTO memories (key, id, namespace, ts, category, subcategory, actor,
                        source, severity, tags, summary, detail, metadata, tier)
                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::jsonb, $14)""",
-                key, r["id"], ns, datetime.now(UTC) - r.get("age", timedelta(minutes=10)),
+                key, r["id"], ns, r.get("ts") or datetime.now(UTC) - r.get("age", timedelta(minutes=10)),
                 r.get("category", "conversation"), r.get("subcategory", "general"),
                 r.get("actor", "system"), r.get("source", "test"), r.get("severity", "info"),
                 r.get("tags", []), r["summary"], r.get("detail", ""),
-                json.dumps({"severity": r.get("severity", "info"), "tags": r.get("tags", [])}),
+                json.dumps({"severity": r.get("severity", "info"), "tags": r.get("tags", []),
+                            **r.get("metadata", {})}),
                 r.get("tier", "hot"))
     finally:
         await conn.close()
@@ -365,3 +366,36 @@ def test_refuses_to_start_off_loopback_without_token(tr_home: Path) -> None:
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
     assert "TR_RECALL_API_TOKEN" in proc.stderr
+
+
+async def test_neighbours_follow_the_thread_and_the_filters(pg_dsn: str) -> None:
+    """Neighbour expansion's lookup on the real schema: same session for conversations, same
+    source + service for machine events, nothing across namespaces, categories or the gap."""
+    from totalrecall_recall_api.adapters import PostgresStore
+
+    await create_memories_table(pg_dsn)
+    t0 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+
+    def turn(i: int, session: str, ns: str = "nb") -> dict[str, Any]:
+        return {"id": f"{ns}{session}-{i}".removeprefix("nb"), "namespace": ns, "summary": f"turn {i} of {session}",
+                "ts": t0 + timedelta(seconds=i), "metadata": {"session": session}}
+
+    rows = [turn(i, "s1") for i in range(5)] + [turn(i, "s2") for i in range(5, 8)]
+    rows += [turn(i, "s1", ns="nb-other") for i in (1, 3)]  # same session id, other namespace
+    svc = [("a", "nginx", 0), ("b", "sshd", 1), ("c", "nginx", 2), ("d", "nginx", 1800)]
+    rows += [{"id": f"ev-{n}", "namespace": "nb", "summary": f"{unit} event", "source": "journald",
+              "category": "system.service", "ts": t0 + timedelta(days=1, seconds=s),
+              "metadata": {"service": unit}} for n, unit, s in svc]
+    keys = await insert_rows(pg_dsn, rows)
+    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
+    try:
+        store = PostgresStore(pool)
+        found = await store.neighbours([keys["s1-2"], keys["s2-5"], keys["ev-a"]], 2, 3600.0,
+                                       event_gap_s=600.0)
+        ids = {hit: [m.id for _, m in got] for hit, got in found.items()}
+        assert ids[keys["s1-2"]] == ["s1-1", "s1-0", "s1-3", "s1-4"]  # nearest first, each side
+        assert ids[keys["s2-5"]] == ["s2-6", "s2-7"]  # the session starts here: nothing before
+        assert ids[keys["ev-a"]] == ["ev-c"]  # not sshd's event, not nginx's 30 minutes later
+        assert await store.neighbours([keys["s1-2"]], 1, 3600.0, category="system.service") == {}
+    finally:
+        await pool.close()

@@ -64,7 +64,7 @@ class FakeWorld:
     def _memory(self, e: MemoryEvent) -> Memory:
         return Memory(id=e.id, score=0, timestamp=e.timestamp, category=e.category,
                       summary=e.summary, detail=e.detail, namespace=e.namespace,
-                      severity=e.metadata.severity)
+                      severity=e.metadata.severity, actor=e.actor)
 
     async def bm25(self, terms: Sequence[str], namespace: str, since: Any, category: Any,
                    limit: int) -> list[tuple[str, float]]:
@@ -73,6 +73,21 @@ class FakeWorld:
 
     async def rows(self, keys: Sequence[str]) -> dict[str, Memory]:
         return {k: self._memory(self.events[k]) for k in keys if k in self.events}
+
+    async def neighbours(self, keys: Sequence[str], window: int, max_gap_s: float,
+                         since: Any = None, category: Any = None, event_gap_s: Any = None
+                         ) -> dict[str, list[tuple[str, Memory]]]:
+        out: dict[str, list[tuple[str, Memory]]] = {}
+        for k in keys:
+            hit = self.events[k]
+            thread = sorted((e for e in self.events.values() if e.namespace == hit.namespace
+                             and getattr(e.metadata, "session", None)
+                             == getattr(hit.metadata, "session", None)),
+                            key=lambda e: (e.timestamp, e.key))
+            i = [e.key for e in thread].index(k)
+            out[k] = [(e.key, self._memory(e)) for e in thread[max(0, i - window): i + window + 1]
+                      if e.key != k]
+        return out
 
     async def recent(self, namespace: str, since: Any, category: Any, limit: int,
                      categories: Any = None) -> list[Memory]:
@@ -302,3 +317,38 @@ async def test_foreign_namespace_hits_from_the_index_are_dropped(world: FakeWorl
     await c.post("/memory/ingest", json={"summary": "nginx secret of a", "namespace": "agent-a"})
     body = (await c.post("/memory/recall", json={"query": "nginx", "namespace": "agent-b"})).json()
     assert body["memories"] == [] and "secret" not in body["system_memory"]
+
+
+async def test_the_turn_after_a_hit_is_recalled_with_it(client: httpx.AsyncClient,
+                                                         world: FakeWorld) -> None:
+    """Neighbour expansion: the reply that never repeats the question's words still comes back."""
+    t0 = NOW - timedelta(days=3)
+    turns = [("s1", "Caroline: any plans for the weekend?"), ("s1", "Melanie: pottery class, kids"),
+             ("s2", "Melanie: the weather is nice"), ("s2", "Caroline: indeed it is")]
+    r = await client.post("/memory/ingest", json=[
+        {"id": f"t{i}", "summary": text, "category": "conversation",
+         # the other session is newer: without expansion its turns would win on recency
+         "timestamp": (t0 + timedelta(days=i // 2, seconds=i)).isoformat(),
+         "metadata": {"session": sess}}
+        for i, (sess, text) in enumerate(turns)])
+    assert r.status_code == 200, r.text
+    body = (await client.post("/memory/recall", json={"query": "weekend plans",
+                                                        "maxResults": 2})).json()
+    assert [m["id"] for m in body["memories"]] == ["t0", "t1"]
+    assert body["memories"][1]["metadata"]["_scores"]["neighbour"] > 0
+    plain = await _client(world, neighbour_weight=0.0)
+    body = (await plain.post("/memory/recall", json={"query": "weekend plans",
+                                                       "maxResults": 2})).json()
+    await plain._ctx.__aexit__(None, None, None)  # type: ignore[attr-defined]
+    assert [m["id"] for m in body["memories"]][1] != "t1"
+
+
+async def test_memories_of_the_actor_a_query_names_come_first(client: httpx.AsyncClient) -> None:
+    r = await client.post("/memory/ingest", json=[
+        {"id": "c", "summary": "went hiking in the hills", "actor": "Caroline"},
+        {"id": "m", "summary": "went hiking in the hills", "actor": "Melanie"}])
+    assert r.status_code == 200, r.text
+    body = (await client.post("/memory/recall", json={"query": "where did melanie go hiking",
+                                                        "maxResults": 2})).json()
+    assert body["memories"][0]["id"] == "m"
+    assert body["memories"][0]["metadata"]["_scores"]["actor"] > 0

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from .text import jaccard, shingles
+from .text import jaccard, shingles, words
 
 
 @dataclass
@@ -29,6 +29,18 @@ class Weights:
     bm25: float = 0.30
     recency: float = 0.15
     half_life_hours: float = 168.0
+    #: How vector similarity is put on a 0–1 scale: "raw" (cosine as is) or "minmax" (over this
+    #: query's vector candidates).
+    vector_norm: str = "raw"
+
+
+def _scaler(values: Sequence[float], how: str) -> tuple[float, float]:
+    """(offset, scale) so that (v - offset) / scale maps this query's values onto 0–1."""
+    if how == "minmax" and values:
+        lo, hi = min(values), max(values)
+        if hi > lo:
+            return lo, hi - lo
+    return 0.0, 1.0
 
 
 def recency(ts: datetime, now: datetime, half_life_hours: float) -> float:
@@ -44,13 +56,32 @@ def fuse(cands: Sequence[Candidate], now: datetime, w: Weights) -> list[Candidat
     A component a candidate lacks counts as 0.
     """
     best_bm25 = max((c.bm25 for c in cands if c.bm25), default=0.0)
+    v_off, v_scale = _scaler([c.vector_sim for c in cands if c.vector_sim is not None],
+                             w.vector_norm)
     for c in cands:
-        v = max(0.0, c.vector_sim) if c.vector_sim is not None else 0.0
+        v = max(0.0, (c.vector_sim - v_off) / v_scale) if c.vector_sim is not None else 0.0
         b = (c.bm25 / best_bm25) if (c.bm25 and best_bm25 > 0) else 0.0
         r = recency(c.timestamp, now, w.half_life_hours)
         c.components = {"vector": v, "bm25": b, "recency": r}
         c.score = w.vector * v + w.bm25 * b + w.recency * r
     return sorted(cands, key=lambda c: c.score, reverse=True)
+
+
+#: Actors too generic for a query's mention of them to single out memories.
+GENERIC_ACTORS = frozenset({"user", "assistant", "system", "agent", "api", "me", "i"})
+
+
+def boost_actors(cands: Sequence[Candidate], actor_of: Mapping[str, str], query: str,
+                 boost: float) -> None:
+    """Adds `boost` to candidates whose actor the query names ("what did Caroline say…"): the
+    actor is a field, not always in the text keyword search sees."""
+    named = set(words(query)) - GENERIC_ACTORS
+    if boost <= 0 or not named:
+        return
+    for c in cands:
+        if actor_of.get(c.key, "").lower() in named:
+            c.components["actor"] = boost
+            c.score += boost
 
 
 def mmr(ranked: Sequence[Candidate], k: int, lam: float) -> list[Candidate]:

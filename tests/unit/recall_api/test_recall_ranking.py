@@ -1,0 +1,107 @@
+"""Ranking additions: neighbour expansion, per-query similarity scaling, dates named in queries,
+per-namespace IDF."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from totalrecall_recall_api.core.fusion import Candidate, Weights, fuse
+from totalrecall_recall_api.core.neighbours import expand
+from totalrecall_recall_api.core.temporal import DateRef, boost_dated, date_refs
+from totalrecall_recall_api.termstats import TermStats
+from totalrecall_schema import Memory
+
+NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
+
+
+def _row(summary: str, ts: datetime = NOW) -> Memory:
+    return Memory(id=summary, score=0, timestamp=ts, category="conversation", summary=summary,
+                  namespace="ns")
+
+
+def test_a_hit_lends_a_share_of_its_score_to_its_neighbours() -> None:
+    q = Candidate("q", NOW, "what did you do?", score=0.8)
+    other = Candidate("o", NOW, "unrelated", score=0.3)
+    ranked = expand([q, other], {"q": [("a", _row("I went to the support group")),
+                                       ("q", _row("self: ignored"))]}, 0.5)
+    assert [c.key for c in ranked] == ["q", "a", "o"]  # the answer turn joins, above weak hits
+    a = ranked[1]
+    assert a.score == pytest.approx(0.4) and a.components == {"neighbour": pytest.approx(0.4)}
+    assert q.score == 0.8  # the hit itself is not its own neighbour
+
+
+def test_only_the_strongest_neighbour_counts() -> None:
+    a = Candidate("a", NOW, "a", score=0.8)
+    b = Candidate("b", NOW, "b", score=0.4)
+    mid = Candidate("m", NOW, "m", score=0.1)
+    expand([a, b, mid], {"a": [("m", _row("m"))], "b": [("m", _row("m"))]}, 0.5)
+    assert mid.score == pytest.approx(0.1 + 0.4)
+
+
+def test_no_weight_or_no_neighbours_changes_nothing() -> None:
+    a = Candidate("a", NOW, "a", score=0.8)
+    assert expand([a], {"a": [("n", _row("n"))]}, 0.0) == [a]
+    assert expand([a], {}, 0.5) == [a]
+
+
+def test_similarity_can_be_scaled_per_query() -> None:
+    a = Candidate("a", NOW, "a", vector_sim=0.6)
+    b = Candidate("b", NOW, "b", vector_sim=0.4)
+    c = Candidate("c", NOW, "c", vector_sim=0.5, bm25=1.0)
+    fuse([a, b, c], NOW, Weights(0.5, 0.5, 0.0, vector_norm="minmax"))
+    assert (a.components["vector"], b.components["vector"]) == (1.0, 0.0)
+    assert c.components["vector"] == pytest.approx(0.5)
+    assert c.score == pytest.approx(0.75)
+    fuse([a], NOW, Weights(vector_norm="minmax"))  # one candidate: no range, used as is
+    assert a.components["vector"] == pytest.approx(0.6)
+
+
+@pytest.mark.parametrize(("query", "refs"), [
+    ("What did Melanie show Caroline on October 13, 2023?", [DateRef(2023, 10, 13)]),
+    ("What happened on 8 May 2023", [DateRef(2023, 5, 8)]),
+    ("the 5th of June", [DateRef(None, 6, 5)]),
+    ("When did Melanie go camping in July?", [DateRef(None, 7, None)]),
+    ("plans for March 2022", [DateRef(2022, 3, None)]),
+    ("How many times in 2023?", [DateRef(2023, None, None)]),
+    ("what failed yesterday", [DateRef(2026, 1, 4)]),
+    ("You may go now", []),  # "may" the verb is no month
+    ("march on", []),
+    ("disk usage in dec", []),
+])
+def test_dates_named_in_queries(query: str, refs: list[DateRef]) -> None:
+    assert date_refs(query, NOW) == refs
+
+
+def test_memories_on_a_named_date_are_boosted() -> None:
+    july = Candidate("j", datetime(2023, 7, 3, tzinfo=UTC), "j", score=0.5)
+    may = Candidate("m", datetime(2023, 5, 3, tzinfo=UTC), "m", score=0.5)
+    boost_dated([july, may], date_refs("camping in July", NOW), 0.2)
+    assert july.score == pytest.approx(0.7) and july.components["date"] == 0.2
+    assert may.score == 0.5
+    boost_dated([may], [], 0.2)
+    assert may.score == 0.5
+
+
+def test_idf_is_per_namespace_once_the_namespace_is_big_enough() -> None:
+    ts = TermStats(pool=None, min_namespace_docs=10)  # type: ignore[arg-type]
+    ts.ns_df = {"logs": {"nginx": 90, "disk": 1}, "chat": {"nginx": 1, "disk": 1},
+                "tiny": {"nginx": 1}}
+    ts.ns_docs = {"logs": 100, "chat": 100, "tiny": 1}
+    ts.df, ts.n_docs = {"nginx": 92, "disk": 2}, 201
+    assert ts.idf("nginx", "chat") > ts.idf("nginx", "logs")  # rare here, common there
+    assert ts.idf("nginx", "tiny") == ts.idf("nginx")  # too small: the overall statistics
+    assert ts.idf("nginx", "unknown") == ts.idf("nginx")
+    assert [t for t, _ in ts.select(["nginx", "disk"], namespace="logs", min_docs_to_prune=50)] \
+        == ["disk"]
+    assert [t for t, _ in ts.select(["nginx", "disk"], namespace="chat", min_docs_to_prune=50)] \
+        == ["nginx", "disk"]
+
+
+def test_shares_decay_with_distance_on_either_side() -> None:
+    hit = Candidate("h", NOW, "h", score=1.0)
+    rows = [("b2", _row("b2", NOW - timedelta(seconds=2))), ("b1", _row("b1", NOW - timedelta(seconds=1))),
+            ("a1", _row("a1", NOW + timedelta(seconds=1))), ("a2", _row("a2", NOW + timedelta(seconds=2)))]
+    out = {c.key: c.score for c in expand([hit], {"h": rows}, 0.5, decay=0.5)}
+    assert out["b1"] == out["a1"] == pytest.approx(0.5)
+    assert out["b2"] == out["a2"] == pytest.approx(0.25)
