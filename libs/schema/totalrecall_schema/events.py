@@ -43,6 +43,10 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def _fit(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 class EventMetadata(BaseModel):
     """Structured fields used for filtering; unknown keys are kept (scrubbed)."""
 
@@ -127,8 +131,10 @@ class MemoryEvent(BaseModel):
 
     @model_validator(mode="after")
     def _scrub_and_size(self) -> MemoryEvent:
-        self.summary = scrub_text(self.summary)
-        self.detail = scrub_text(self.detail)
+        # A redaction marker can be longer than the secret it replaces: trim what scrubbing grew
+        # past a limit, so that the event validates again in every later stage (no dead letter).
+        self.summary = _fit(scrub_text(self.summary), MAX_SUMMARY_CHARS)
+        self.detail = _fit(scrub_text(self.detail), MAX_DETAIL_CHARS)
         extra = self.metadata.model_extra
         if extra:
             extra.update(scrub_value(dict(extra)))
@@ -136,7 +142,7 @@ class MemoryEvent(BaseModel):
             val = getattr(self.metadata, name)
             if val is not None:
                 setattr(self.metadata, name, scrub_text(val))
-        self.metadata.tags = [scrub_text(t) for t in self.metadata.tags]
+        self.metadata.tags = [_fit(scrub_text(t), MAX_TAG_CHARS) for t in self.metadata.tags]
         size = len(json.dumps(self.metadata.model_dump(mode="json"), default=str))
         if size > MAX_METADATA_BYTES:
             raise ValueError(f"metadata is {size} bytes; the limit is {MAX_METADATA_BYTES}")

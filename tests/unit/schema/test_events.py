@@ -3,6 +3,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 from totalrecall_schema import EmbeddedEvent, MemoryEvent, RecallRequest, Topology, memory_key
+from totalrecall_schema.events import MAX_SUMMARY_CHARS, MAX_TAG_CHARS
 
 
 def test_defaults_and_key_are_stable() -> None:
@@ -58,3 +59,14 @@ def test_topologies_are_isolated() -> None:
     assert a.events_stream != b.events_stream
     assert a.events_subject("error") == "tone.events.error"
     assert Topology().events_subject("system.process") == "memory.events.system.process"
+
+
+def test_scrubbing_that_grows_a_field_past_its_limit_still_validates_downstream() -> None:
+    # "[REDACTED]" is longer than "abc123": scrubbing lengthens a summary that was at the limit.
+    summary = (("x " * 900) + "password=abc123 " * 12)[:MAX_SUMMARY_CHARS]
+    ev = MemoryEvent(summary=summary, category="system.process",
+                     metadata={"tags": ["password=abc" + "x" * 48]})
+    assert "abc123" not in ev.summary and len(ev.summary) <= MAX_SUMMARY_CHARS
+    assert all(len(t) <= MAX_TAG_CHARS for t in ev.metadata.tags)
+    # the embedder and the indexer parse it again: it must not become a dead letter
+    assert MemoryEvent.model_validate_json(ev.model_dump_json()) == ev
