@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -90,6 +91,12 @@ _MEMORY_COLUMNS = ("key, id, namespace, ts, category, subcategory, actor, severi
                    "detail, metadata, tier")
 
 
+_COLUMNS_M = ", ".join(f"m.{c.strip()}" for c in _MEMORY_COLUMNS.split(","))
+
+#: Query texts whose lexemes `PostgresStore` remembers.
+LEXEME_CACHE_SIZE = 1024
+
+
 #: A memory's conversation, whichever key its producer used (eval/agents: `session`; the flush
 #: endpoint: `session_id`).
 _THREAD = ("coalesce({t}.metadata->>'session', {t}.metadata->>'session_id', "
@@ -138,9 +145,15 @@ class PostgresStore:
         self.term_stats = term_stats
         self.scan_cap = scan_cap
         self.timeout = timeout  # per statement; None = no limit
+        self._lexeme_cache: OrderedDict[str, tuple[str, ...]] = OrderedDict()
 
     async def bm25(self, terms: Sequence[str], namespace: str, since: datetime | None,
                    category: str | None, limit: int) -> list[tuple[str, float]]:
+        return [(k, r) for k, r, _ in await self.bm25_rows(terms, namespace, since, category, limit)]
+
+    async def bm25_rows(self, terms: Sequence[str], namespace: str, since: datetime | None,
+                        category: str | None, limit: int) -> list[tuple[str, float, Memory]]:
+        """`bm25` with each hit's row, so that fusion need not fetch it again."""
         weighted = await self._weighted(terms, namespace)
         if not weighted:
             return []
@@ -152,18 +165,23 @@ class PostgresStore:
                            for i in range(n))
         # Scoring touches every match, so a query made only of common words would scan much of
         # the table: rank at most `scan_cap` matches, the most recent ones.
+        # The ranked rows' columns come along (joined back by primary key for the `limit` winners
+        # only), so fusion fetches rows for vector-only candidates alone.
         sql = f"""
-            SELECT key, {score} + 0.5 * ts_rank(tsv, to_tsquery('simple', $1)) AS rank
-            FROM (SELECT key, tsv FROM memories
-                  WHERE tsv @@ to_tsquery('simple', $1) AND namespace = $2
-                    AND ($3::timestamptz IS NULL OR ts >= $3)
-                    AND ($4::text IS NULL OR category = $4)
-                  ORDER BY ts DESC LIMIT {int(self.scan_cap)}) AS m
-            ORDER BY rank DESC LIMIT $5"""
+            WITH r AS (
+                SELECT key, {score} + 0.5 * ts_rank(tsv, to_tsquery('simple', $1)) AS rank
+                FROM (SELECT key, tsv FROM memories
+                      WHERE tsv @@ to_tsquery('simple', $1) AND namespace = $2
+                        AND ($3::timestamptz IS NULL OR ts >= $3)
+                        AND ($4::text IS NULL OR category = $4)
+                      ORDER BY ts DESC LIMIT {int(self.scan_cap)}) AS m
+                ORDER BY rank DESC LIMIT $5)
+            SELECT r.rank, {_COLUMNS_M} FROM r JOIN memories m USING (key)
+            ORDER BY r.rank DESC"""
         quoted = [_operand(lx, self.prefix_min_chars) for lx, _ in weighted]
         rows = await self.pool.fetch(sql, " | ".join(quoted), namespace, since, category, limit,
                                      *quoted, *(w for _, w in weighted), timeout=self.timeout)
-        return [(r["key"], float(r["rank"])) for r in rows]
+        return [(r["key"], float(r["rank"]), _memory(r)) for r in rows]
 
     async def _weighted(self, terms: Sequence[str], namespace: str) -> list[tuple[str, float]]:
         """The query's lexemes that are searched, with their IDF weights."""
@@ -176,11 +194,22 @@ class PostgresStore:
         return [(lx, 1.0) for lx in lexemes[: self.max_terms]]
 
     async def _lexemes(self, text: str) -> list[str]:
-        """The query's lexemes exactly as the index stores them (english stemming, stopwords)."""
+        """The query's lexemes exactly as the index stores them (english stemming, stopwords).
+
+        Cached per text (the parse is deterministic): a repeated question, such as an agent's
+        recurring prompt, skips the round trip."""
+        cached = self._lexeme_cache.get(text)
+        if cached is not None:
+            self._lexeme_cache.move_to_end(text)
+            return list(cached)
         rows = await self.pool.fetch(
             "SELECT lexeme FROM unnest(to_tsvector('english', $1)) ORDER BY positions[1]", text,
             timeout=self.timeout)
-        return [r["lexeme"] for r in rows]
+        lexemes = [r["lexeme"] for r in rows]
+        self._lexeme_cache[text] = tuple(lexemes)
+        if len(self._lexeme_cache) > LEXEME_CACHE_SIZE:
+            self._lexeme_cache.popitem(last=False)
+        return lexemes
 
     async def rows(self, keys: Sequence[str]) -> dict[str, Memory]:
         if not keys:
@@ -205,7 +234,7 @@ class PostgresStore:
         """
         if not keys or window <= 0:
             return {}
-        cols = ", ".join(f"m.{c.strip()}" for c in _MEMORY_COLUMNS.split(","))
+        cols = _COLUMNS_M
         same_thread = f"""(CASE WHEN h.thread IS NOT NULL THEN {_THREAD.format(t="m")} = h.thread
                   ELSE {_THREAD.format(t="m")} IS NULL AND m.source = h.source
                        AND m.metadata->>'service' IS NOT DISTINCT FROM h.service

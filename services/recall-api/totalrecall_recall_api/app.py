@@ -156,7 +156,13 @@ async def _connect(settings: Settings, stack: AsyncExitStack) -> dict[str, Any]:
     stack.push_async_callback(nc.drain)
     js = nc.jetstream()
     await ensure_streams(js, settings.topology)
-    pool = await asyncpg.create_pool(settings.pg_dsn, min_size=1, max_size=10)
+    # Custom plans: asyncpg prepares every statement, and after five runs Postgres may switch
+    # to a generic plan that cannot see the query's tsquery or which filters are NULL, so the
+    # keyword search bitmap-scans every match instead of walking the newest ones.
+    server_settings = {"plan_cache_mode": settings.pg_plan_cache_mode} \
+        if settings.pg_plan_cache_mode else None
+    pool = await asyncpg.create_pool(settings.pg_dsn, min_size=settings.pg_pool_min,
+                                     max_size=settings.pg_pool_max, server_settings=server_settings)
     stack.push_async_callback(pool.close)
     term_stats = TermStats(pool, refresh_s=settings.term_stats_refresh_s)
     refresher = asyncio.create_task(term_stats.run())

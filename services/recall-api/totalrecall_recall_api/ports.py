@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from totalrecall_schema import (
     AdminReply,
@@ -53,3 +53,11 @@ class Store(Protocol):
     async def stats(self, namespace: str | None) -> dict[str, Any]: ...
 
     async def ping(self) -> bool: ...
+
+
+@runtime_checkable
+class RowsBM25(Protocol):
+    """A store whose keyword search also returns each hit's row (one round trip fewer)."""
+
+    async def bm25_rows(self, terms: Sequence[str], namespace: str, since: datetime | None,
+                        category: str | None, limit: int) -> list[tuple[str, float, Memory]]: ...

@@ -30,7 +30,7 @@ from .core.temporal import boost_dated, date_refs
 from .core.text import query_terms
 from .core.timeframe import plan
 from .metrics import Metrics
-from .ports import Embedder, Store, VectorIndex
+from .ports import Embedder, RowsBM25, Store, VectorIndex
 from .settings import Settings
 
 log = logging.getLogger("totalrecall.recall")
@@ -84,10 +84,23 @@ class RecallService:
             hits += await search(escalation)
         return hits
 
-    async def _bm25(self, req: RecallRequest, since: datetime | None) -> list[tuple[str, float]]:
+    async def _bm25(self, req: RecallRequest,
+                    since: datetime | None) -> list[tuple[str, float, Memory | None]]:
+        """Keyword hits, with their rows when the store can return them in the same query."""
         terms = query_terms(req.query)
-        return await self._timed("bm25", self.store.bm25(
-            terms, req.namespace, since, req.category, self.settings.bm25_candidates))
+        args = (terms, req.namespace, since, req.category, self.settings.bm25_candidates)
+        if isinstance(self.store, RowsBM25):
+            found = await self._timed("bm25", self.store.bm25_rows(*args))
+            return [(k, r, m) for k, r, m in found]
+        return [(k, r, None) for k, r in await self._timed("bm25", self.store.bm25(*args))]
+
+    async def _vector_rows(self, req: RecallRequest, since: datetime | None,
+                           tiers: tuple[str, ...], escalation: tuple[str, ...]
+                           ) -> tuple[list[VectorHit], list[tuple[str, Memory]]]:
+        """Vector hits and their rows: fetched while the keyword search still runs."""
+        hits = await self._guard("vector", self._vector(req, since, tiers, escalation))
+        rows = await self._guard("rows", self._timed("rows", self._rows([h.key for h in hits])))
+        return hits, rows
 
     async def _guard(self, component: str, aw: Awaitable[list[T]]) -> list[T]:
         """A missing component degrades recall, it never fails it."""
@@ -103,17 +116,17 @@ class RecallService:
         now = now or datetime.now(UTC)
         cls = classify(req.query, req.max_results)
         memories: list[Memory] = []
-        if cls.max_results > 0:
-            if cls.kind is QueryClass.CONTINUATION:
-                memories = await self.store.recent(req.namespace, None, req.category,
-                                                   cls.max_results)
-            else:
-                memories = await self._hybrid(req, cls.max_results, now,
-                                               diagnostic=cls.kind is QueryClass.DIAGNOSTIC)
         profile: list[Memory] = []
         if cls.max_results > 0:
-            profile = await self._guard("profile", self.store.recent(
-                req.namespace, None, "user_pattern", 5))
+            if cls.kind is QueryClass.CONTINUATION:
+                found: Awaitable[list[Memory]] = self.store.recent(
+                    req.namespace, None, req.category, cls.max_results)
+            else:
+                found = self._hybrid(req, cls.max_results, now,
+                                     diagnostic=cls.kind is QueryClass.DIAGNOSTIC)
+            # The user's patterns do not depend on the search: fetched alongside it.
+            memories, profile = await asyncio.gather(found, self._guard("profile", self.store.recent(
+                req.namespace, None, "user_pattern", 5)))
             profile = [p for p in profile if p.id not in {m.id for m in memories}]
         for m in memories:
             m.relative_time = relative_time(m.timestamp, now)
@@ -141,8 +154,8 @@ class RecallService:
                       diagnostic: bool = False) -> list[Memory]:
         s = self.settings
         p = plan(req.timeframe, now)
-        vec_hits, bm25_hits, recent = await asyncio.gather(
-            self._guard("vector", self._vector(req, p.since, p.first_tiers, p.escalation_tiers)),
+        (vec_hits, vec_rows), bm25_found, recent = await asyncio.gather(
+            self._vector_rows(req, p.since, p.first_tiers, p.escalation_tiers),
             self._guard("bm25", self._bm25(req, p.since)),
             self._guard("recent", self._recent_system(req, now) if diagnostic else _nothing()),
         )
@@ -153,7 +166,12 @@ class RecallService:
             if c is None or (c.vector_sim or 0) < h.score:
                 cands[h.key] = Candidate(h.key, datetime.fromtimestamp(h.timestamp_ms / 1000, UTC),
                                          h.summary, vector_sim=h.score, tier=h.tier)
-        rows = await self._guard("rows", self._rows([*cands, *(k for k, _ in bm25_hits)]))
+        bm25_hits = [(k, rank) for k, rank, _ in bm25_found]
+        rows = [*vec_rows, *((k, m) for k, _, m in bm25_found if m is not None)]
+        have = {k for k, _ in rows}
+        missing = [k for k, _ in bm25_hits if k not in have]  # a store without bm25_rows
+        if missing:
+            rows += await self._guard("rows", self._timed("rows", self._rows(missing)))
         # Defence in depth: whatever an upstream returns, only this namespace's memories leave.
         by_key = {k: m for k, m in rows if m.namespace == req.namespace}
         for key, rank in bm25_hits:

@@ -36,6 +36,11 @@ class Settings(BaseSettings):
     deep_search_timeout_s: float = 2.5
     pg_timeout_s: float = 2.0
     admin_timeout_s: float = 600.0
+    # Postgres connections: a recall runs up to four statements at once (keyword search, rows,
+    # profile, neighbours). `plan_cache_mode` for the pool's sessions ("" = server default).
+    pg_pool_min: int = 4
+    pg_pool_max: int = 10
+    pg_plan_cache_mode: str = "force_custom_plan"
 
     # Fusion (the design's weighted sum) and MMR.
     # Measured on LoCoMo (docs/eval.md): keyword evidence is the stronger signal for memories;

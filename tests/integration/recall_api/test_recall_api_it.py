@@ -399,3 +399,32 @@ async def test_neighbours_follow_the_thread_and_the_filters(pg_dsn: str) -> None
         assert await store.neighbours([keys["s1-2"]], 1, 3600.0, category="system.service") == {}
     finally:
         await pool.close()
+
+
+async def test_bm25_returns_its_rows_and_caches_lexemes(pg_dsn: str) -> None:
+    """The keyword search hands back each hit's row (so fusion fetches only vector-only rows),
+    ranked exactly as `bm25`; a repeated question's lexemes come from the cache."""
+    from totalrecall_recall_api.adapters import PostgresStore
+
+    await create_memories_table(pg_dsn)
+    t0 = datetime(2024, 2, 1, 9, 0, tzinfo=UTC)
+    keys = await insert_rows(pg_dsn, [
+        {"id": f"bmr-{i}", "namespace": "bmrows", "summary": s, "detail": d,
+         "ts": t0 + timedelta(minutes=i), "metadata": {"service": "nginx"}}
+        for i, (s, d) in enumerate([("nginx.service failed: exit code 1", "address in use"),
+                                    ("nginx reloaded", ""), ("disk at 91% capacity", "")])])
+    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
+    try:
+        store = PostgresStore(pool)
+        found = await store.bm25_rows(["nginx", "failed"], "bmrows", None, None, 10)
+        assert [k for k, _, _ in found] == [keys["bmr-0"], keys["bmr-1"]]
+        assert found[0][1] > found[1][1]
+        m = found[0][2]
+        assert (m.id, m.namespace, m.summary, m.detail) == (
+            "bmr-0", "bmrows", "nginx.service failed: exit code 1", "address in use")
+        assert m.metadata["service"] == "nginx"
+        assert await store.bm25(["nginx", "failed"], "bmrows", None, None, 10) == \
+            [(k, r) for k, r, _ in found]
+        assert list(store._lexeme_cache) == ["nginx failed"]
+    finally:
+        await pool.close()

@@ -352,3 +352,34 @@ async def test_memories_of_the_actor_a_query_names_come_first(client: httpx.Asyn
                                                         "maxResults": 2})).json()
     assert body["memories"][0]["id"] == "m"
     assert body["memories"][0]["metadata"]["_scores"]["actor"] > 0
+
+
+async def test_bm25_rows_are_not_fetched_twice(world: FakeWorld) -> None:
+    """A store whose keyword search returns rows: fusion fetches only the vector hits' rows,
+    and the answer is the same as with a plain store."""
+    class WithRows(FakeWorld):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fetched: list[list[str]] = []
+
+        async def bm25_rows(self, terms: Sequence[str], namespace: str, since: Any, category: Any,
+                            limit: int) -> list[tuple[str, float, Memory]]:
+            return [(k, r, self._memory(self.events[k]))
+                    for k, r in await self.bm25(terms, namespace, since, category, limit)]
+
+        async def rows(self, keys: Sequence[str]) -> dict[str, Memory]:
+            self.fetched.append(list(keys))
+            return await super().rows(keys)
+
+    answers = []
+    for w in (FakeWorld(), WithRows()):
+        await w.publish([MemoryEvent(id=f"e{i}", summary=s, category="system.service")
+                         for i, s in enumerate(["nginx failed", "disk full", "nginx restarted"])])
+        c = await _client(w)
+        r = await c.post("/memory/recall", json={"query": "why did nginx fail?"})
+        answers.append([(m["id"], m["score"]) for m in r.json()["memories"]])
+        if isinstance(w, WithRows):
+            vector_keys = {e.key for e in w.events.values()}
+            assert w.fetched and all(set(k) <= vector_keys for k in w.fetched)
+            assert len(w.fetched) == 1  # the vector hits' rows; none after the keyword search
+    assert answers[0] == answers[1] and answers[0]

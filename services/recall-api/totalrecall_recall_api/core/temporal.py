@@ -65,7 +65,7 @@ def date_refs(query: str, now: datetime) -> list[DateRef]:
             else:
                 month = g.get("month")
                 alone = month is not None and not (g.get("day") or g.get("year"))
-                if alone and month.lower() not in _SPELT_OUT:
+                if alone and str(month).lower() not in _SPELT_OUT:
                     continue
                 day_n = int(g["day"]) if g.get("day") else None
                 if day_n is not None and not 1 <= day_n <= 31:
