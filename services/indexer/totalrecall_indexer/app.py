@@ -184,7 +184,9 @@ def create_app(settings: Settings, *, indexer: Indexer | None = None,
         await idx.refresh_metrics()
         state["consuming"] = True
         state["consumer"] = asyncio.create_task(consume_loop(await subscribe()))
-        tasks = []
+        # Always on (not a background nicety): a tier whose last HNSW build was interrupted
+        # takes no writes until a build completed; ingest is redelivered meanwhile.
+        tasks = [asyncio.create_task(_held_builds_loop(idx, settings))]
         if settings.background_tasks:
             tasks += [asyncio.create_task(_compact_loop(idx, settings)),
                       asyncio.create_task(_optimize_loop(idx, settings))]
@@ -192,8 +194,9 @@ def create_app(settings: Settings, *, indexer: Indexer | None = None,
             tasks.append(asyncio.create_task(_memory_md_loop(idx, settings, state)))
         if settings.metrics_interval_s > 0:
             tasks.append(asyncio.create_task(_gauges_loop(idx, settings, state)))
-        if idx.tiers.reindex:  # a tier could not be opened: refill it from Postgres
-            tasks.append(asyncio.create_task(_reindex_loop(idx, settings, state)))
+        # A tier that could not be opened (refilled), or whose build was interrupted (checked):
+        # re-indexed from Postgres, whenever `tiers.reindex` lists one.
+        tasks.append(asyncio.create_task(_reindex_loop(idx, settings, state)))
         state["tasks"] = tasks
         state["ready"] = True
 
@@ -234,12 +237,15 @@ def create_app(settings: Settings, *, indexer: Indexer | None = None,
             return _json({"status": "error", "zvec": str(exc)}, 503)
         reindex = {t: {"reason": why, **idx.reindex_state.get(t, {})}
                    for t, why in idx.tiers.reindex.items()}
-        status = "ok" if pg_ok and nats_ok and not reindex else "degraded"
+        held = dict(idx.tiers.held)
+        status = "ok" if pg_ok and nats_ok and not reindex and not held else "degraded"
         body = {"status": status, "postgres": pg_ok, "nats": nats_ok,
                 "model": idx.tiers.model, "dim": idx.tiers.dim,
                 "docs": {t: int(s["doc_count"]) for t, s in tiers.items()}}
         if reindex:
             body["reindex"] = reindex
+        if held:
+            body["writes_held"] = held
         return _json(body, 200)
 
     app = AsgiFastStream(
@@ -284,16 +290,35 @@ async def _memory_md_loop(idx: Indexer, settings: Settings, state: dict[str, Any
 
 
 async def _reindex_loop(idx: Indexer, settings: Settings, state: dict[str, Any]) -> None:
-    """Refill quarantined tiers; retried while the embedder is unavailable."""
-    while idx.tiers.reindex:
+    """Re-index the tiers `tiers.reindex` lists; retried while the embedder is unavailable or
+    the tier's writes are held (its interrupted build is being completed)."""
+    while True:
+        if not idx.tiers.reindex:
+            await idx.reindex_wanted.wait()
+        idx.reindex_wanted.clear()
         try:
             await idx.reindex_tiers(state["embed"])
         except StoreUnavailable as exc:
-            log.warning("%s; retrying in %.0fs", exc, settings.memory_md_retry_s)
-            await asyncio.sleep(settings.memory_md_retry_s)
+            delay = settings.retry_delay_s if idx.tiers.held else settings.memory_md_retry_s
+            log.warning("%s; retrying in %.0fs", exc, delay)
+            with contextlib.suppress(TimeoutError):  # or as soon as a held build completed
+                await asyncio.wait_for(idx.reindex_wanted.wait(), timeout=delay)
         except Exception:
             log.exception("re-index failed; retrying")
             await asyncio.sleep(settings.memory_md_retry_s)
+
+
+async def _held_builds_loop(idx: Indexer, settings: Settings) -> None:
+    """Complete the HNSW build of every tier whose writes are held, whenever there is one."""
+    while True:
+        if not idx.tiers.held:
+            await idx.builds_wanted.wait()
+        idx.builds_wanted.clear()
+        try:
+            await idx.finish_held_builds()
+        except Exception:
+            log.exception("HNSW build of a tier with held writes failed; retrying")
+            await asyncio.sleep(settings.retry_delay_s)
 
 
 async def _gauges_loop(idx: Indexer, settings: Settings, state: dict[str, Any]) -> None:

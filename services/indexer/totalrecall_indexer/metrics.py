@@ -50,6 +50,15 @@ class Metrics:
         self.markdown_repairs = Counter(
             "totalrecall_indexer_markdown_repairs_total",
             "Torn daily-log tails repaired after a crash mid-append", registry=r)
+        self.build_repairs = Counter(
+            "totalrecall_indexer_build_repairs_total",
+            "HNSW builds completed to lift a tier's write hold (its previous build was "
+            "interrupted by a crash, or a Zvec write failed)", ["tier"], registry=r)
+        self.reindexed = Counter(
+            "totalrecall_indexer_reindexed_total",
+            "Memories Postgres has and a Zvec tier lacked, re-embedded and re-indexed (the tier was "
+            "quarantined, or checked after an interrupted HNSW build or a failed write)",
+            ["tier"], registry=r)
         self.memory_md_entries = Gauge("totalrecall_indexer_memory_md_entries",
                                        "Memories indexed from MEMORY.md", registry=r)
 

@@ -32,7 +32,7 @@ from .memory_md import SOURCE as MEMORY_MD_SOURCE
 from .memory_md import Entry, parse_memory_md
 from .pgstore import PgRow, PgStore
 from .search import TIERS, build_filter, distance_to_similarity, fuse_tier_hits, tier_for_age
-from .tiers import MAX_BATCH, ZDoc, ZvecTiers
+from .tiers import MAX_BATCH, TierUnavailable, ZDoc, ZvecTiers
 
 log = logging.getLogger("totalrecall.indexer")
 
@@ -74,6 +74,18 @@ def _is_data_error(exc: BaseException) -> bool:
 
     state = getattr(exc, "sqlstate", None) or ""
     return isinstance(exc, asyncpg.PostgresError) and state[:2] in ("22", "23")
+
+
+async def _build(tiers: ZvecTiers, tier: str) -> None:
+    """`tiers.optimize(tier)` in a thread; a cancelled caller still waits for the thread, so the
+    optimize lock is not released (and the collection not closed) under a running build."""
+    job = asyncio.ensure_future(asyncio.to_thread(tiers.optimize, tier))
+    try:
+        await asyncio.shield(job)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await job
+        raise
 
 
 def _now_ms() -> int:
@@ -120,6 +132,11 @@ class Indexer:
         self.progress: dict[str, Any] | None = None
         self.on_progress: ProgressFn | None = None
         self._progress_sent = 0.0
+        #: Set when a tier's writes are held: the app's repair loop then runs
+        #: `finish_held_builds` (an interrupted HNSW build must complete before writes).
+        self.builds_wanted = asyncio.Event()
+        #: Set when `tiers.reindex` may have gained a tier: the app's loop runs `reindex_tiers`.
+        self.reindex_wanted = asyncio.Event()
 
     # --- ingest ----------------------------------------------------------------------------
     def tier_for(self, ts_ms: int, now_ms: int) -> str:
@@ -185,6 +202,8 @@ class Indexer:
             if ok:
                 by_tier.setdefault(tier, []).append(_zdoc(ev))
 
+        self._check_writable(by_tier)
+
         # The three stores are written concurrently (Markdown and Zvec in threads); the batch
         # is acked only when all three succeeded, and every write is idempotent, so a retry
         # after a partial failure is safe.
@@ -217,6 +236,10 @@ class Indexer:
                     await asyncio.to_thread(self.tiers.upsert, tier, docs)
                 except OSError as exc:
                     raise StoreUnavailable(f"zvec {tier}: {exc}") from exc
+                except TierUnavailable as exc:
+                    # Never a data error: dead-lettering would ack a memory Zvec lacks.
+                    self.builds_wanted.set()
+                    raise StoreUnavailable(str(exc)) from exc
                 self._new_since_optimize[tier] += len(docs)
                 res.by_tier[tier] = len(docs)
             m.write_seconds.labels(store="zvec").observe(time.perf_counter() - t0)
@@ -241,6 +264,14 @@ class Indexer:
         if res.unembedded:
             m.events.labels(outcome="unembedded").inc(res.unembedded)
         return res
+
+    def _check_writable(self, tiers: Sequence[str] | dict[str, Any]) -> None:
+        """Raise StoreUnavailable (retry later) when one of `tiers` takes no writes yet."""
+        held = {t: self.tiers.held[t] for t in tiers if t in self.tiers.held}
+        if held:
+            self.builds_wanted.set()
+            raise StoreUnavailable("; ".join(f"zvec tier {t} takes no writes yet: {why}"
+                                             for t, why in held.items()))
 
     # --- search ----------------------------------------------------------------------------
     async def search(self, req: VectorSearchRequest) -> VectorSearchReply:
@@ -330,6 +361,8 @@ class Indexer:
         moved: dict[str, int] = {}
         for src, dst, max_age in (("hot", "warm", self.cfg.hot_max_age_s),
                                   ("warm", "cold", self.cfg.warm_max_age_s)):
+            if src in self.tiers.held or dst in self.tiers.held:
+                continue  # at the next pass, once the interrupted build has completed
             cutoff = now_ms - int(max_age * 1000)
             total = 0
             for _ in range(100_000):
@@ -384,12 +417,38 @@ class Indexer:
                 t0 = time.perf_counter()
                 log.info("building the HNSW of %s (%d docs, %.0f%% indexed)", tier,
                          st["doc_count"], 100 * st["index_completeness"])
-                await asyncio.to_thread(self.tiers.optimize, tier)
+                await _build(self.tiers, tier)
                 took = time.perf_counter() - t0
                 self._last_optimize[tier] = time.monotonic()
                 self.metrics.optimize_seconds.labels(tier=tier).observe(took)
                 done[tier] = round(took, 3)
             self.metrics.set_tier_stats(await asyncio.to_thread(self.tiers.stats))
+        return done
+
+    async def finish_held_builds(self) -> dict[str, float]:
+        """Complete an HNSW build of every tier whose writes are held (its last build was
+        interrupted by a crash, or a write failed): a completed build repairs zvec's write path
+        (see `build_guard`) and lifts the hold. Reads keep working meanwhile."""
+        done: dict[str, float] = {}
+        async with self._optimize_lock:
+            for tier in list(self.tiers.held):
+                if tier not in self.tiers.cols:
+                    continue
+                t0 = time.perf_counter()
+                log.warning("finishing the HNSW build of %s before it takes writes again (%s)",
+                            tier, self.tiers.held.get(tier))
+                await _build(self.tiers, tier)
+                took = time.perf_counter() - t0
+                self._new_since_optimize[tier] = 0
+                self._last_optimize[tier] = time.monotonic()
+                self.metrics.optimize_seconds.labels(tier=tier).observe(took)
+                self.metrics.build_repairs.labels(tier=tier).inc()
+                log.warning("HNSW build of %s completed in %.2fs: it takes writes again", tier,
+                            took)
+                done[tier] = round(took, 3)
+                self.reindex_wanted.set()  # then check it against Postgres
+        if done:
+            await self.refresh_metrics()
         return done
 
     async def refresh_metrics(self) -> None:
@@ -412,6 +471,7 @@ class Indexer:
             "rebuild": dict(self.progress) if self.progress else None,
             "reindex": {t: {"reason": why, **self.reindex_state.get(t, {})}
                         for t, why in self.tiers.reindex.items()},
+            "writes_held": dict(self.tiers.held),
         }
         try:
             out["pg_count"] = await self.pg.count()
@@ -429,6 +489,7 @@ class Indexer:
         if not keys:
             return {"forgotten": 0}
         async with self.write_lock:
+            self._check_writable(TIERS)  # before Postgres: all stores or none
             when = await self.pg.timestamps(keys, namespace)
             if namespace is not None:
                 keys = [k for k in keys if k in when]  # only what belongs to that namespace
@@ -557,24 +618,37 @@ class Indexer:
         await self.refresh_metrics()
         return result
 
-    # --- re-index of a tier that could not be opened ----------------------------------------
+    # --- re-index from Postgres: a quarantined tier, or one checked after a crash ------------
     async def reindex_tiers(self, embed: EmbedFn | None, chunk: int = 256) -> dict[str, int]:
-        """Refill every tier `tiers.reindex` lists (quarantined at open, started empty) from
-        Postgres, re-embedding the text with the index's model. Concurrent writes are fine:
-        upserts are idempotent and each chunk is re-checked against Postgres under the write
-        lock (a memory forgotten or promoted meanwhile is not resurrected). Raises
-        StoreUnavailable while the embedder is unavailable (call again later)."""
+        """Check every tier `tiers.reindex` lists against Postgres and re-index what Zvec
+        lacks, re-embedding the text with the index's model: a tier quarantined at open (started
+        empty: all of it), or one whose HNSW build was interrupted or whose write failed (zvec
+        may have lost memories: usually none). Concurrent writes are fine: upserts are
+        idempotent and each chunk is re-checked against Postgres under the write lock (a memory
+        forgotten or promoted meanwhile is not resurrected). Raises StoreUnavailable while the
+        embedder is unavailable or the tier's writes are held (call again later)."""
         done: dict[str, int] = {}
         for tier in list(self.tiers.reindex):
             generation = self._generation
             model = self.tiers.model
-            after, n = "", 0
-            self.reindex_state[tier] = {"done": 0, "started_at": time.time()}
+            after, n, checked = "", 0, 0
+            sample: list[str] = []  # a few of the re-indexed keys, for the log
+            started = time.time()
+            self.reindex_state[tier] = {"done": 0, "checked": 0, "started_at": started}
+            self._check_writable([tier])
             while True:
                 rows = await self.pg.tier_page(tier, model, after, chunk)
                 if not rows:
                     break
                 after = rows[-1]["key"]
+                checked += len(rows)
+                present = await asyncio.to_thread(self.tiers.present, tier,
+                                                  [r["key"] for r in rows])
+                rows = [r for r in rows if r["key"] not in present]
+                if not rows:
+                    self.reindex_state[tier] = {"done": n, "checked": checked,
+                                                "started_at": started}
+                    continue
                 events = [MemoryEvent.model_construct(
                     id=r["id"], namespace=r["namespace"], timestamp=r["ts"],
                     category=r["category"], subcategory=r["subcategory"],
@@ -597,14 +671,20 @@ class Indexer:
                                  id=r["id"], summary=r["summary"])
                             for r, vec in zip(rows, vectors, strict=True)
                             if r["key"] in alive and vec is not None]
-                    await asyncio.to_thread(self.tiers.upsert, tier, docs)
+                    try:
+                        await asyncio.to_thread(self.tiers.upsert, tier, docs)
+                    except TierUnavailable as exc:
+                        self.builds_wanted.set()
+                        raise StoreUnavailable(str(exc)) from exc
                     self._new_since_optimize[tier] += len(docs)
                 n += len(docs)
-                self.reindex_state[tier] = {"done": n, "started_at":
-                                            self.reindex_state[tier]["started_at"]}
+                sample += [d.key for d in docs][: 5 - len(sample)]
+                self.metrics.reindexed.labels(tier=tier).inc(len(docs))
+                self.reindex_state[tier] = {"done": n, "checked": checked, "started_at": started}
             await asyncio.to_thread(self.tiers.reindexed, tier)
             self.reindex_state.pop(tier, None)
-            log.warning("re-indexed tier %s from Postgres: %d memories", tier, n)
+            log.warning("re-indexed tier %s from Postgres: %d of %d memories were missing%s",
+                        tier, n, checked, f" (e.g. {', '.join(sample)})" if sample else "")
             done[tier] = n
         await self.refresh_metrics()
         return done
@@ -683,6 +763,7 @@ class Indexer:
         """Delete memories from Postgres and every Zvec tier (not from the daily logs)."""
         keys = list(dict.fromkeys(keys))
         async with self.write_lock:
+            self._check_writable(TIERS)  # before Postgres: all stores or none
             deleted = await self.pg.delete(keys)
             zvec_deleted = 0
             for tier in TIERS:

@@ -1,8 +1,9 @@
 """The Zvec collections: hot (fp32 HNSW), warm (int8 HNSW), cold (int4 HNSW).
 
 zvec is single-writer per process and its calls block: every method here is synchronous and is
-meant to run in a worker thread. Queries and upserts may run concurrently (zvec allows it);
-`optimize()` too.
+meant to run in a worker thread. Queries run concurrently with everything; a tier's writes wait
+while its HNSW build (`optimize()`) runs, and after a crash inside a build the tier takes no
+writes until a build has completed (both for zvec 0.8's crash behaviour: see `build_guard`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from zvec import (
     VectorSchema,
 )
 
+from .build_guard import BuildMarkers
 from .search import TIERS
 
 VECTOR = "semantic"
@@ -56,6 +58,11 @@ def _init_zvec(optimize_threads: int | None = None) -> None:
             with contextlib.suppress(Exception):  # already initialised in this process
                 zvec.init(log_level=zvec.LogLevel.WARN, optimize_threads=optimize_threads)
             _initialised = True
+
+
+class TierUnavailable(RuntimeError):
+    """A tier takes no writes until an HNSW build has completed (see `build_guard`): its last
+    build was interrupted, or a write to it just failed. Retry later; nothing is lost."""
 
 
 @dataclass
@@ -124,9 +131,17 @@ class ZvecTiers:
         self.cols: dict[str, Any] = {}
         self.dim = default_dim
         self.model: str | None = None
-        #: tier -> why it must be re-indexed (it could not be opened and was started empty);
+        #: tier -> why it must be re-indexed from Postgres (it could not be opened and was
+        #: started empty, or it is checked after an interrupted build or a failed write);
         #: kept in meta.json until the re-index is done.
         self.reindex: dict[str, str] = {}
+        #: tier -> why it takes no writes until a build completed
+        #: (`Indexer.finish_held_builds`); from the markers at open, or a failed write.
+        self.held: dict[str, str] = {}
+        self.markers = BuildMarkers(self.root)
+        # A tier's writes and its HNSW build never overlap (see `build_guard`): zvec 0.8 replays
+        # the writes made during a build with their vectors shifted onto other docs after a kill.
+        self._tier_locks: dict[str, threading.Lock] = {t: threading.Lock() for t in TIERS}
         self._meta_lock = threading.Lock()
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -145,10 +160,12 @@ class ZvecTiers:
         else:
             self.dim, self.model, self.reindex = self.default_dim, None, {}
             self._write_meta()
+        fresh: set[str] = set()  # started empty here: an interrupted build left nothing to fix
         for tier in TIERS:
             path = self.root / tier
             if not path.exists():
                 self.cols[tier] = self._create(tier)
+                fresh.add(tier)
                 continue
             try:
                 self.cols[tier] = zvec.open(str(path))
@@ -156,6 +173,19 @@ class ZvecTiers:
                 if "lock" in str(exc).lower():  # another process holds it: not ours to fix
                     raise
                 self.cols[tier] = self._quarantine(tier, str(exc))
+                fresh.add(tier)
+        self.held = {}
+        for tier, note in self.markers.pending().items():
+            if tier not in self.cols or tier in fresh:
+                self.markers.end(tier)
+                continue
+            # Opens and reads fine, but a write now could delete other memories (build_guard).
+            self.held[tier] = f"its HNSW build was interrupted ({note}); finishing it first"
+            log.warning("zvec tier %s: the last HNSW build did not finish (%s); it takes no "
+                        "writes until a build has completed, then it is checked against "
+                        "Postgres", tier, note)
+            self._verify_later(tier, "its HNSW build was interrupted: every memory of the tier "
+                                     "is checked against Postgres")
 
     def _create(self, tier: str) -> Any:
         return zvec.create_and_open(str(self.root / tier),
@@ -172,6 +202,14 @@ class ZvecTiers:
         self.reindex[tier] = f"{reason} (moved to {broken.name})"
         self._write_meta()
         return self._create(tier)
+
+    def _verify_later(self, tier: str, why: str) -> None:
+        """Record (durably, in meta.json) that `tier` must be checked against Postgres and its
+        missing memories re-indexed (`Indexer.reindex_tiers`)."""
+        with self._meta_lock:
+            if tier not in self.reindex:
+                self.reindex[tier] = why
+                self._write_meta()
 
     def reindexed(self, tier: str) -> None:
         with self._meta_lock:
@@ -197,6 +235,7 @@ class ZvecTiers:
         self.close()
         for tier in TIERS:
             shutil.rmtree(self.root / tier, ignore_errors=True)
+            self.markers.end(tier)  # open() below starts every tier empty: nothing to repair
         self.dim, self.model, self.reindex = dim, model, {}
         self._write_meta()
         self.open()
@@ -225,27 +264,56 @@ class ZvecTiers:
             return model == self.model and dim == self.dim
 
     # --- writes ----------------------------------------------------------------------------
+    def _writable(self, tier: str) -> Any:
+        """The collection, when `tier` takes writes (call with the tier's lock held)."""
+        why = self.held.get(tier)
+        if why is not None:
+            raise TierUnavailable(f"zvec tier {tier} takes no writes yet: {why}")
+        return self.cols[tier]
+
+    def hold(self, tier: str, why: str) -> None:
+        """No more writes to `tier` until a build completed, in this process and after a
+        restart (the marker)."""
+        self.held[tier] = why
+        try:
+            self.markers.begin(tier, why)
+            self._verify_later(tier, f"{why}; every memory of the tier is checked against "
+                                     "Postgres")
+        except OSError as exc:  # disk full: the hold still stands in this process
+            log.error("cannot record the write hold of zvec tier %s: %s", tier, exc)
+
     def upsert(self, tier: str, docs: list[ZDoc]) -> int:
-        col = self.cols[tier]
+        """Waits while the tier's HNSW build runs."""
         n = 0
-        for i in range(0, len(docs), MAX_BATCH):
-            chunk = docs[i: i + MAX_BATCH]
-            statuses = col.upsert([d.to_doc() for d in chunk])
-            bad = [s for s in statuses if not s.ok()]
-            if bad:
-                raise RuntimeError(f"zvec upsert into {tier} failed: {bad[0].message()}")
-            n += len(chunk)
+        with self._tier_locks[tier]:
+            col = self._writable(tier)
+            for i in range(0, len(docs), MAX_BATCH):
+                chunk = docs[i: i + MAX_BATCH]
+                statuses = col.upsert([d.to_doc() for d in chunk])
+                bad = [s for s in statuses if not s.ok()]
+                if bad:
+                    # Schema violations raise ValueError before anything is written; a failed
+                    # status is the store itself (seen after an interrupted build). Writing on
+                    # could delete other docs: hold the tier until a build repaired it.
+                    why = (f"zvec upsert failed for {len(bad)} of {len(chunk)} docs: "
+                           f"{bad[0].code()} {bad[0].message()}".strip())
+                    log.error("zvec tier %s: %s; holding its writes until an HNSW build "
+                              "completed", tier, why)
+                    self.hold(tier, why)
+                    raise TierUnavailable(f"zvec upsert into {tier} failed: {why}")
+                n += len(chunk)
         return n
 
     def delete(self, tier: str, keys: list[str]) -> int:
-        """Delete keys from one tier; returns how many existed."""
+        """Delete keys from one tier; returns how many existed. Waits while its build runs."""
         if not keys:
             return 0
-        col = self.cols[tier]
         n = 0
-        for i in range(0, len(keys), MAX_BATCH):
-            statuses = col.delete(keys[i: i + MAX_BATCH])
-            n += sum(1 for s in statuses if s.ok())
+        with self._tier_locks[tier]:
+            col = self._writable(tier)
+            for i in range(0, len(keys), MAX_BATCH):
+                statuses = col.delete(keys[i: i + MAX_BATCH])
+                n += sum(1 for s in statuses if s.ok())
         return n
 
     def fetch_older(self, tier: str, cutoff_ms: int, limit: int = MAX_BATCH,
@@ -259,12 +327,35 @@ class ZvecTiers:
         res = self.cols[tier].query(filter=flt, topk=limit, include_vector=True)
         return [ZDoc.from_doc(d) for d in res]
 
+    def present(self, tier: str, keys: list[str]) -> set[str]:
+        """Which of `keys` can be fetched, vector included, from `tier` or another tier
+        (compaction may have moved a memory before Postgres learnt its new tier)."""
+        found: set[str] = set()
+        for name in [tier, *(t for t in TIERS if t != tier)]:
+            rest = [k for k in keys if k not in found]
+            if not rest or name not in self.cols:
+                continue
+            for i in range(0, len(rest), MAX_BATCH):
+                found |= set(self.cols[name].fetch(rest[i: i + MAX_BATCH], include_vector=True))
+        return found
+
     def fetch(self, tier: str, keys: list[str]) -> dict[str, ZDoc]:
         docs = self.cols[tier].fetch(keys, include_vector=True)
         return {k: ZDoc.from_doc(d) for k, d in docs.items()}
 
     def optimize(self, tier: str) -> None:
-        self.cols[tier].optimize()
+        """Build the HNSW of `tier` with its writes waiting, bracketed by its marker (see
+        `build_guard`); a completed build also lifts a write hold. Searches go on."""
+        with self._tier_locks[tier]:
+            self.markers.begin(tier)
+            try:
+                self.cols[tier].optimize()
+            except Exception as exc:
+                # Unknown state, as after a kill: the marker stays, writes wait for a build.
+                self.hold(tier, f"its HNSW build failed: {type(exc).__name__}: {exc}")
+                raise
+            self.markers.end(tier)
+            self.held.pop(tier, None)
 
     def flush(self) -> None:
         for col in self.cols.values():
