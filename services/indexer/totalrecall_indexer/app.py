@@ -341,3 +341,9 @@ async def _optimize_loop(idx: Indexer, settings: Settings) -> None:
                 log.info("HNSW built: %s", done)
         except Exception:
             log.exception("optimize failed")
+        try:
+            grown = await idx.pg.vacuum_if_grown(settings.vacuum_min_new_rows)
+            if grown:
+                log.info("vacuumed the Postgres mirror after %d inserts", grown)
+        except Exception:
+            log.exception("vacuum failed")

@@ -171,6 +171,21 @@ class PgStore:
         except Exception:
             return False
 
+    async def vacuum_if_grown(self, min_new_rows: int) -> int:
+        """`VACUUM (ANALYZE)` the table once `min_new_rows` were inserted since the last vacuum
+        (autovacuum's or ours); returns the rows that triggered it (0: nothing done). After bulk
+        loads (rebuild, backfill, a burst) this keeps BM25 on index-only scans (the visibility
+        map) and the planner's statistics fresh, without waiting for autovacuum."""
+        if min_new_rows <= 0:
+            return 0
+        async with self._p().acquire() as conn:
+            grown = await conn.fetchval(
+                "SELECT n_ins_since_vacuum FROM pg_stat_user_tables WHERE relname = 'memories'")
+            if not grown or grown < min_new_rows:
+                return 0
+            await conn.execute("VACUUM (ANALYZE) memories")  # not in a transaction: allowed
+            return int(grown)
+
     async def upsert(self, rows: Sequence[PgRow]) -> None:
         if not rows:
             return

@@ -1,0 +1,44 @@
+"""The Postgres mirror is vacuumed (visibility map, statistics) once enough rows arrived."""
+
+from __future__ import annotations
+
+import asyncpg
+from indexer_it_helpers import wait_for
+from totalrecall_indexer.core.pgstore import PgStore
+
+
+async def _inserted_since_vacuum(conn: asyncpg.Connection) -> int:
+    return int(await conn.fetchval(
+        "SELECT coalesce(n_ins_since_vacuum, 0) FROM pg_stat_user_tables "
+        "WHERE relname = 'memories'") or 0)
+
+
+async def test_vacuum_runs_after_enough_inserts_and_only_then(pg_dsn: str) -> None:
+    store = PgStore(pg_dsn)
+    await store.start()
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        await conn.execute("""
+            INSERT INTO memories (key, id, namespace, ts, category, subcategory, actor, source,
+                                  severity, summary)
+            SELECT 'k' || i, 'id' || i, 'default', now(), 'system.service', 'fail', 'system',
+                   'test', 'error', 'unit ' || i || ' failed'
+            FROM generate_series(1, 300) AS i""")
+        assert await store.vacuum_if_grown(1000) == 0  # not enough yet
+        # Postgres publishes its table statistics asynchronously (at most ~1 s later).
+        await wait_for(lambda: _grown(conn), timeout=15, what="insert statistics")
+        assert await store.vacuum_if_grown(200) >= 300
+        assert await _inserted_since_vacuum(conn) == 0
+        vacuumed = await conn.fetchval(
+            "SELECT last_vacuum IS NOT NULL AND last_analyze IS NOT NULL "
+            "FROM pg_stat_user_tables WHERE relname = 'memories'")
+        assert vacuumed
+        assert await store.vacuum_if_grown(200) == 0  # nothing new since
+        assert await store.vacuum_if_grown(0) == 0  # disabled
+    finally:
+        await conn.close()
+        await store.close()
+
+
+async def _grown(conn: asyncpg.Connection) -> bool:
+    return await _inserted_since_vacuum(conn) >= 300
