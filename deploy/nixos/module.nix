@@ -257,8 +257,8 @@ in
         type = types.nullOr types.ints.positive;
         default = null;
         description = ''
-          How long a memory stays in the cold tier; null keeps it forever (the default, and the
-          only behaviour of the indexer today). The Markdown daily logs are never deleted.
+          How old a memory may get before it is dropped from the indexes (Zvec, Postgres); null
+          keeps it forever (the default). The Markdown daily logs are never deleted.
         '';
       };
     };

@@ -53,6 +53,7 @@ def build_indexer(settings: Settings, metrics: Metrics | None = None,
         metrics=metrics,
         config=IndexerConfig(
             hot_max_age_s=settings.hot_max_age_s, warm_max_age_s=settings.warm_max_age_s,
+            cold_max_age_s=settings.cold_max_age_s,
             search_ef=settings.search_ef, optimize_min_new_docs=settings.optimize_min_new_docs,
             optimize_max_delay_s=settings.optimize_max_delay_s,
             embed_batch=settings.embed_batch, memory_md_namespace=settings.memory_md_namespace,

@@ -13,6 +13,10 @@ class Metrics:
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.docs = Gauge("totalrecall_indexer_docs", "Docs per Zvec tier", ["tier"], registry=r)
+        self.expired = Counter(
+            "totalrecall_indexer_expired_total",
+            "Memories dropped from the indexes by cold-tier retention (kept in the Markdown)",
+            registry=r)
         self.pg_rows = Gauge("totalrecall_indexer_pg_rows", "Rows in Postgres memories",
                              registry=r)
         self.index_completeness = Gauge(

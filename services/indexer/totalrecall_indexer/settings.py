@@ -40,6 +40,9 @@ class Settings(BaseSettings):
     # tiers
     hot_max_age_s: float = 24 * 3600
     warm_max_age_s: float = 90 * 24 * 3600
+    #: Retention of the cold tier: memories older than this are forgotten from every store, with
+    #: an audit line in the daily log (unset: kept forever). MEMORY.md memories never expire.
+    cold_max_age_s: float | None = Field(default=None, gt=0)
     compact_interval_s: float = 600.0
     optimize_interval_s: float = 30.0
     #: Build the HNSW once this many docs arrived since the last build …

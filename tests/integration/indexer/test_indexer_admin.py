@@ -138,6 +138,24 @@ async def test_forget(settings: Settings, harness: Harness) -> None:
         assert (await admin(harness, verb="forget")).ok is False
 
 
+async def test_retention_forgets_what_is_older_than_the_cold_tier_keeps(
+        settings: Settings, harness: Harness) -> None:
+    vecs = unit_vectors(3, seed=8)
+    events = [make_event(i, vecs[i], age=timedelta(days=[1, 200, 400][i])) for i in range(3)]
+    year = 365 * 86_400.0
+    async with running(settings.model_copy(update={"cold_max_age_s": year})) as app:
+        await ingest(harness, settings, events)
+        moved = await app.indexer.compact()
+        assert moved["expired"] == 1  # (each was written straight into its tier by age)
+        left = await rows(settings.pg_dsn, "SELECT id, tier FROM memories ORDER BY id")
+        assert [(r["id"], r["tier"]) for r in left] == [("ev-0", "warm"), ("ev-1", "cold")]
+        assert {t: s["doc_count"] for t, s in app.indexer.tiers.stats().items()} == \
+            {"hot": 0, "warm": 1, "cold": 1}
+        texts = "".join(p.read_text() for p in (settings.home / "memory" / "daily").glob("*.md"))
+        assert events[2].event.summary in texts  # the ground truth keeps it
+        assert (await app.indexer.compact())["expired"] == 0
+
+
 async def _fake_embedder(h: Harness, table: dict[str, list[float]]) -> Any:
     """Answers rpc_embed_batch like the embedder would, from a text → vector table."""
     calls: list[int] = []

@@ -22,9 +22,7 @@ PREFIXES = {"TR_EMBEDDER_": "totalrecall_embedder", "TR_INDEXER_": "totalrecall_
             "TR_RECALL_": "totalrecall_recall_api", "TR_WATCHERS_": "totalrecall_watchers"}
 # Variables the deployment already sets for settings a service has not implemented yet (they are
 # ignored until then: every Settings has extra="ignore"). Remove an entry once it exists.
-PENDING = {
-    "TR_INDEXER_COLD_MAX_AGE_S": "indexer: cold-tier retention (NixOS tiers.cold.retentionDays)",
-}
+PENDING: dict[str, str] = {}
 
 
 def _unit(path: Path) -> configparser.ConfigParser:
@@ -141,7 +139,6 @@ def test_every_tr_variable_is_a_setting() -> None:
     assert not unknown, f"not a field of the service's Settings: {unknown}"
 
 
-@pytest.mark.xfail(reason="settings the deployment passes that the services do not have yet", strict=False)
 def test_pending_variables_are_implemented() -> None:
     missing = {v: why for v, why in PENDING.items() if not _is_setting(v)}
     assert not missing, missing

@@ -59,6 +59,8 @@ class BatchResult:
 class IndexerConfig:
     hot_max_age_s: float = 24 * 3600
     warm_max_age_s: float = 90 * 24 * 3600
+    #: Retention: memories older than this are forgotten everywhere (None: kept forever).
+    cold_max_age_s: float | None = None
     search_ef: int = 128
     optimize_min_new_docs: int = 2000
     optimize_max_delay_s: float = 900.0
@@ -384,6 +386,8 @@ class Indexer:
                 if len(docs) < MAX_BATCH:
                     break
             moved[f"{src}->{dst}"] = total
+        if self.cfg.cold_max_age_s is not None and not self.tiers.held:
+            moved["expired"] = await self.expire(now_ms - int(self.cfg.cold_max_age_s * 1000))
         self.last_compaction = {"at": datetime.now(UTC).isoformat(), **moved}
         await self.refresh_metrics()
         return moved
@@ -483,6 +487,24 @@ class Indexer:
         if out["pg_count"] is not None:
             self.metrics.pg_rows.set(out["pg_count"])
         return out
+
+    async def expire(self, cutoff_ms: int) -> int:
+        """Retention: drop what is older than the cutoff from the indexes (Zvec, Postgres),
+        except the curated MEMORY.md memories. The Markdown daily logs keep them: they are the
+        ground truth (a rebuild re-indexes them and the next compaction drops them again)."""
+        cutoff = datetime.fromtimestamp(cutoff_ms / 1000, UTC)
+        total = 0
+        while keys := await self.pg.keys_older_than(cutoff, MAX_BATCH):
+            async with self.write_lock:
+                self._check_writable(TIERS)
+                for tier in TIERS:  # Zvec first: a crash in between leaves Postgres to retry
+                    await asyncio.to_thread(self.tiers.delete, tier, keys)
+                await self.pg.delete(keys)
+            total += len(keys)
+            self.metrics.expired.inc(len(keys))
+        if total:
+            log.info("retention: dropped %d memories older than %s from the indexes", total, cutoff)
+        return total
 
     async def forget(self, keys: Sequence[str], namespace: str | None = None) -> dict[str, Any]:
         keys = list(dict.fromkeys(keys))

@@ -171,6 +171,13 @@ class PgStore:
         except Exception:
             return False
 
+    async def keys_older_than(self, cutoff: datetime, limit: int) -> list[str]:
+        """The oldest memories before `cutoff` (retention), never the curated MEMORY.md ones."""
+        rows = await self._p().fetch(
+            "SELECT key FROM memories WHERE ts < $1 AND source <> 'MEMORY.md' ORDER BY ts LIMIT $2",
+            cutoff, limit)
+        return [r["key"] for r in rows]
+
     async def vacuum_if_grown(self, min_new_rows: int) -> int:
         """`VACUUM (ANALYZE)` the table once `min_new_rows` were inserted since the last vacuum
         (autovacuum's or ours); returns the rows that triggered it (0: nothing done). After bulk
