@@ -257,7 +257,9 @@ class Indexer:
 
         done_ms = _now_ms()
         for ev in batch:
-            lag = (done_ms - ev.event.ts_ms) / 1000.0
+            # A folded repeat keeps its first occurrence's timestamp: measure from the last one.
+            seen = ev.last_seen.timestamp() * 1000 if ev.last_seen else ev.event.ts_ms
+            lag = (done_ms - max(seen, ev.event.ts_ms)) / 1000.0
             if lag >= 0:
                 m.searchable_seconds.observe(lag)
         res.indexed = sum(1 for ok in vec_ok.values() if ok)
