@@ -38,6 +38,7 @@ let
     network = 60;
     nixos = 30;
     sessions = 30;
+    hardware = 30;
   };
 
   mkPolledWatcher = name: interval: {

@@ -24,12 +24,13 @@ from .settings import Settings
 log = logging.getLogger("totalrecall_watchers")
 
 WATCHER_NAMES = ("process", "journal", "services", "storage", "filesystem", "network", "nixos",
-                 "sessions", "timers")
+                 "sessions", "timers", "hardware")
 
 
 def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher], list[str]]:
     """The enabled watchers (in priority order) and the names of the disabled ones."""
     from .core.filesystem import FilesystemWatcher
+    from .core.hardware import HardwareWatcher
     from .core.journal import JournalWatcher
     from .core.network import NetworkWatcher
     from .core.nixos import NixosWatcher
@@ -56,6 +57,7 @@ def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher]
         "nixos": lambda: NixosWatcher(ctx, s.nixos),
         "sessions": lambda: SessionsWatcher(ctx, interval_s=s.sessions.interval_s),
         "timers": lambda: TimersWatcher(ctx, interval_s=s.timers.interval_s),
+        "hardware": lambda: HardwareWatcher(ctx, s.hardware),
     }
     enabled: list[Watcher] = []
     disabled: list[str] = []

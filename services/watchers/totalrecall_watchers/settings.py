@@ -126,6 +126,26 @@ class SessionsSettings(WatcherSettings):
     interval_s: float = Field(default=30.0, gt=0)
 
 
+class HardwareSettings(WatcherSettings):
+    interval_s: float = Field(default=30.0, gt=0)
+    #: USB attach/detach from `<sysfs_root>/bus/usb/devices`.
+    usb: bool = True
+    #: Battery charge (psutil) and AC power plugged/unplugged.
+    battery: bool = True
+    #: Reported at or below these while not on AC (and once when back above the warning level).
+    battery_warn_percent: float = Field(default=20.0, gt=0, le=100)
+    battery_critical_percent: float = Field(default=10.0, gt=0, le=100)
+    #: Temperature sensors and fans (psutil).
+    sensors: bool = True
+    #: Used when a sensor gives no `high` / `critical` of its own.
+    temp_warn_c: float = 85.0
+    temp_critical_c: float = 95.0
+    #: A hot sensor is back to normal this many degrees below its warning level.
+    temp_hysteresis_c: float = Field(default=5.0, ge=0)
+    #: Where sysfs is mounted (tests point it at a fake tree).
+    sysfs_root: str = "/sys"
+
+
 class RateLimitSettings(BaseModel):
     """Token buckets: design budget 50–200 events/hour at steady state, bursts allowed."""
 
@@ -168,6 +188,7 @@ class Settings(BaseSettings):
     network: NetworkSettings = Field(default_factory=NetworkSettings)
     nixos: NixosSettings = Field(default_factory=NixosSettings)
     sessions: SessionsSettings = Field(default_factory=SessionsSettings)
+    hardware: HardwareSettings = Field(default_factory=HardwareSettings)
     rate_limit: RateLimitSettings = Field(default_factory=RateLimitSettings)
     spool: SpoolSettings = Field(default_factory=SpoolSettings)
 
