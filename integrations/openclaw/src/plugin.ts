@@ -74,18 +74,25 @@ function formatMemory(m: Memory): string {
 }
 
 /** One recall answer from several namespaces: the server's block when one namespace has hits,
- * otherwise the merged hits (best score first) formatted the same way. */
+ * otherwise the hits interleaved by rank, the agent's own namespace first (answers come in that
+ * order). Scores are normalised per query and namespace, so they are not compared across them:
+ * a strong match in the agent's namespace must not lose to a weak one elsewhere. */
 export function mergeRecalls(answers: RecallResponse[], maxResults: number): RecallResponse {
   const withHits = answers.filter((a) => a.memories.length > 0);
   if (withHits.length <= 1) {
     return withHits[0] ?? { memories: [], system_memory: "" };
   }
   const seen = new Set<string>();
-  const memories = withHits
-    .flatMap((a) => a.memories)
-    .sort((a, b) => b.score - a.score)
-    .filter((m) => (seen.has(m.id) ? false : (seen.add(m.id), true)))
-    .slice(0, maxResults);
+  const memories: Memory[] = [];
+  const depth = Math.max(...withHits.map((a) => a.memories.length));
+  for (let rank = 0; rank < depth && memories.length < maxResults; rank++) {
+    for (const a of withHits) {
+      const m = a.memories[rank];
+      if (m === undefined || seen.has(m.id) || memories.length >= maxResults) continue;
+      seen.add(m.id);
+      memories.push(m);
+    }
+  }
   const block = `<system_memory retrieved_at="${new Date().toISOString()}" source="totalrecall">\n`
     + memories.map(formatMemory).join("\n\n") + "\n</system_memory>";
   return { memories, system_memory: block };

@@ -78,14 +78,18 @@ describe("automatic recall (before_prompt_build)", () => {
     assert.equal(fake.bodies("/memory/recall").length, 4);
   });
 
-  it("merges hits of the agent and shared namespaces by score", () => {
+  it("merges the agent's and shared namespaces by rank, its own first (scores differ in scale)", () => {
     const m = (id: string, score: number) => ({ id, score, timestamp: "2026-11-22T10:00:00Z",
       category: "c", summary: `s-${id}` });
     const merged = mergeRecalls([
-      { memories: [m("a", 0.5), m("b", 0.9)], system_memory: "A" },
-      { memories: [m("c", 0.7), m("b", 0.9)], system_memory: "C" },
-    ], 2);
-    assert.deepEqual(merged.memories.map((x) => x.id), ["b", "c"]);
+      { memories: [m("a", 0.9), m("b", 0.5), m("d", 0.4)], system_memory: "A" },
+      { memories: [m("c", 1.7), m("b", 1.5), m("e", 1.4)], system_memory: "C" },
+    ], 4);
+    assert.deepEqual(merged.memories.map((x) => x.id), ["a", "c", "b", "d"]);
+    assert.deepEqual(mergeRecalls([
+      { memories: [m("a", 0.9)], system_memory: "A" },
+      { memories: [m("c", 1.7), m("e", 1.4)], system_memory: "C" },
+    ], 2).memories.map((x) => x.id), ["a", "c"]);
     assert.ok(merged.system_memory.startsWith("<system_memory"));
     assert.equal(mergeRecalls([{ memories: [m("a", 1)], system_memory: "ONLY" },
       { memories: [], system_memory: "" }], 6).system_memory, "ONLY");
