@@ -181,7 +181,10 @@ class PostgresStore:
         quoted = [_operand(lx, self.prefix_min_chars) for lx, _ in weighted]
         rows = await self.pool.fetch(sql, " | ".join(quoted), namespace, since, category, limit,
                                      *quoted, *(w for _, w in weighted), timeout=self.timeout)
-        return [(r["key"], float(r["rank"]), _memory(r)) for r in rows]
+        # In units of the query's ideal match (every searched term matched): comparable across
+        # queries, so fusion can tell a one-common-word match from a strong one.
+        ideal = sum(w for _, w in weighted) or 1.0
+        return [(r["key"], float(r["rank"]) / ideal, _memory(r)) for r in rows]
 
     async def _weighted(self, terms: Sequence[str], namespace: str) -> list[tuple[str, float]]:
         """The query's lexemes that are searched, with their IDF weights."""

@@ -192,7 +192,7 @@ class RecallService:
                 c.text = f"{m.summary} {m.detail}"
                 c.category = m.category
         weights = Weights(s.weight_vector, s.weight_bm25, s.weight_recency, s.half_life_hours,
-                          s.vector_norm)
+                          s.vector_norm, s.bm25_min_coverage, s.vector_floor)
         ranked = fuse(list(cands.values()), now, weights)
         boost_dated(ranked, date_refs(req.query, now), s.date_boost)
         boost_actors(ranked, {k: m.actor for k, m in by_key.items()}, req.query, s.actor_boost)

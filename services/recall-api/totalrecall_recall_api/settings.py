@@ -50,6 +50,8 @@ class Settings(BaseSettings):
     weight_recency: float = 0.15
     half_life_hours: float = 168.0
     vector_norm: Literal["raw", "minmax"] = "minmax"
+    # With min-max: similarities under this count as no vector evidence (the scale starts here).
+    vector_floor: float = 0.2
     mmr_lambda: float = 0.7
     vector_candidates: int = 40
     bm25_candidates: int = 40
@@ -78,6 +80,9 @@ class Settings(BaseSettings):
     # `bm25_max_df_ratio` of all memories are dropped (near-stopwords: slow and uninformative).
     bm25_max_terms: int = 8
     bm25_max_df_ratio: float = 0.2
+    # The BM25 component is the match's score over the best of the query, but over no less than
+    # this share of the ideal match (every searched term): a weak best match stays weak.
+    bm25_min_coverage: float = 0.3
     # Query words this long also match as prefixes (`nginx` → `nginx.service`); 0 turns it off.
     bm25_prefix_min_chars: int = 4
 

@@ -117,3 +117,24 @@ def test_fusion_normalises_bm25_per_query_and_clips_negative_similarity() -> Non
     assert a.components == {"vector": 0.0, "bm25": 1.0, "recency": 1.0}
     assert b.components["bm25"] == 0.5
     assert a.score == pytest.approx(0.30 + 0.15) and b.score == pytest.approx(0.15 + 0.15)
+
+
+def test_a_weak_best_keyword_match_stays_weak_under_the_coverage_floor() -> None:
+    # Ranks in units of the query's ideal match: 0.1 = one common word of the question.
+    weak = Candidate("weak", NOW, "user: root", bm25=0.1)
+    fuse([weak], NOW, Weights(bm25_floor=0.3))
+    assert weak.components["bm25"] == pytest.approx(0.1 / 0.3)
+    strong, weaker = Candidate("s", NOW, "s", bm25=0.8), Candidate("w", NOW, "w", bm25=0.4)
+    fuse([strong, weaker], NOW, Weights(bm25_floor=0.3))  # the floor does not bind: per query
+    assert (strong.components["bm25"], weaker.components["bm25"]) == (1.0, 0.5)
+
+
+def test_min_max_similarity_starts_at_the_floor() -> None:
+    w = Weights(vector_norm="minmax", vector_floor=0.2)
+    a, b, c = (Candidate(k, NOW, k, vector_sim=s) for k, s in (("a", 0.6), ("b", 0.4), ("c", 0.1)))
+    fuse([a, b, c], NOW, w)
+    assert [x.components["vector"] for x in (a, b, c)] == pytest.approx([1.0, 0.5, 0.0])
+    # nothing related (every similarity under the floor): no vector evidence, not a 1
+    d, e = Candidate("d", NOW, "d", vector_sim=0.15), Candidate("e", NOW, "e", vector_sim=0.05)
+    fuse([d, e], NOW, w)
+    assert d.components["vector"] == 0.0 and e.components["vector"] == 0.0

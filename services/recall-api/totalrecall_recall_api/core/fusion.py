@@ -32,14 +32,24 @@ class Weights:
     #: How vector similarity is put on a 0–1 scale: "raw" (cosine as is) or "minmax" (over this
     #: query's vector candidates).
     vector_norm: str = "raw"
+    #: BM25 is divided by the best BM25 of the query, but by no less than this: a store that
+    #: scores in units of the query's ideal match (PostgresStore) thus keeps a weak best match
+    #: (one common word of five) weak instead of scaling it to 1.
+    bm25_floor: float = 0.0
+    #: Cosine similarity below which a candidate has no vector evidence (min-max scaling).
+    vector_floor: float = 0.0
 
 
-def _scaler(values: Sequence[float], how: str) -> tuple[float, float]:
-    """(offset, scale) so that (v - offset) / scale maps this query's values onto 0–1."""
+def _scaler(values: Sequence[float], how: str, floor: float = 0.0) -> tuple[float, float]:
+    """(offset, scale) so that (v - offset) / scale maps this query's values onto 0–1. With
+    min-max, similarities under `floor` map to 0 and the range starts at the floor: a query
+    whose best match is unrelated gets no vector evidence at all, rather than a 1."""
     if how == "minmax" and values:
-        lo, hi = min(values), max(values)
+        lo, hi = max(min(values), floor), max(values)
         if hi > lo:
             return lo, hi - lo
+        if hi <= floor:
+            return floor, float("inf")  # nothing related: every component is 0
     return 0.0, 1.0
 
 
@@ -55,9 +65,9 @@ def fuse(cands: Sequence[Candidate], now: datetime, w: Weights) -> list[Candidat
     BM25 is divided by the best BM25 of this query (ranks are only comparable within a query).
     A component a candidate lacks counts as 0.
     """
-    best_bm25 = max((c.bm25 for c in cands if c.bm25), default=0.0)
+    best_bm25 = max(max((c.bm25 for c in cands if c.bm25), default=0.0), w.bm25_floor)
     v_off, v_scale = _scaler([c.vector_sim for c in cands if c.vector_sim is not None],
-                             w.vector_norm)
+                             w.vector_norm, w.vector_floor)
     for c in cands:
         v = max(0.0, (c.vector_sim - v_off) / v_scale) if c.vector_sim is not None else 0.0
         b = (c.bm25 / best_bm25) if (c.bm25 and best_bm25 > 0) else 0.0
