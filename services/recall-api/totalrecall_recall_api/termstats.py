@@ -35,11 +35,18 @@ class TermStats:
     refreshed_at: float = 0.0
     last_duration_s: float = 0.0
     analyzed_at_n: int = 0
+    #: Refresh early once the table grew by this share since the last refresh (a bulk ingest:
+    #: its namespace would otherwise rank with the overall statistics for up to `refresh_s`).
+    growth_ratio: float = 0.2
+    #: How often growth is checked (one cheap statistics read).
+    check_s: float = 5.0
+    inserted_at_refresh: int = 0
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def refresh(self) -> None:
         async with self._lock:
             t0 = time.perf_counter()
+            inserted = await self.inserted()  # before reading: what arrives meanwhile counts
             try:
                 sizes = await self.pool.fetch(
                     "SELECT namespace, count(*) AS n FROM memories GROUP BY namespace")
@@ -58,6 +65,7 @@ class TermStats:
             self.n_docs = sum(self.ns_docs.values())
             await self._analyze_after_growth()
             self.refreshed_at = time.monotonic()
+            self.inserted_at_refresh = inserted
             self.last_duration_s = time.perf_counter() - t0
             log.info("term stats: %d lexemes over %d memories in %.2fs", len(self.df),
                      self.n_docs, time.perf_counter() - t0)
@@ -77,16 +85,35 @@ class TermStats:
     def stale(self) -> bool:
         return time.monotonic() - self.refreshed_at > self.refresh_s
 
+    async def inserted(self) -> int:
+        """Rows ever inserted into the table (Postgres' cumulative statistics; 0 if unknown)."""
+        try:
+            n = await self.pool.fetchval(
+                "SELECT n_tup_ins FROM pg_stat_user_tables WHERE relname = 'memories'")
+        except Exception:
+            return 0
+        return int(n or 0)
+
+    def grown(self, inserted: int) -> bool:
+        new = inserted - self.inserted_at_refresh
+        return new > 0 and new >= max(50, self.growth_ratio * self.n_docs)
+
     async def run(self) -> None:
-        """Background refresher; quick first refresh, then every `refresh_s`."""
+        """Background refresher: every `refresh_s`, and early after a burst of inserts."""
         while True:
             try:
                 await self.refresh()
             except Exception as exc:
                 log.warning("term stats refresh failed: %s", exc)
             # Never spend more than ~5% of the database's time on statistics.
-            pause = max(self.refresh_s, 20 * self.last_duration_s) if self.n_docs else 5.0
-            await asyncio.sleep(pause)
+            floor = 20 * self.last_duration_s
+            pause = max(self.refresh_s, floor) if self.n_docs else 5.0
+            waited = 0.0
+            while waited < pause:
+                await asyncio.sleep(self.check_s)
+                waited += self.check_s
+                if waited >= floor and self.grown(await self.inserted()):
+                    break
 
     def corpus(self, namespace: str | None = None) -> tuple[dict[str, int], int]:
         """(lexeme → document count, number of documents) of `namespace`, or overall when the

@@ -428,3 +428,27 @@ async def test_bm25_returns_its_rows_and_caches_lexemes(pg_dsn: str) -> None:
         assert list(store._lexeme_cache) == ["nginx failed"]
     finally:
         await pool.close()
+
+
+async def test_term_stats_notice_a_burst_of_inserts(pg_dsn: str) -> None:
+    from totalrecall_recall_api.termstats import TermStats
+
+    await create_memories_table(pg_dsn)
+    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
+    try:
+        ts = TermStats(pool, refresh_s=3600)
+        await ts.refresh()
+        assert ts.n_docs == 0 and not ts.grown(await ts.inserted())
+        await insert_rows(pg_dsn, [{"id": f"burst-{i}", "namespace": "conv",
+                                    "summary": f"Caroline talked about pottery class {i}"}
+                                   for i in range(60)])
+
+        async def noticed() -> bool:  # Postgres publishes table statistics within ~1 s
+            return ts.grown(await ts.inserted())
+
+        await wait_for(noticed, 15, "the burst in the table statistics")
+        await ts.refresh()
+        assert ts.ns_docs == {"conv": 60} and ts.corpus("conv")[0]["potteri"] == 60
+        assert not ts.grown(await ts.inserted())
+    finally:
+        await pool.close()

@@ -39,3 +39,12 @@ def test_longer_words_also_match_as_prefixes() -> None:
     assert _operand("nginx") == "'nginx':*"  # reaches `nginx.service`, `nginx.conf`
     assert _operand("80") == "'80'" and _operand("cpu") == "'cpu'"
     assert _operand("o'neil") == "'o''neil'"  # only plain words get the prefix
+
+
+def test_a_burst_of_inserts_triggers_an_early_refresh() -> None:
+    ts = _stats({"nginx": 10}, 1000)
+    ts.inserted_at_refresh = 5000
+    assert not ts.grown(5000) and not ts.grown(5100)  # 100 new rows of 1000: under 20 %
+    assert ts.grown(5200)
+    small = _stats({}, 0)  # an empty store: the first 50 rows are worth a refresh
+    assert not small.grown(49) and small.grown(50)
