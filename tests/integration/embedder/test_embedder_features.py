@@ -29,23 +29,6 @@ from totalrecall_embedder.settings import Settings
 from totalrecall_schema import EmbeddedEvent, EmbedReply, EmbedRequest, MemoryEvent, Topology
 
 
-@pytest.fixture
-def settings(nats_url: str, topology: Topology, tr_home: Path, model_path: Path) -> Settings:
-    return Settings(nats_url=nats_url, subject_prefix=topology.prefix,
-                    stream_prefix=topology.stream_prefix, home=tr_home, model_path=model_path,
-                    retry_delay_s=0.3, n_threads=1, query_n_threads=1)
-
-
-@pytest.fixture
-async def nc(nats_url: str, topology: Topology) -> Any:
-    from totalrecall_schema import ensure_streams
-
-    client = await nats.connect(nats_url)
-    await ensure_streams(client.jetstream(), topology)
-    yield client
-    await client.close()
-
-
 async def get_json(app: Any, path: str) -> Any:
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                  base_url="http://t") as client:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import json
 import math
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,7 +13,6 @@ from typing import Any
 
 import httpx
 import nats
-import pytest
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from totalrecall_embedder.app import create_app
 from totalrecall_embedder.settings import Settings
@@ -25,41 +23,18 @@ from totalrecall_schema import (
     EmbedRequest,
     MemoryEvent,
     Topology,
-    ensure_streams,
 )
+from waiting import wait_for as _wait_for
 
 DIM = 384
 
 
-async def wait_for(pred: Callable[[], Awaitable[Any]], timeout: float = 30.0,
-                   interval: float = 0.05, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await pred()
-        if last:
-            return last
-        await asyncio.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last={last!r})")
+# The embedder's waits default to 30 s (a model load and a batch on a busy CPU).
+wait_for = functools.partial(_wait_for, timeout=30.0)
 
 
 def cos(a: list[float], b: list[float]) -> float:
     return sum(x * y for x, y in zip(a, b, strict=True))
-
-
-@pytest.fixture
-def settings(nats_url: str, topology: Topology, tr_home: Path, model_path: Path) -> Settings:
-    return Settings(nats_url=nats_url, subject_prefix=topology.prefix,
-                    stream_prefix=topology.stream_prefix, home=tr_home, model_path=model_path,
-                    retry_delay_s=0.3, n_threads=1, query_n_threads=1)
-
-
-@pytest.fixture
-async def nc(nats_url: str, topology: Topology) -> AsyncIterator[Any]:
-    client = await nats.connect(nats_url)
-    await ensure_streams(client.jetstream(), topology)
-    yield client
-    await client.close()
 
 
 class Collector:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,22 +14,12 @@ import pytest
 from totalrecall_indexer.app import create_app
 from totalrecall_indexer.settings import Settings
 from totalrecall_schema import EmbeddedEvent, EventMetadata, MemoryEvent, Topology, ensure_streams
+from waiting import wait_for as wait_for  # the indexer tests' import of it
 
 DIM = 384
 MODEL = "test-model:0123456789ab"
 
 
-async def wait_for(pred: Callable[[], Awaitable[Any]], timeout: float = 15.0,
-                   interval: float = 0.05, what: str = "condition") -> Any:
-    """Poll `pred` until it returns something truthy or the deadline passes."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await pred()
-        if last:
-            return last
-        await asyncio.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last={last!r})")
 
 
 def unit_vectors(n: int, seed: int = 0) -> np.ndarray:

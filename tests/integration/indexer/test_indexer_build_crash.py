@@ -46,7 +46,7 @@ print("built", flush=True)
 _WRITE_DURING_BUILD = r'''
 import os, signal, sys, threading
 from pathlib import Path
-sys.path.insert(0, sys.argv[3])
+sys.path[:0] = [sys.argv[3], str(Path(sys.argv[3]).parents[1])]  # its folder and tests/
 from test_indexer_build_crash import N, _docs
 from indexer_it_helpers import unit_vectors
 from totalrecall_indexer.core.tiers import ZvecTiers

@@ -9,8 +9,7 @@ import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -34,6 +33,7 @@ from totalrecall_schema import (
     VectorSearchRequest,
     memory_key,
 )
+from waiting import wait_for
 
 NOW = datetime.now(UTC)
 
@@ -51,16 +51,6 @@ CREATE INDEX IF NOT EXISTS memories_tsv_gin ON memories USING GIN (tsv);
 """
 
 
-async def wait_for(pred: Callable[[], Awaitable[Any]], timeout: float = 15.0,
-                   what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await pred()
-        if last:
-            return last
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last={last!r})")
 
 
 async def create_memories_table(dsn: str) -> None:
@@ -336,7 +326,7 @@ async def test_bearer_token_over_real_http(settings: Settings, pg_dsn: str) -> N
                                            log_level="warning", lifespan="on"))
     task = asyncio.create_task(server.serve())
     try:
-        await wait_for(lambda: asyncio.sleep(0, server.started), 20, "uvicorn to start")
+        await wait_for(lambda: asyncio.sleep(0, server.started), timeout=20, what="uvicorn to start")
         base = f"http://127.0.0.1:{port}"
         async with httpx.AsyncClient(base_url=base, timeout=10) as c:
             q = {"query": "nginx"}
@@ -446,7 +436,7 @@ async def test_term_stats_notice_a_burst_of_inserts(pg_dsn: str) -> None:
         async def noticed() -> bool:  # Postgres publishes table statistics within ~1 s
             return ts.grown(await ts.inserted())
 
-        await wait_for(noticed, 15, "the burst in the table statistics")
+        await wait_for(noticed, timeout=15, what="the burst in the table statistics")
         await ts.refresh()
         assert ts.ns_docs == {"conv": 60} and ts.corpus("conv")[0]["potteri"] == 60
         assert not ts.grown(await ts.inserted())

@@ -1,0 +1,28 @@
+"""Fixtures of the embedder integration tests: the embedder's settings for this test's subjects,
+streams and home, and a NATS connection with the streams in place."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from totalrecall_embedder.settings import Settings
+from totalrecall_schema import Topology, ensure_streams
+
+
+@pytest.fixture
+def settings(nats_url: str, topology: Topology, tr_home: Path, model_path: Path) -> Settings:
+    return Settings(nats_url=nats_url, subject_prefix=topology.prefix,
+                    stream_prefix=topology.stream_prefix, home=tr_home, model_path=model_path,
+                    retry_delay_s=0.3, n_threads=1, query_n_threads=1)
+
+
+@pytest.fixture
+async def nc(nats_url: str, topology: Topology) -> AsyncIterator[Any]:
+    client = await nats.connect(nats_url)
+    await ensure_streams(client.jetstream(), topology)
+    yield client
+    await client.close()
