@@ -50,9 +50,9 @@ class Settings(BaseSettings):
     #: … or once this long has passed with an incomplete index.
     optimize_max_delay_s: float = 900.0
     background_tasks: bool = True
-    #: VACUUM (ANALYZE) the Postgres mirror after this many inserts (checked with the optimize
-    #: loop; 0: leave it to autovacuum).
-    vacuum_min_new_rows: int = 5000
+    #: VACUUM (ANALYZE) the Postgres mirror after this many inserts, and a fifth of its rows
+    #: (checked with the optimize loop; 0: leave it to autovacuum).
+    vacuum_min_new_rows: int = 1000
     #: Threads zvec may use for an HNSW build (the machine has 2 cores shared by everyone).
     optimize_threads: int = 1
 

@@ -34,7 +34,6 @@ class TermStats:
     min_namespace_docs: int = 50
     refreshed_at: float = 0.0
     last_duration_s: float = 0.0
-    analyzed_at_n: int = 0
     #: Refresh early once the table grew by this share since the last refresh (a bulk ingest:
     #: its namespace would otherwise rank with the overall statistics for up to `refresh_s`).
     growth_ratio: float = 0.2
@@ -63,24 +62,11 @@ class TermStats:
             self.ns_df, self.df = ns_df, df
             self.ns_docs = {r["namespace"]: int(r["n"]) for r in sizes}
             self.n_docs = sum(self.ns_docs.values())
-            await self._analyze_after_growth()
             self.refreshed_at = time.monotonic()
             self.inserted_at_refresh = inserted
             self.last_duration_s = time.perf_counter() - t0
             log.info("term stats: %d lexemes over %d memories in %.2fs", len(self.df),
                      self.n_docs, time.perf_counter() - t0)
-
-    async def _analyze_after_growth(self) -> None:
-        """Planner statistics after bulk loads: without them Postgres estimates a few hundred
-        rows per namespace and scans the whole namespace instead of the newest matches.
-        (Autovacuum gets there too, but only after its nap.)"""
-        if self.n_docs < 1000 or self.n_docs < 1.2 * self.analyzed_at_n:
-            return
-        try:
-            await self.pool.execute("ANALYZE memories")
-            self.analyzed_at_n = self.n_docs
-        except asyncpg.InsufficientPrivilegeError:
-            self.analyzed_at_n = self.n_docs  # not ours to do: leave it to autovacuum
 
     def stale(self) -> bool:
         return time.monotonic() - self.refreshed_at > self.refresh_s

@@ -179,16 +179,20 @@ class PgStore:
         return [r["key"] for r in rows]
 
     async def vacuum_if_grown(self, min_new_rows: int) -> int:
-        """`VACUUM (ANALYZE)` the table once `min_new_rows` were inserted since the last vacuum
-        (autovacuum's or ours); returns the rows that triggered it (0: nothing done). After bulk
-        loads (rebuild, backfill, a burst) this keeps BM25 on index-only scans (the visibility
-        map) and the planner's statistics fresh, without waiting for autovacuum."""
+        """`VACUUM (ANALYZE)` the table once at least `min_new_rows`, and a fifth of its rows,
+        were inserted since the last vacuum (autovacuum's or ours); returns the rows that
+        triggered it (0: nothing done). After bulk loads (rebuild, backfill, a burst) this keeps
+        BM25 on index-only scans (the visibility map) and the planner's statistics fresh
+        (without them Postgres scans a whole namespace instead of its newest matches), without
+        waiting for autovacuum's nap. The indexer owns the table: nothing else maintains it."""
         if min_new_rows <= 0:
             return 0
         async with self._p().acquire() as conn:
-            grown = await conn.fetchval(
-                "SELECT n_ins_since_vacuum FROM pg_stat_user_tables WHERE relname = 'memories'")
-            if not grown or grown < min_new_rows:
+            row = await conn.fetchrow(
+                "SELECT n_ins_since_vacuum AS grown, n_live_tup AS live FROM pg_stat_user_tables "
+                "WHERE relname = 'memories'")
+            grown = int(row["grown"] or 0) if row else 0
+            if not grown or grown < max(min_new_rows, 0.2 * (int(row["live"] or 0) - grown)):
                 return 0
             await conn.execute("VACUUM (ANALYZE) memories")  # not in a transaction: allowed
             return int(grown)
