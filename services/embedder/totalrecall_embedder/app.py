@@ -222,8 +222,10 @@ def create_app(settings: Settings, *, embedder_backend: EmbedBackend | None = No
     async def after_startup() -> None:
         # The RPC subscriptions are registered once the server has processed our SUBs:
         # a request racing the start would otherwise get "no responders".
-        with contextlib.suppress(Exception):
-            await broker.connection.flush(timeout=5)
+        try:
+            await broker.connection.flush(timeout=10)
+        except Exception as exc:  # requests may see "no responders" for a moment
+            log.warning("could not confirm the RPC subscriptions with the server: %r", exc)
         state["consuming"] = True
         state["consumer"] = asyncio.create_task(consume_loop())
         if state["journal"] is not None:

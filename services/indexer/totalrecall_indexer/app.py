@@ -182,6 +182,11 @@ def create_app(settings: Settings, *, indexer: Indexer | None = None,
             idx.on_progress = publish_progress
 
     async def after_startup() -> None:
+        # The RPC subscriptions are in place once the server has processed our SUBs.
+        try:
+            await broker.connection.flush(timeout=10)
+        except Exception as exc:  # requests may see "no responders" for a moment
+            log.warning("could not confirm the RPC subscriptions with the server: %r", exc)
         await idx.refresh_metrics()
         state["consuming"] = True
         state["consumer"] = asyncio.create_task(consume_loop(await subscribe()))

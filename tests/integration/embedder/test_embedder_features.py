@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import httpx
-import nats
 import pytest
 from test_embedder_pipeline import (
     DIM,
@@ -27,6 +26,7 @@ from test_embedder_pipeline import (
 from totalrecall_embedder.core.backend import LlamaBackend
 from totalrecall_embedder.settings import Settings
 from totalrecall_schema import EmbeddedEvent, EmbedReply, EmbedRequest, MemoryEvent, Topology
+from waiting import request_served
 
 
 async def get_json(app: Any, path: str) -> Any:
@@ -37,16 +37,8 @@ async def get_json(app: Any, path: str) -> Any:
 
 
 async def rpc(nc: Any, subject: str, texts: list[str], kind: str = "query") -> EmbedReply:
-    """A request right after an app (re)start may race its subscription on a loaded machine:
-    retry "no responders" for a few seconds."""
     payload = EmbedRequest(texts=texts, kind=kind).model_dump_json().encode()  # type: ignore[arg-type]
-
-    async def ask() -> Any:
-        try:
-            return await nc.request(subject, payload, timeout=30)
-        except nats.errors.NoRespondersError:
-            return None
-    msg = await wait_for(ask, timeout=10, interval=0.1, what=f"a responder on {subject}")
+    msg = await request_served(nc, subject, payload)
     return EmbedReply.model_validate_json(msg.data)
 
 

@@ -24,6 +24,7 @@ from totalrecall_schema import (
     MemoryEvent,
     Topology,
 )
+from waiting import request_served
 from waiting import wait_for as _wait_for
 
 DIM = 384
@@ -138,8 +139,8 @@ async def test_query_rpc_and_batch_rpc(settings: Settings, nc: Any,
         req = EmbedRequest(texts=["Why is my system slow?",
                                   "Chrome is using 3.8GB of RAM and swap is at 94%",
                                   "I prefer tabs over spaces and dark themes in my editor"])
-        msg = await nc.request(topology.rpc_embed_query, req.model_dump_json().encode(),
-                               timeout=30)
+        msg = await request_served(nc, topology.rpc_embed_query,
+                                   req.model_dump_json().encode())
         rep = EmbedReply.model_validate_json(msg.data)
         assert rep.error is None and rep.vectors is not None and rep.dim == DIM
         q, rel, unrel = rep.vectors
@@ -220,9 +221,9 @@ async def test_without_a_model_events_flow_on_without_vectors(
         msgs = await out.wait(1)
         await wait_for(lambda: consumer_settled(nc, topology), what="acked")
         rep = EmbedReply.model_validate_json(
-            (await nc.request(topology.rpc_embed_query,
-                              EmbedRequest(texts=["x"]).model_dump_json().encode(),
-                              timeout=10)).data)
+            (await request_served(nc, topology.rpc_embed_query,
+                                  EmbedRequest(texts=["x"]).model_dump_json().encode(),
+                                  timeout=10)).data)
         assert rep.error and "unavailable" in rep.error and rep.vectors is None
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:

@@ -14,6 +14,7 @@ import pytest
 from totalrecall_indexer.app import create_app
 from totalrecall_indexer.settings import Settings
 from totalrecall_schema import EmbeddedEvent, EventMetadata, MemoryEvent, Topology, ensure_streams
+from waiting import request_served
 from waiting import wait_for as wait_for  # the indexer tests' import of it
 
 DIM = 384
@@ -71,7 +72,8 @@ class Harness:
                                   headers={"Nats-Msg-Id": ev.event.key + msg_id_suffix})
 
     async def request(self, subject: str, payload: Any, timeout: float = 30.0) -> bytes:
-        msg = await self.nc.request(subject, payload.model_dump_json().encode(), timeout=timeout)
+        msg = await request_served(self.nc, subject, payload.model_dump_json().encode(),
+                                   timeout=timeout)
         return msg.data
 
 
