@@ -2,10 +2,10 @@
 overhead of the service in %), query latency while ingest runs, and re-ingest through the
 embedding cache.
 
-Runs the real embedder app (in this process) with the real GGUF against a real nats-server
-(started in a temporary directory unless --nats-url is given), with a fresh temporary
-$TOTALRECALL_HOME (a cold embedding cache). Texts are synthetic sentences of ~30–45 tokens, all
-different (dedup is off, so every event is embedded).
+Runs the real embedder service (`python -m totalrecall_embedder`, its own process, as `make run`
+starts it) with the real GGUF against a real nats-server (started in a temporary directory unless
+--nats-url is given), with a fresh temporary $TOTALRECALL_HOME (a cold embedding cache). Texts are
+synthetic sentences of ~30–45 tokens, all different (dedup is off, so every event is embedded).
 
     .venv/bin/python bench/embedder_bench.py                  # ~1 minute on 2 cores
     .venv/bin/python bench/embedder_bench.py --n 1000 --threads 2
@@ -16,11 +16,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import random
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +59,20 @@ def texts(n: int, seed: int) -> list[str]:
             + f" ({rnd.choice(WORDS)} {rnd.choice(WORDS)})" for _ in range(n)]
 
 
+QUESTIONS = [
+    "why is the {a} so slow", "what happened to {a} on h{n}", "when did {a} last fail",
+    "is {a} still restarting", "what did I decide about {a} and {b}",
+    "how do I fix the {a} {b} error",
+]
+
+
+def questions(n: int, seed: int) -> list[str]:
+    """Short, all-different questions (~8-12 tokens), as agents ask recall."""
+    rnd = random.Random(seed)
+    return [rnd.choice(QUESTIONS).format(a=rnd.choice(WORDS), b=rnd.choice(WORDS),
+                                         n=rnd.randint(1, 99)) + f" ({i})" for i in range(n)]
+
+
 RAW_BATCHES = (1, 8, 32, 64)
 
 
@@ -71,7 +89,7 @@ def bench_raw(model: Path, threads: int, n: int) -> dict[str, float]:
             b.embed(data[i:i + bs])
         out[f"batch {bs}"] = n / (time.perf_counter() - t0)
     lat = []
-    for t in data[:50]:
+    for t in questions(50, 1):
         t0 = time.perf_counter()
         b.embed([t])
         lat.append((time.perf_counter() - t0) * 1000)
@@ -82,18 +100,62 @@ def bench_raw(model: Path, threads: int, n: int) -> dict[str, float]:
     return out
 
 
+@contextlib.contextmanager
+def embedder_process(settings: dict[str, str], home: Path) -> Iterator[str]:
+    """`python -m totalrecall_embedder` with these `TR_EMBEDDER_` settings, as `make run` starts
+    it: its own process (own GIL, own event loop), so the bench's publishing and draining do not
+    sit in the service's way. Yields the service's base URL once /health answers."""
+    import httpx
+    from totalrecall.infra import free_port
+
+    port = free_port()
+    env = {**os.environ, "TOTALRECALL_HOME": str(home), "TR_EMBEDDER_HTTP_PORT": str(port),
+           **{f"TR_EMBEDDER_{k.upper()}": v for k, v in settings.items()}}
+    log = (home / "embedder.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "totalrecall_embedder"], env=env,
+                            stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the embedder exited: {(home / 'embedder.log').read_text()}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                raise TimeoutError("the embedder did not become healthy in 120 s")
+            time.sleep(0.1)
+        yield base
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def _metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return float("nan")
+
+
 async def bench_service(nats_url: str, model: Path, threads: int, query_threads: int,
                         n: int, home: Path) -> dict[str, Any]:
+    import httpx
     import nats
     from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-    from totalrecall_embedder.app import create_app
-    from totalrecall_embedder.settings import Settings
     from totalrecall_schema import EmbedRequest, MemoryEvent, Topology, ensure_streams
 
     topo = Topology.for_test(f"bench{int(time.time())}")
-    settings = Settings(nats_url=nats_url, subject_prefix=topo.prefix,
-                        stream_prefix=topo.stream_prefix, model_path=model, n_threads=threads,
-                        query_n_threads=query_threads, dedup_enabled=False, home=home)
+    settings = {"nats_url": nats_url, "subject_prefix": topo.prefix,
+                "stream_prefix": topo.stream_prefix, "model_path": str(model),
+                "n_threads": str(threads), "query_n_threads": str(query_threads),
+                "dedup_enabled": "false"}
     nc = await nats.connect(nats_url)
     js = nc.jetstream()
     await ensure_streams(js, topo)
@@ -122,9 +184,8 @@ async def bench_service(nats_url: str, model: Path, threads: int, query_threads:
         return (time.perf_counter() - t0) * 1000
 
     out: dict[str, Any] = {}
-    app = create_app(settings)
-    async with app:
-        qs = texts(60, 3)
+    with embedder_process(settings, home) as base:
+        qs = questions(60, 3)
         await query(qs[0])
         idle = [await query(q) for q in qs[:40]]
         out["query idle p50 ms"], out["query idle p99 ms"] = pct(idle, 50), pct(idle, 99)
@@ -146,23 +207,28 @@ async def bench_service(nats_url: str, model: Path, threads: int, query_threads:
         out["service texts/s"] = got / (time.perf_counter() - t0)
         await pub
 
-        # query latency while a second ingest wave runs
+        # query latency while the embedder works through a backlog (a second wave, published
+        # first, so that the bench's own publishing and draining do not delay its queries)
         data2 = texts(n, 5)
-        pub2 = asyncio.create_task(publish(data2, "wave2"))
-        draining = asyncio.create_task(drain(n, 120))
+        await publish(data2, "wave2")
         busy: list[float] = []
-        fresh = iter(texts(400, 6))  # all different: the query LRU must not answer them
-        while not draining.done() and len(busy) < 200:
+        fresh = iter(questions(400, 6))  # all different: the query LRU must not answer them
+
+        async def ingesting() -> bool:
+            ci = await js.consumer_info(topo.events_stream, topo.embedder_durable)
+            return bool(ci.num_pending or ci.num_ack_pending)
+
+        while len(busy) < 200 and await ingesting():
             busy.append(await query(next(fresh)))
             await asyncio.sleep(0.02)
-        await pub2
-        await draining
+        await drain(n, 120)
         out["query under ingest p50 ms"] = pct(busy, 50)
         out["query under ingest p99 ms"] = pct(busy, 99)
         out["queries during ingest"] = len(busy)
-        hist = app.metrics.batch_size  # type: ignore[attr-defined]
-        total = hist._sum.get()
-        count = sum(b.get() for b in hist._buckets)
+        async with httpx.AsyncClient() as client:
+            metrics = (await client.get(f"{base}/metrics")).text
+        total = _metric(metrics, "totalrecall_embedder_batch_size_sum")
+        count = _metric(metrics, "totalrecall_embedder_batch_size_count")
         out["mean batch size"] = total / count if count else float("nan")
 
         # re-ingest of the first wave (new ids, same texts): served by the embedding cache
@@ -171,7 +237,8 @@ async def bench_service(nats_url: str, model: Path, threads: int, query_threads:
         got = await drain(n, 120)
         out["re-ingest (cache) texts/s"] = got / (time.perf_counter() - t0)
         await pub3
-        out["device"] = app.engine.device  # type: ignore[attr-defined]
+        async with httpx.AsyncClient() as client:
+            out["device"] = (await client.get(f"{base}/health")).json()["device"]
     await nc.close()
     return out
 

@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 import sqlite3
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -61,7 +62,7 @@ def build_engine(settings: Settings, *, backend: EmbedBackend | None = None,
         fallback_url=settings.fallback_url, fallback_model=settings.fallback_model,
         fallback_api_key=key,
         fallback_timeout_s=settings.fallback_timeout_s,
-        query_cache_entries=settings.query_cache_entries)
+        query_cache_entries=settings.query_cache_entries, ingest_nice=settings.ingest_nice)
     return Engine(cfg, backend=backend, query_backend=query_backend,
                   technical_backend=technical_backend, local_factory=local_factory,
                   remote_factory=remote_factory, gpu_probe=gpu_probe, on_cache=on_cache)
@@ -211,6 +212,7 @@ def create_app(settings: Settings, *, embedder_backend: EmbedBackend | None = No
                 state["journal"] = BackfillJournal(None, settings.backfill_max_entries)
 
     async def startup() -> None:
+        sys.setswitchinterval(settings.gil_switch_interval_s)
         await asyncio.to_thread(open_stores)
         await engine.load()
         metrics.observe_engine(engine)

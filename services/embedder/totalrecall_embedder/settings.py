@@ -65,6 +65,13 @@ class Settings(BaseSettings):
     n_threads: int = 1
     #: Threads of the query model (its own Llama context, so queries never wait behind ingest).
     query_n_threads: int = 1
+    #: Nice value of the ingest embedding thread: ingest is background work, so on a busy CPU
+    #: queries, the indexer and recall go first (0: ingest at the service's own priority).
+    ingest_nice: int = Field(default=10, ge=0, le=19)
+    #: The interpreter's thread switch interval (s). Python's 5 ms default lets the ingest
+    #: thread (vector post-processing, serialisation) keep the GIL that long while a query's
+    #: thread, back from llama.cpp, waits for it; 0.5 ms bounds that wait.
+    gil_switch_interval_s: float = Field(default=0.0005, gt=0, le=0.1)
     #: Context = batch = ubatch: 256 tokens matches sentence-transformers' truncation.
     n_ctx: int = 256
     flash_attn: bool = True

@@ -14,6 +14,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -22,6 +23,7 @@ from .backend import EmbedBackend, LlamaBackend, ModelUnavailable, default_prefi
 from .cache import EmbeddingCache, QueryLRU
 from .dedup import DedupWindow
 from .device import ActiveDevice, DeviceChoice, choose_device, gpu_offload_supported
+from .priority import embedding_pool
 
 log = logging.getLogger("totalrecall.embedder")
 
@@ -62,6 +64,8 @@ class EngineConfig:
     fallback_api_key: str | None = None
     fallback_timeout_s: float = 30.0
     query_cache_entries: int = 1024
+    #: nice value of the ingest embedding thread (0: same priority as queries)
+    ingest_nice: int = 10
 
 
 def default_remote_factory(c: EngineConfig) -> EmbedBackend:
@@ -115,6 +119,9 @@ class Engine:
         self.on_cache = on_cache
         self._last_attempt = float("-inf")
         self._load_lock = asyncio.Lock()
+        # Threads start on first use: nothing runs before the app starts.
+        self._ingest_pool = embedding_pool("embed-ingest", config.ingest_nice)
+        self._query_pool = embedding_pool("embed-query")
         #: set whenever the main backend changes (the backfill waits on it)
         self.changed = asyncio.Event()
         self.window = (DedupWindow(config.dedup_window_s, config.dedup_max_entries)
@@ -343,8 +350,17 @@ class Engine:
             b.close()
         self.ingest = self.query = self.technical = None
         self.device = "none"
+        for pool in (self._ingest_pool, self._query_pool):
+            pool.shutdown(wait=False)
+        self._ingest_pool = embedding_pool("embed-ingest", self.config.ingest_nice)
+        self._query_pool = embedding_pool("embed-query")
 
     # --- embedding ------------------------------------------------------------------------
+    @staticmethod
+    async def _run(pool: ThreadPoolExecutor, fn: Callable[[list[str]], Sequence[list[float]]],
+                   texts: list[str]) -> Sequence[list[float]]:
+        return await asyncio.get_running_loop().run_in_executor(pool, fn, texts)
+
     def _count(self, cache: str, hits: int, misses: int) -> None:
         if self.on_cache is not None and (hits or misses):
             self.on_cache(cache, hits, misses)
@@ -354,7 +370,7 @@ class Engine:
         """Vectors for `texts`; a text the model fails on (after retrying it alone) gets None:
         the pipeline never stalls on one event."""
         try:
-            return list(await asyncio.to_thread(backend.embed, texts))
+            return list(await self._run(self._ingest_pool, backend.embed, texts))
         except Exception as exc:
             if getattr(backend, "device", None) == "remote":
                 # not a per-text problem: give up on the endpoint for now (it is probed again
@@ -370,7 +386,7 @@ class Engine:
         out: list[list[float] | None] = []
         for text in texts:
             try:
-                out.append((await asyncio.to_thread(backend.embed, [text]))[0])
+                out.append((await self._run(self._ingest_pool, backend.embed, [text]))[0])
             except Exception:
                 log.exception("embedding failed for one text; it gets no vector")
                 out.append(None)
@@ -431,7 +447,7 @@ class Engine:
         miss = [i for i, v in enumerate(got) if v is None]
         self._count("query", len(final) - len(miss), len(miss))
         if miss:
-            vecs = await asyncio.to_thread(backend.embed, [final[i] for i in miss])
+            vecs = await self._run(self._query_pool, backend.embed, [final[i] for i in miss])
             for i, v in zip(miss, vecs, strict=True):
                 got[i] = v
                 self.query_cache.put(fp, final[i], v)

@@ -1,0 +1,39 @@
+"""CPU priority of the embedding threads.
+
+Ingest (events, the document RPC, the backfill) is background work; a query embedding is on the
+critical path of every prompt. Each runs on its own single-thread pool, and the ingest thread
+lowers its own scheduling priority (Linux: `setpriority` on a thread id affects that thread
+only; llama.cpp's compute threads it spawns inherit it), so that on a busy CPU the scheduler
+serves the query thread, the indexer and recall first, and ingest takes what is left.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+log = logging.getLogger("totalrecall.embedder")
+
+
+def lower_this_thread(nice: int) -> int | None:
+    """Raise the calling thread's nice value to at least `nice`; returns the value in effect
+    (None where threads have no priority of their own)."""
+    if nice <= 0 or not hasattr(os, "setpriority"):
+        return None
+    tid = threading.get_native_id()
+    try:
+        current = os.getpriority(os.PRIO_PROCESS, tid)
+        if current < nice:  # never raise a priority (that needs privileges anyway)
+            os.setpriority(os.PRIO_PROCESS, tid, nice)
+        return os.getpriority(os.PRIO_PROCESS, tid)
+    except OSError as exc:
+        log.warning("cannot lower the ingest thread's priority to nice %d: %s", nice, exc)
+        return None
+
+
+def embedding_pool(name: str, nice: int = 0) -> ThreadPoolExecutor:
+    """One worker thread (a backend serialises its calls anyway), at `nice` when positive."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix=name,
+                              initializer=lower_this_thread, initargs=(nice,))

@@ -1,0 +1,63 @@
+"""Ingest embeds on its own lowered-priority thread; queries on a thread at normal priority."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from embedder_fakes import FakeBackend
+from totalrecall_embedder.core.engine import Engine, EngineConfig
+from totalrecall_embedder.core.priority import lower_this_thread
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="per-thread nice is Linux's")
+
+
+def nice_of_this_thread() -> int:
+    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+
+class WhereBackend(FakeBackend):
+    """Records the thread and its nice value of every call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[str, int]] = []
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.seen.append((threading.current_thread().name, nice_of_this_thread()))
+        return super().embed(texts)
+
+
+async def test_ingest_runs_niced_and_queries_do_not() -> None:
+    base = nice_of_this_thread()
+    ingest, query = WhereBackend(), WhereBackend()
+    engine = Engine(EngineConfig(model_path=Path("unused"), ingest_nice=base + 7),
+                    backend=ingest, query_backend=query)
+    await engine.embed_ingest(["an event"])
+    await engine.embed_documents(["a document"])
+    await engine.embed_query(["a question"])
+    assert [n for _, n in ingest.seen] == [base + 7, base + 7]
+    assert all(name.startswith("embed-ingest") for name, _ in ingest.seen)
+    assert query.seen == [(query.seen[0][0], base)]
+    assert query.seen[0][0].startswith("embed-query")
+    assert nice_of_this_thread() == base  # the caller's thread is untouched
+    engine.close()
+    # after close (a reload) the pools work again
+    engine.ingest, engine.query = ingest, query
+    await engine.embed_ingest(["another event"])
+    assert ingest.seen[-1][1] == base + 7
+
+
+def test_lowering_affects_only_the_calling_thread() -> None:
+    base = nice_of_this_thread()
+    assert lower_this_thread(0) is None  # 0: off
+    done: list[int | None] = []
+    t = threading.Thread(target=lambda: done.append(lower_this_thread(base + 3)))
+    t.start()
+    t.join()
+    assert done == [base + 3]
+    assert nice_of_this_thread() == base
