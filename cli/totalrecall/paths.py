@@ -11,5 +11,10 @@ def home() -> Path:
     return Path(os.environ.get("TOTALRECALL_HOME", "~/.local/share/totalrecall")).expanduser()
 
 
+#: The default model file: all-MiniLM-L6-v2 with int8 (Q8_0) weights. Same retrieval quality as
+#: f16 on LoCoMo (R@10 0.771 vs 0.766), a query embeds ~35 % faster on one CPU thread.
+DEFAULT_MODEL_FILE = "all-MiniLM-L6-v2.q8_0.gguf"
+
+
 def default_model_path() -> Path:
-    return home() / "models" / "all-MiniLM-L6-v2.f16.gguf"
+    return home() / "models" / DEFAULT_MODEL_FILE

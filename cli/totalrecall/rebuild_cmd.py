@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
+from .paths import DEFAULT_MODEL_FILE
+
 EXIT_OK, EXIT_FAILED, EXIT_UNREACHABLE = 0, 1, 2
 
 
@@ -326,7 +328,7 @@ def _model_path(args: argparse.Namespace, settings: Any) -> Path:
     if args.model:
         return Path(args.model).expanduser()
     env = os.environ.get("TR_EMBEDDER_MODEL_PATH")
-    return Path(env) if env else Path(settings.home) / "models" / "all-MiniLM-L6-v2.f16.gguf"
+    return Path(env) if env else Path(settings.home) / "models" / DEFAULT_MODEL_FILE
 
 
 async def rebuild_offline(settings: Any, args: argparse.Namespace,

@@ -215,8 +215,8 @@ in
     embedding = {
       model = mkOption {
         type = types.str;
-        default = "${cfg.stateDir}/models/all-MiniLM-L6-v2.f16.gguf";
-        defaultText = literalExpression "\"\${config.services.agentos.memory.stateDir}/models/all-MiniLM-L6-v2.f16.gguf\"";
+        default = "${cfg.stateDir}/models/all-MiniLM-L6-v2.q8_0.gguf";
+        defaultText = literalExpression "\"\${config.services.agentos.memory.stateDir}/models/all-MiniLM-L6-v2.q8_0.gguf\"";
         description = "Path of the GGUF embedding model.";
       };
       buildDefaultModel = mkOption {

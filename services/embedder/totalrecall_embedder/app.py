@@ -25,8 +25,9 @@ from .core.backend import EmbedBackend
 from .core.backfill import BackfillJournal
 from .core.cache import EmbeddingCache
 from .core.engine import CacheHook, Engine, EngineConfig, LocalFactory, RemoteFactory
-from .handlers import handle_backfill, handle_embed_rpc, handle_event_batch
+from .handlers import handle_backfill, handle_embed_rpc, handle_event_batch, handle_query_rpc
 from .metrics import Metrics
+from .query_responder import QueryResponder
 from .settings import Settings
 
 log = logging.getLogger("totalrecall.embedder")
@@ -187,9 +188,11 @@ def create_app(settings: Settings, *, embedder_backend: EmbedBackend | None = No
             except Exception:
                 log.exception("backfill round failed; retrying later")
 
-    @broker.subscriber(topo.rpc_embed_query, decoder=_raw_decoder, max_workers=4)
-    async def on_query(body: NoCast[Any]) -> EmbedReply:
-        return await handle_embed_rpc(body, engine, metrics, "query")
+    # Queries are answered on a thread of their own (own loop, own connection): see
+    # query_responder.py. Started after the broker, stopped before it.
+    responder = QueryResponder(
+        settings.nats_url, topo.rpc_embed_query,
+        lambda body: handle_query_rpc(body, engine, metrics).model_dump_json().encode())
 
     @broker.subscriber(topo.rpc_embed_batch, decoder=_raw_decoder)
     async def on_batch(body: NoCast[Any]) -> EmbedReply:
@@ -228,6 +231,7 @@ def create_app(settings: Settings, *, embedder_backend: EmbedBackend | None = No
             await broker.connection.flush(timeout=10)
         except Exception as exc:  # requests may see "no responders" for a moment
             log.warning("could not confirm the RPC subscriptions with the server: %r", exc)
+        await asyncio.to_thread(responder.start)
         state["consuming"] = True
         state["consumer"] = asyncio.create_task(consume_loop())
         if state["journal"] is not None:
@@ -238,6 +242,7 @@ def create_app(settings: Settings, *, embedder_backend: EmbedBackend | None = No
 
     async def shutdown() -> None:
         state["ready"] = False
+        await asyncio.to_thread(responder.stop)
         state["consuming"] = False
         engine.changed.set()  # wake the backfill loop
         gauges = state.pop("gauges", None)
@@ -283,11 +288,13 @@ def create_app(settings: Settings, *, embedder_backend: EmbedBackend | None = No
             nats_ok = bool(broker.connection.is_connected)
         consumer = state["consumer"]
         consuming = consumer is not None and not consumer.done()
-        status = "ok" if engine.local and nats_ok and consuming else "degraded"
+        status = ("ok" if engine.local and nats_ok and consuming and responder.connected
+                  else "degraded")
         journal = state["journal"]
         cache = engine.cache
         return _json({
             "status": status, "nats": nats_ok, "consuming": consuming,
+            "query_rpc": responder.connected,
             "model": engine.fingerprint, "dim": engine.dim,
             "fallback": not engine.local,
             "device": engine.device if engine.available else "none",

@@ -219,33 +219,61 @@ def _refresh_window(engine: Engine, emb: EmbeddedEvent, msg_id: str) -> None:
         seen.msg_id = msg_id
 
 
-async def handle_embed_rpc(body: bytes, engine: Engine, metrics: Metrics,
-                           path: Literal["query", "batch"]) -> EmbedReply:
-    """`rpc_embed_query` (query context, in-memory LRU) / `rpc_embed_batch` (ingest context,
-    disk cache, chunked). The prefix follows the request's `kind` (query / document)."""
-    t0 = time.perf_counter()
+def _parse_rpc(body: bytes, metrics: Metrics, path: str) -> EmbedRequest | EmbedReply:
     try:
-        req = EmbedRequest.model_validate_json(body)
+        return EmbedRequest.model_validate_json(body)
     except (ValidationError, ValueError) as exc:
         metrics.rpc_requests.labels(kind=path, outcome="invalid").inc()
         return EmbedReply(error=f"invalid EmbedRequest: {exc}"[:2000])
+
+
+def _rpc_failed(exc: Exception, metrics: Metrics, path: str, t0: float) -> EmbedReply:
+    took_ms = (time.perf_counter() - t0) * 1000
+    if isinstance(exc, ModelUnavailable):
+        metrics.rpc_requests.labels(kind=path, outcome="unavailable").inc()
+        return EmbedReply(error=f"embedding model unavailable: {exc}", took_ms=took_ms)
+    log.error("embedding RPC failed", exc_info=exc)
+    metrics.rpc_requests.labels(kind=path, outcome="error").inc()
+    return EmbedReply(error=f"embedding failed: {exc}", took_ms=took_ms)
+
+
+def _rpc_ok(vectors: list[list[float]], engine: Engine, metrics: Metrics, path: str,
+            t0: float) -> EmbedReply:
+    took = time.perf_counter() - t0
+    metrics.query_seconds.labels(kind=path).observe(took)
+    metrics.rpc_requests.labels(kind=path, outcome="ok").inc()
+    return EmbedReply(vectors=vectors, model=engine.fingerprint, dim=engine.dim,
+                      took_ms=took * 1000)
+
+
+def handle_query_rpc(body: bytes, engine: Engine, metrics: Metrics) -> EmbedReply:
+    """`rpc_embed_query`, blocking, on the query responder's own thread: the query context and
+    the in-memory LRU. The prefix follows the request's `kind` (query / document)."""
+    t0 = time.perf_counter()
+    req = _parse_rpc(body, metrics, "query")
+    if isinstance(req, EmbedReply):
+        return req
+    try:
+        vectors = engine.embed_query_blocking(req.texts, req.kind)
+    except Exception as exc:
+        return _rpc_failed(exc, metrics, "query", t0)
+    return _rpc_ok(vectors, engine, metrics, "query", t0)
+
+
+async def handle_embed_rpc(body: bytes, engine: Engine, metrics: Metrics,
+                           path: Literal["query", "batch"]) -> EmbedReply:
+    """`rpc_embed_batch` (ingest context, disk cache, chunked) from the event loop; `query`
+    runs `handle_query_rpc`'s path on the engine's query thread."""
+    t0 = time.perf_counter()
+    req = _parse_rpc(body, metrics, path)
+    if isinstance(req, EmbedReply):
+        return req
     await engine.maybe_reload()
     try:
         if path == "query":
             vectors = await engine.embed_query(req.texts, req.kind)
         else:
             vectors = await engine.embed_documents(req.texts, req.kind)
-    except ModelUnavailable as exc:
-        metrics.rpc_requests.labels(kind=path, outcome="unavailable").inc()
-        return EmbedReply(error=f"embedding model unavailable: {exc}",
-                          took_ms=(time.perf_counter() - t0) * 1000)
     except Exception as exc:
-        log.exception("embedding RPC failed")
-        metrics.rpc_requests.labels(kind=path, outcome="error").inc()
-        return EmbedReply(error=f"embedding failed: {exc}",
-                          took_ms=(time.perf_counter() - t0) * 1000)
-    took = time.perf_counter() - t0
-    metrics.query_seconds.labels(kind=path).observe(took)
-    metrics.rpc_requests.labels(kind=path, outcome="ok").inc()
-    return EmbedReply(vectors=vectors, model=engine.fingerprint, dim=engine.dim,
-                      took_ms=took * 1000)
+        return _rpc_failed(exc, metrics, path, t0)
+    return _rpc_ok(vectors, engine, metrics, path, t0)

@@ -10,7 +10,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from totalrecall_schema import Topology
 
-DEFAULT_MODEL_FILE = "all-MiniLM-L6-v2.f16.gguf"
+DEFAULT_MODEL_FILE = "all-MiniLM-L6-v2.q8_0.gguf"
 
 
 def _default_home() -> Path:
@@ -27,7 +27,7 @@ class Settings(BaseSettings):
     http_port: int = 8766
 
     home: Path = Field(default_factory=_default_home)
-    #: Any GGUF embedding model; default `$TOTALRECALL_HOME/models/all-MiniLM-L6-v2.f16.gguf`.
+    #: Any GGUF embedding model; default `$TOTALRECALL_HOME/models/all-MiniLM-L6-v2.q8_0.gguf`.
     #: The dimension is read from the model; every vector carries the model's fingerprint.
     model_path: Path | None = None
     #: Prefixes put before query / document texts (e.g. nomic-embed's `search_query: `).

@@ -73,7 +73,8 @@ def test_gpu_style_packing_matches_the_cpu_path(model_path: Path) -> None:
         texts = ["disk is full", long, "nginx failed to start", "the user prefers dark mode"] * 3
         a, b = base.embed(texts), big.embed(texts)
         sims = [cos(x, y) for x, y in zip(a, b, strict=True)]
-        assert min(s for i, s in enumerate(sims) if i % 4 != 1) > 0.99999
+        # Q8_0 matmuls round a little differently with other batch shapes (~1e-4), f16 ~1e-6
+        assert min(s for i, s in enumerate(sims) if i % 4 != 1) > 0.9995
         assert min(sims) > 0.995  # the long text: cut by characters to 256 tokens
         assert big.count_tokens(big._fit(long)) <= 256
     finally:

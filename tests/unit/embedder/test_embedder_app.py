@@ -13,7 +13,7 @@ from faststream.nats import TestNatsBroker
 from totalrecall_embedder.app import create_app
 from totalrecall_embedder.core.backend import LlamaBackend, ModelUnavailable, model_fingerprint
 from totalrecall_embedder.core.engine import Engine, EngineConfig
-from totalrecall_embedder.handlers import handle_embed_rpc
+from totalrecall_embedder.handlers import handle_embed_rpc, handle_query_rpc
 from totalrecall_embedder.metrics import Metrics
 from totalrecall_embedder.settings import Settings
 from totalrecall_schema import EmbedReply, EmbedRequest, Topology
@@ -26,14 +26,14 @@ def settings(tmp_path: Path, **kw: Any) -> Settings:
                     home=tmp_path, **kw)
 
 
-async def test_query_rpc_over_the_broker(tmp_path: Path) -> None:
+async def test_query_rpc_and_batch_rpc_use_their_own_contexts(tmp_path: Path) -> None:
     query = FakeBackend(dim=4, fingerprint="q:1")
     ingest = FakeBackend(dim=4, fingerprint="q:1")
     app = create_app(settings(tmp_path), embedder_backend=ingest, query_backend=query)
+    # the query RPC's responder thread calls this handler (real NATS: the integration tests)
+    rep = handle_query_rpc(EmbedRequest(texts=["hi", "there"]).model_dump_json().encode(),
+                           app.engine, app.metrics)
     async with TestNatsBroker(app.broker) as br:
-        resp = await br.request(EmbedRequest(texts=["hi", "there"]).model_dump_json().encode(),
-                                TOPO.rpc_embed_query)
-        rep = EmbedReply.model_validate_json(resp.body)
         resp2 = await br.request(EmbedRequest(texts=["doc"], kind="document")
                                  .model_dump_json().encode(), TOPO.rpc_embed_batch)
         rep2 = EmbedReply.model_validate_json(resp2.body)
@@ -49,6 +49,10 @@ async def test_rpc_without_model_and_with_bad_request(tmp_path: Path) -> None:
     rep = await handle_embed_rpc(b'{"texts": ["x"]}', eng, m, "query")
     assert rep.vectors is None and rep.error and "unavailable" in rep.error
     rep = await handle_embed_rpc(b'{"texts": "nope"}', eng, m, "query")
+    assert rep.error and rep.error.startswith("invalid EmbedRequest")
+    rep = handle_query_rpc(b'{"texts": ["x"]}', eng, m)  # the responder thread's path
+    assert rep.vectors is None and rep.error and "unavailable" in rep.error
+    rep = handle_query_rpc(b'not json', eng, m)
     assert rep.error and rep.error.startswith("invalid EmbedRequest")
 
 

@@ -12,8 +12,8 @@ from totalrecall import model_build as mb
 
 
 def test_default_out_honours_totalrecall_home(tr_home: Path) -> None:
-    assert mb.default_out() == tr_home / "models" / "all-MiniLM-L6-v2.f16.gguf"
-    assert mb.default_out("q8_0").name == "all-MiniLM-L6-v2.q8_0.gguf"
+    assert mb.default_out() == tr_home / "models" / "all-MiniLM-L6-v2.q8_0.gguf"
+    assert mb.default_out("f16").name == "all-MiniLM-L6-v2.f16.gguf"
 
 
 def test_records_make_a_rebuild_a_no_op(tmp_path: Path, capsys: pytest.CaptureFixture[str],

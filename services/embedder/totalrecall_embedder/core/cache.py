@@ -140,25 +140,28 @@ class EmbeddingCache:
 
 
 class QueryLRU:
-    """Small in-memory LRU of query vectors, keyed by (model fingerprint, text)."""
+    """Small in-memory LRU of query vectors, keyed by (model fingerprint, text); thread-safe."""
 
     def __init__(self, max_entries: int = 1024) -> None:
         self.max_entries = max_entries
         self._d: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._d)
 
     def get(self, model: str, text: str) -> list[float] | None:
-        v = self._d.get((model, text))
-        if v is not None:
-            self._d.move_to_end((model, text))
-        return v
+        with self._lock:
+            v = self._d.get((model, text))
+            if v is not None:
+                self._d.move_to_end((model, text))
+            return v
 
     def put(self, model: str, text: str, vec: list[float]) -> None:
         if self.max_entries <= 0:
             return
-        self._d[(model, text)] = vec
-        self._d.move_to_end((model, text))
-        while len(self._d) > self.max_entries:
-            self._d.popitem(last=False)
+        with self._lock:
+            self._d[(model, text)] = vec
+            self._d.move_to_end((model, text))
+            while len(self._d) > self.max_entries:
+                self._d.popitem(last=False)

@@ -435,8 +435,10 @@ class Engine:
         p = self.prefix("document", backend)
         return await self._embed_cached(backend, [p + t for t in texts])
 
-    async def embed_query(self, texts: Sequence[str], kind: Kind = "query") -> list[list[float]]:
-        """Query RPC: the query context, an in-memory LRU."""
+    def embed_query_blocking(self, texts: Sequence[str],
+                             kind: Kind = "query") -> list[list[float]]:
+        """Query RPC on the caller's thread (the query responder's own): the query context and
+        an in-memory LRU."""
         backend = self.query
         if backend is None:
             raise ModelUnavailable(self.error or "no embedding model loaded")
@@ -447,11 +449,16 @@ class Engine:
         miss = [i for i, v in enumerate(got) if v is None]
         self._count("query", len(final) - len(miss), len(miss))
         if miss:
-            vecs = await self._run(self._query_pool, backend.embed, [final[i] for i in miss])
+            vecs = backend.embed([final[i] for i in miss])
             for i, v in zip(miss, vecs, strict=True):
                 got[i] = v
                 self.query_cache.put(fp, final[i], v)
         return [v for v in got if v is not None]
+
+    async def embed_query(self, texts: Sequence[str], kind: Kind = "query") -> list[list[float]]:
+        """`embed_query_blocking` from the event loop, on the query thread."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self._query_pool, self.embed_query_blocking, list(texts), kind)
 
     async def embed_documents(self, texts: Sequence[str],
                               kind: Kind = "document") -> list[list[float]]:
