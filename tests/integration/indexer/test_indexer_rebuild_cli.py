@@ -54,6 +54,20 @@ async def search_all(h: Harness, probes: list[list[float]], model: str | None = 
     return out
 
 
+def assert_same_hits(a: list[tuple[str, float]], b: list[tuple[str, float]], tol: float) -> None:
+    """Same scores rank by rank, and each hit of one is in the other with (nearly) its score,
+    except for ties at the cut-off that may fall either side of it."""
+    assert len(a) == len(b)
+    assert np.allclose([s for _k, s in a], [s for _k, s in b], atol=tol)
+    for x, y in ((a, b), (b, a)):
+        cut, other = y[-1][1], dict(y)
+        for key, score in x:
+            if key in other:
+                assert abs(other[key] - score) <= tol, (key, score, other[key])
+            else:
+                assert score <= cut + tol, (key, score, cut)
+
+
 async def pg_total(dsn: str) -> int:
     conn = await asyncpg.connect(dsn)
     try:
@@ -240,10 +254,11 @@ async def test_offline_rebuild_with_the_stack_stopped(
         proc.start()
         await proc.wait_healthy()
         after = await search_all(harness, queries, model=events[0].model)
-        assert [[k for k, _s in hits] for hits in after] == [[k for k, _s in hits]
-                                                             for hits in before]
+        # Re-embedded in other batches (this test embedded one text per call): Q8_0 similarities
+        # move by up to ~3e-3 with the batch shape, which may swap near-ties (the same text with
+        # another "#i"); the answers must be the same otherwise.
         for a, b in zip(after, before, strict=True):
-            assert np.allclose([s for _k, s in a], [s for _k, s in b], atol=2e-3)
+            assert_same_hits(a, b, tol=5e-3)
     finally:
         proc.stop()
         pg.stop()
