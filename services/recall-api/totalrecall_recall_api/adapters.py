@@ -97,10 +97,9 @@ _COLUMNS_M = ", ".join(f"m.{c.strip()}" for c in _MEMORY_COLUMNS.split(","))
 LEXEME_CACHE_SIZE = 1024
 
 
-#: A memory's conversation, whichever key its producer used (eval/agents: `session`; the flush
-#: endpoint: `session_id`).
-_THREAD = ("coalesce({t}.metadata->>'session', {t}.metadata->>'session_id', "
-           "{t}.metadata->>'conversation_id')")
+#: The indexer's `thread` column (its migration 4) starts with this for a conversation (chr(31)
+#: separates its parts); other threads are a source's events about one service or category.
+_CONVERSATION_THREAD = "c\x1f"
 
 
 def _memory(row: asyncpg.Record, score: float = 0.0) -> Memory:
@@ -136,7 +135,7 @@ class PostgresStore:
     """Read-only access to the indexer's `memories` table."""
 
     def __init__(self, pool: asyncpg.Pool, term_stats: TermStats | None = None,
-                 scan_cap: int = 1000, timeout: float | None = None,
+                 scan_cap: int = 500, timeout: float | None = None,
                  prefix_min_chars: int = PREFIX_MIN_CHARS, max_terms: int = 8,
                  max_df_ratio: float = 0.2) -> None:
         self.pool = pool
@@ -164,27 +163,48 @@ class PostgresStore:
         score = " + ".join(f"(CASE WHEN tsv @@ ${6 + i}::tsquery THEN ${6 + n + i}::float8 ELSE 0 END)"
                            for i in range(n))
         # Scoring touches every match, so a query made only of common words would scan much of
-        # the table: rank at most `scan_cap` matches, the most recent ones.
+        # the table: rank at most `scan_cap` matches, the most recent ones. The rare terms' matches
+        # are fetched on their own as well (a GIN lookup), so that the recent matches of common
+        # words never crowd out the few memories that carry the query's most telling word.
+        match = """FROM memories WHERE tsv @@ to_tsquery('simple', {q}) AND namespace = $2
+                        AND ($3::timestamptz IS NULL OR ts >= $3)
+                        AND ($4::text IS NULL OR category = $4)
+                      ORDER BY ts DESC LIMIT {cap}"""
+        cap = int(self.scan_cap)
+        quoted = [_operand(lx, self.prefix_min_chars) for lx, _ in weighted]
+        rare = self._rare(weighted, namespace)
+        branches = f"(SELECT key, tsv {match.format(q='$1', cap=cap)})"
+        if rare:
+            branches += (f" UNION ALL (SELECT key, tsv {match.format(q=f'${6 + 2 * n}', cap=cap)})")
         # The ranked rows' columns come along (joined back by primary key for the `limit` winners
         # only), so fusion fetches rows for vector-only candidates alone.
         sql = f"""
-            WITH r AS (
-                SELECT key, {score} + 0.5 * ts_rank(tsv, to_tsquery('simple', $1)) AS rank
-                FROM (SELECT key, tsv FROM memories
-                      WHERE tsv @@ to_tsquery('simple', $1) AND namespace = $2
-                        AND ($3::timestamptz IS NULL OR ts >= $3)
-                        AND ($4::text IS NULL OR category = $4)
-                      ORDER BY ts DESC LIMIT {int(self.scan_cap)}) AS m
-                ORDER BY rank DESC LIMIT $5)
+            WITH m AS ({branches}),
+                 r AS (SELECT key, max({score} + 0.5 * ts_rank(tsv, to_tsquery('simple', $1)))
+                              AS rank
+                       FROM m GROUP BY key ORDER BY rank DESC LIMIT $5)
             SELECT r.rank, {_COLUMNS_M} FROM r JOIN memories m USING (key)
             ORDER BY r.rank DESC"""
-        quoted = [_operand(lx, self.prefix_min_chars) for lx, _ in weighted]
-        rows = await self.pool.fetch(sql, " | ".join(quoted), namespace, since, category, limit,
-                                     *quoted, *(w for _, w in weighted), timeout=self.timeout)
+        args: list[Any] = [" | ".join(quoted), namespace, since, category, limit, *quoted,
+                           *(w for _, w in weighted)]
+        if rare:
+            args.append(" | ".join(_operand(lx, self.prefix_min_chars) for lx in rare))
+        rows = await self.pool.fetch(sql, *args, timeout=self.timeout)
         # In units of the query's ideal match (every searched term matched): comparable across
         # queries, so fusion can tell a one-common-word match from a strong one.
         ideal = sum(w for _, w in weighted) or 1.0
         return [(r["key"], float(r["rank"]) / ideal, _memory(r)) for r in rows]
+
+    def _rare(self, weighted: list[tuple[str, float]], namespace: str) -> list[str]:
+        """The searched lexemes whose matches could be crowded out of the `scan_cap` most recent
+        matches of all (the query's matches may exceed it) while being few themselves."""
+        if self.term_stats is None or not self.term_stats.n_docs:
+            return []
+        df, _ = self.term_stats.corpus(namespace)
+        counts = {lx: df.get(lx, 0) for lx, _ in weighted}
+        if sum(counts.values()) <= self.scan_cap // 2:  # prefixes match more than the lexeme
+            return []
+        return [lx for lx, c in counts.items() if 0 < c <= self.scan_cap // 4]
 
     async def _weighted(self, terms: Sequence[str], namespace: str) -> list[tuple[str, float]]:
         """The query's lexemes that are searched, with their IDF weights."""
@@ -229,40 +249,37 @@ class PostgresStore:
         namespace and the same thread, at most `max_gap_s` away (`event_gap_s` for memories
         outside a conversation), within the request's filters.
 
-        The thread is the conversation (`metadata.session` / `session_id` / `conversation_id`)
-        when the hit has one; otherwise memories from the same source about the same service
-        (a watcher's stream of events for one unit), or of the same category when there is no
-        service. The time bound keeps each lookup a short walk of the (namespace, ts) index,
-        however busy the namespace.
+        The thread is the indexer's `thread` column: the conversation (`metadata.session` /
+        `session_id` / `conversation_id`) when the memory has one; otherwise the source's
+        stream of events about one service (a watcher's events for one unit), or about one
+        category when there is no service. Each lookup is a short walk of the (namespace,
+        thread, ts, key) index, however busy the namespace.
         """
         if not keys or window <= 0:
             return {}
         cols = _COLUMNS_M
-        same_thread = f"""(CASE WHEN h.thread IS NOT NULL THEN {_THREAD.format(t="m")} = h.thread
-                  ELSE {_THREAD.format(t="m")} IS NULL AND m.source = h.source
-                       AND m.metadata->>'service' IS NOT DISTINCT FROM h.service
-                       AND (h.service IS NOT NULL OR m.category = h.category) END)
-                AND ($4::timestamptz IS NULL OR m.ts >= $4) AND ($5::text IS NULL OR m.category = $5)"""
+        filters = """AND ($4::timestamptz IS NULL OR m.ts >= $4)
+                     AND ($5::text IS NULL OR m.category = $5)"""
+        # Each side is a walk of the (namespace, thread, ts, key) index from the hit outwards.
         sql = f"""
-            WITH h0 AS (SELECT key, namespace, ts, source, category, metadata->>'service' AS service,
-                              {_THREAD.format(t="memories")} AS thread
-                       FROM memories WHERE key = ANY($1::text[])),
-                 h AS (SELECT *, CASE WHEN thread IS NOT NULL THEN $3::float8 ELSE $6::float8 END
-                                 * interval '1 second' AS gap FROM h0)
+            WITH h AS (SELECT key, namespace, ts, thread,
+                              CASE WHEN starts_with(thread, $7) THEN $3::float8
+                                   ELSE $6::float8 END * interval '1 second' AS gap
+                       FROM memories WHERE key = ANY($1::text[]) AND thread IS NOT NULL)
             SELECT h.key AS hit, n.* FROM h CROSS JOIN LATERAL (
                 (SELECT {cols} FROM memories m
-                 WHERE m.namespace = h.namespace AND m.ts >= h.ts - h.gap
-                   AND (m.ts, m.key) < (h.ts, h.key) AND {same_thread}
+                 WHERE m.namespace = h.namespace AND m.thread = h.thread
+                   AND m.ts >= h.ts - h.gap AND (m.ts, m.key) < (h.ts, h.key) {filters}
                  ORDER BY m.ts DESC, m.key DESC LIMIT $2)
                 UNION ALL
                 (SELECT {cols} FROM memories m
-                 WHERE m.namespace = h.namespace AND m.ts <= h.ts + h.gap
-                   AND (m.ts, m.key) > (h.ts, h.key) AND {same_thread}
+                 WHERE m.namespace = h.namespace AND m.thread = h.thread
+                   AND m.ts <= h.ts + h.gap AND (m.ts, m.key) > (h.ts, h.key) {filters}
                  ORDER BY m.ts, m.key LIMIT $2)) AS n"""
         rows = await self.pool.fetch(sql, list(dict.fromkeys(keys)), window, float(max_gap_s),
                                      since, category,
                                      float(max_gap_s if event_gap_s is None else event_gap_s),
-                                     timeout=self.timeout)
+                                     _CONVERSATION_THREAD, timeout=self.timeout)
         out: dict[str, list[tuple[str, Memory]]] = {}
         for r in rows:
             out.setdefault(r["hit"], []).append((r["key"], _memory(r)))

@@ -26,6 +26,12 @@ from .settings import Settings
 log = logging.getLogger("totalrecall.recall")
 
 
+async def _keep_session(conn: Any) -> None:
+    """The pool's reset on release: nothing. asyncpg's default runs `RESET ALL` etc., one more
+    round trip after every query; recall only reads and never changes its session's state."""
+
+
+
 class BodyLimit:
     """Reject bodies over `limit` bytes with 413, whether or not Content-Length is sent."""
 
@@ -162,7 +168,8 @@ async def _connect(settings: Settings, stack: AsyncExitStack) -> dict[str, Any]:
     server_settings = {"plan_cache_mode": settings.pg_plan_cache_mode} \
         if settings.pg_plan_cache_mode else None
     pool = await asyncpg.create_pool(settings.pg_dsn, min_size=settings.pg_pool_min,
-                                     max_size=settings.pg_pool_max, server_settings=server_settings)
+                                     max_size=settings.pg_pool_max, server_settings=server_settings,
+                                     reset=_keep_session)
     stack.push_async_callback(pool.close)
     term_stats = TermStats(pool, refresh_s=settings.term_stats_refresh_s)
     refresher = asyncio.create_task(term_stats.run())

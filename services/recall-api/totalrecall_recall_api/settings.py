@@ -75,7 +75,7 @@ class Settings(BaseSettings):
     # Added to memories whose actor the query names ("what did Caroline say…").
     actor_boost: float = 0.1
     term_stats_refresh_s: float = 120.0
-    bm25_scan_cap: int = 1000
+    bm25_scan_cap: int = 500
     # The query's rarest `bm25_max_terms` lexemes are searched; lexemes in more than
     # `bm25_max_df_ratio` of all memories are dropped (near-stopwords: slow and uninformative).
     bm25_max_terms: int = 8

@@ -37,32 +37,13 @@ from waiting import wait_for
 
 NOW = datetime.now(UTC)
 
-_FALLBACK_DDL = """
-CREATE TABLE IF NOT EXISTS memories (
-    key text PRIMARY KEY, id text NOT NULL, namespace text NOT NULL, ts timestamptz NOT NULL,
-    category text NOT NULL, subcategory text NOT NULL, actor text NOT NULL, source text NOT NULL,
-    severity text NOT NULL, tags text[] NOT NULL DEFAULT '{}', summary text NOT NULL,
-    detail text NOT NULL DEFAULT '', metadata jsonb NOT NULL DEFAULT '{}'::jsonb,
-    tier text NOT NULL DEFAULT 'hot',
-    tsv tsvector GENERATED ALWAYS AS (
-        setweight(to_tsvector('english', coalesce(summary, '')), 'A') ||
-        setweight(to_tsvector('english', coalesce(detail, '')), 'B')) STORED);
-CREATE INDEX IF NOT EXISTS memories_tsv_gin ON memories USING GIN (tsv);
-"""
-
-
-
-
 async def create_memories_table(dsn: str) -> None:
-    """The indexer's real migrations when importable (tests may import it), else the same table."""
+    """The indexer's schema, by its own migrations (the indexer owns the table)."""
+    from totalrecall_indexer.core.pgstore import migrate
+
     conn = await asyncpg.connect(dsn)
     try:
-        try:
-            from totalrecall_indexer.core.pgstore import migrate
-        except ImportError:
-            await conn.execute(_FALLBACK_DDL)
-        else:
-            await migrate(conn)
+        await migrate(conn)
     finally:
         await conn.close()
 
@@ -416,6 +397,38 @@ async def test_bm25_returns_its_rows_and_caches_lexemes(pg_dsn: str) -> None:
         assert await store.bm25(["nginx", "failed"], "bmrows", None, None, 10) == \
             [(k, r) for k, r, _ in found]
         assert list(store._lexeme_cache) == ["nginx failed"]
+    finally:
+        await pool.close()
+
+
+async def test_bm25_finds_a_rare_word_behind_many_recent_common_matches(pg_dsn: str) -> None:
+    """Only the `scan_cap` newest matches are ranked; the matches of the query's rare words are
+    looked up on their own, so an old memory with the telling word is not crowded out."""
+    from totalrecall_recall_api.adapters import PostgresStore
+    from totalrecall_recall_api.termstats import TermStats
+
+    await create_memories_table(pg_dsn)
+    t0 = datetime(2024, 3, 1, 8, 0, tzinfo=UTC)
+    rows = [{"id": "panic", "namespace": "crowd", "summary": "nginx worker hit a kernel panic",
+             "ts": t0}]
+    rows += [{"id": f"restart-{i}", "namespace": "crowd", "summary": f"nginx restarted ({i})",
+              "ts": t0 + timedelta(hours=1, minutes=i)} for i in range(60)]
+    keys = await insert_rows(pg_dsn, rows)
+    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
+    try:
+        ts = TermStats(pool)
+        await ts.refresh()
+        crowded = await PostgresStore(pool, term_stats=ts, scan_cap=20)._weighted(
+            ["nginx", "panic"], "crowd")
+        assert {lx for lx, _ in crowded} == {"nginx", "panic"}
+        found = await PostgresStore(pool, term_stats=ts, scan_cap=20).bm25_rows(
+            ["nginx", "panic"], "crowd", None, None, 5)
+        assert found[0][0] == keys["panic"]  # the only memory with both words, and the oldest
+        assert len(found) == 5
+        # without the statistics there is no telling which word is rare: the newest 20 only
+        blind = await PostgresStore(pool, scan_cap=20).bm25_rows(["nginx", "panic"], "crowd",
+                                                                 None, None, 30)
+        assert keys["panic"] not in {k for k, _, _ in blind} and len(blind) == 20
     finally:
         await pool.close()
 

@@ -1,0 +1,40 @@
+"""Schema migrations on a real Postgres: an existing table is upgraded in place."""
+
+from __future__ import annotations
+
+import json
+
+import asyncpg
+from totalrecall_indexer.core.pgstore import MIGRATIONS, migrate
+
+
+async def test_thread_column_is_filled_for_rows_written_before_it(pg_dsn: str) -> None:
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        for _version, _desc, sql in MIGRATIONS[:3]:  # a database from before migration 4
+            await conn.execute(sql)
+        await conn.execute("""CREATE TABLE schema_migrations (
+            version integer PRIMARY KEY, description text NOT NULL,
+            applied_at timestamptz NOT NULL DEFAULT now())""")
+        await conn.executemany("INSERT INTO schema_migrations (version, description) "
+                               "VALUES ($1, $2)", [(v, d) for v, d, _ in MIGRATIONS[:3]])
+        rows = [("turn", "eval", "conversation", {"session": "s1"}),
+                ("flush", "agent", "conversation", {"session_id": "chat-7"}),
+                ("unit", "journald", "system.service", {"service": "nginx"}),
+                ("disk", "storage", "system.storage", {})]
+        await conn.executemany(
+            """INSERT INTO memories (key, id, namespace, ts, category, subcategory, actor,
+                                     source, severity, summary, metadata)
+               VALUES ($1, $1, 'default', now(), $3, 'general', 'system', $2, 'info', $1,
+                       $4::jsonb)""", [(k, s, c, json.dumps(m)) for k, s, c, m in rows])
+
+        assert await migrate(conn) == [v for v, _, _ in MIGRATIONS[3:]]
+        got = dict(await conn.fetch("SELECT key, thread FROM memories"))
+        assert got == {"turn": "c\x1fs1", "flush": "c\x1fchat-7",
+                       "unit": "s\x1fjournald\x1fnginx", "disk": "k\x1fstorage\x1fsystem.storage"}
+        assert await migrate(conn) == []  # idempotent
+        indexes = {r["indexname"] for r in await conn.fetch(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'memories'")}
+        assert "memories_ns_thread_ts" in indexes
+    finally:
+        await conn.close()
