@@ -58,6 +58,8 @@ class Settings(BaseSettings):
 
     # search
     search_ef: int = 128
+    #: Tiers with at most this many memories are searched exactly rather than by HNSW.
+    linear_max_docs: int = 20_000
 
     # rebuild
     embed_timeout_s: float = 60.0

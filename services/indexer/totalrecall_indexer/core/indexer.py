@@ -62,6 +62,9 @@ class IndexerConfig:
     #: Retention: memories older than this are forgotten everywhere (None: kept forever).
     cold_max_age_s: float | None = None
     search_ef: int = 128
+    #: Tiers this small are searched exactly (a scan costs little, and a filter that keeps a
+    #: fifth of a quantized tier is where HNSW loses most recall).
+    linear_max_docs: int = 20_000
     optimize_min_new_docs: int = 2000
     optimize_max_delay_s: float = 900.0
     embed_batch: int = 64
@@ -336,7 +339,9 @@ class Indexer:
 
         async def one(tier: str) -> tuple[str, list[VectorHit], float]:
             t0 = time.perf_counter()
-            raw = await asyncio.to_thread(tiers.search, tier, req.vector, req.topk, flt, ef)
+            linear = tiers.doc_count(tier) <= self.cfg.linear_max_docs
+            raw = await asyncio.to_thread(tiers.search, tier, req.vector, req.topk, flt, ef,
+                                          linear)
             took = time.perf_counter() - t0
             self.metrics.search_seconds.labels(tier=tier).observe(took)
             hits = [VectorHit(key=h.key, id=str(h.fields.get("id", "")),

@@ -362,9 +362,15 @@ class ZvecTiers:
             col.flush()
 
     # --- reads -----------------------------------------------------------------------------
+    def doc_count(self, tier: str) -> int:
+        return int(self.cols[tier].stats.doc_count)
+
     def search(self, tier: str, vector: list[float], topk: int, filter: str | None,
-               ef: int = 128) -> list[RawHit]:
-        param = HnswQueryParam(ef=max(min(ef, MAX_EF), topk), is_using_refiner=tier != "hot")
+               ef: int = 128, linear: bool = False) -> list[RawHit]:
+        """ANN search (HNSW; quantized tiers refined with their full vectors), or an exact scan
+        with `linear`."""
+        param = HnswQueryParam(ef=max(min(ef, MAX_EF), topk), is_linear=linear,
+                               is_using_refiner=tier != "hot")
         res = self.cols[tier].query(Query(VECTOR, vector=vector, param=param), topk=topk,
                                     filter=filter, output_fields=_OUTPUT_FIELDS)
         return [RawHit(key=d.id, distance=float(d.score), fields=dict(d.fields or {}))
