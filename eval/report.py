@@ -124,6 +124,9 @@ def write_docs(path: Path | None = None) -> Path:
                      "speaker. LongMemEval columns are empty where dense embeddings of the 24k "
                      "haystack turns were not computed.\n")
         parts.append(abl.read_text())
+    notes = RESULTS_DIR / "notes.md"
+    if notes.exists():  # measurements that are not a table of runs (kept by hand)
+        parts.append(notes.read_text())
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(parts).rstrip() + "\n")
     return path
