@@ -74,6 +74,14 @@ def tr_home() -> Path:
     return Path(os.environ.get("TOTALRECALL_HOME", "~/.local/share/totalrecall")).expanduser()
 
 
+def outtype_of(path: Path | None) -> str | None:
+    """The weights type a file name states (`….q8_0.gguf` → `q8_0`), if any."""
+    if path is None:
+        return None
+    parts = path.name.split(".")
+    return parts[-2] if len(parts) >= 3 and parts[-2] in OUTTYPES else None
+
+
 def default_out(outtype: str = DEFAULT_OUTTYPE, home: Path | None = None) -> Path:
     return (home or tr_home()) / "models" / f"{MODEL_NAME}.{outtype}.gguf"
 
@@ -598,7 +606,8 @@ def main(argv: list[str] | None = None) -> int:
                                 description="Build the default embedding model (GGUF).")
     p.add_argument("--out", type=Path, help="output GGUF (default "
                    "$TOTALRECALL_HOME/models/all-MiniLM-L6-v2.<outtype>.gguf)")
-    p.add_argument("--outtype", choices=OUTTYPES, default=DEFAULT_OUTTYPE)
+    p.add_argument("--outtype", choices=OUTTYPES,
+                   help=f"weights type (default: the one --out names, else {DEFAULT_OUTTYPE})")
     p.add_argument("--converter", choices=("auto", "numpy", "torch"), default="auto",
                    help="numpy: no torch needed (default); torch: llama.cpp's convert script")
     p.add_argument("--force", action="store_true", help="rebuild even when valid")
@@ -609,9 +618,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--print-fingerprint", action="store_true",
                    help="print the model fingerprint and exit (builds when needed)")
     args = p.parse_args(argv)
-    out = (args.out or default_out(args.outtype)).expanduser().resolve()
+    outtype = args.outtype or outtype_of(args.out) or DEFAULT_OUTTYPE
+    out = (args.out or default_out(outtype)).expanduser().resolve()
     try:
-        info = build(out, outtype=args.outtype, converter=args.converter, force=args.force,
+        info = build(out, outtype=outtype, converter=args.converter, force=args.force,
                      sdist=args.sdist, cache=args.cache_dir, skip_verify=args.no_verify)
     except BuildError as exc:
         say(f"ERROR: {exc}")

@@ -16,6 +16,12 @@ def test_default_out_honours_totalrecall_home(tr_home: Path) -> None:
     assert mb.default_out("f16").name == "all-MiniLM-L6-v2.f16.gguf"
 
 
+def test_the_output_name_states_the_weights_type() -> None:
+    assert mb.outtype_of(Path("/m/all-MiniLM-L6-v2.f16.gguf")) == "f16"
+    assert mb.outtype_of(Path("/m/x.q8_0.gguf")) == "q8_0"
+    assert mb.outtype_of(Path("/m/model.gguf")) is None and mb.outtype_of(None) is None
+
+
 def test_records_make_a_rebuild_a_no_op(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "m" / "tiny.f16.gguf"
