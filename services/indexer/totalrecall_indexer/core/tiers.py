@@ -143,6 +143,8 @@ class ZvecTiers:
         # the writes made during a build with their vectors shifted onto other docs after a kill.
         self._tier_locks: dict[str, threading.Lock] = {t: threading.Lock() for t in TIERS}
         self._meta_lock = threading.Lock()
+        #: tier -> (monotonic time, doc count): `col.stats` costs a third of a search
+        self._counts: dict[str, tuple[float, int]] = {}
 
     # --- lifecycle -------------------------------------------------------------------------
     @property
@@ -362,8 +364,15 @@ class ZvecTiers:
             col.flush()
 
     # --- reads -----------------------------------------------------------------------------
-    def doc_count(self, tier: str) -> int:
-        return int(self.cols[tier].stats.doc_count)
+    def doc_count(self, tier: str, max_age_s: float = 1.0) -> int:
+        """The tier's document count, at most `max_age_s` old (search asks on every query)."""
+        now = time.monotonic()
+        cached = self._counts.get(tier)
+        if cached is not None and now - cached[0] < max_age_s:
+            return cached[1]
+        n = int(self.cols[tier].stats.doc_count)
+        self._counts[tier] = (now, n)
+        return n
 
     def search(self, tier: str, vector: list[float], topk: int, filter: str | None,
                ef: int = 128, linear: bool = False) -> list[RawHit]:
