@@ -193,6 +193,7 @@ def create_app(settings: Settings, *, embedder_backend: EmbedBackend | None = No
     responder = QueryResponder(
         settings.nats_url, topo.rpc_embed_query,
         lambda body: handle_query_rpc(body, engine, metrics).model_dump_json().encode())
+    metrics.query_rpc_up.set_function(lambda: 1.0 if responder.connected else 0.0)
 
     @broker.subscriber(topo.rpc_embed_batch, decoder=_raw_decoder)
     async def on_batch(body: NoCast[Any]) -> EmbedReply:
@@ -323,6 +324,7 @@ def create_app(settings: Settings, *, embedder_backend: EmbedBackend | None = No
     # for tests, the bench and the CLI
     app.engine = engine  # type: ignore[attr-defined]
     app.metrics = metrics  # type: ignore[attr-defined]
+    app.query_responder = responder  # type: ignore[attr-defined]
     return app
 
 

@@ -71,6 +71,10 @@ class Metrics:
             "totalrecall_embedder_rpc_requests_total", "RPC embed requests by kind and outcome",
             ["kind", "outcome"], registry=r)
 
+        self.query_rpc_up = Gauge(
+            "totalrecall_embedder_query_rpc_up",
+            "1 while the query RPC's own NATS connection (its responder thread) is up",
+            registry=r)
         self.consumer_pending = Gauge(
             "totalrecall_embedder_consumer_pending",
             "Messages the embedder's durable consumer has not acked yet (pending + ack pending)",

@@ -135,7 +135,7 @@ def model_stem(settings: Settings) -> str:
 
 async def test_query_rpc_and_batch_rpc(settings: Settings, nc: Any,
                                        topology: Topology) -> None:
-    async with running(settings):
+    async with running(settings) as app:
         req = EmbedRequest(texts=["Why is my system slow?",
                                   "Chrome is using 3.8GB of RAM and swap is at 94%",
                                   "I prefer tabs over spaces and dark themes in my editor"])
@@ -161,6 +161,15 @@ async def test_query_rpc_and_batch_rpc(settings: Settings, nc: Any,
 
         bad = await nc.request(topology.rpc_embed_query, b'{"texts": []}', timeout=10)
         assert "invalid EmbedRequest" in (EmbedReply.model_validate_json(bad.data).error or "")
+
+        # the query path runs on its own connection: visible in health and metrics
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                     base_url="http://t") as client:
+            health = (await client.get("/health")).json()
+            metrics = (await client.get("/metrics")).text
+        assert health["query_rpc"] is True
+        assert "totalrecall_embedder_query_rpc_up 1.0" in metrics
+    assert not app.query_responder.connected  # stopped with the app
 
 
 async def test_invalid_payload_goes_to_the_dlq_and_is_acked(settings: Settings, nc: Any,
