@@ -21,7 +21,6 @@ from totalrecall_schema import (
     DeadLetter,
     EmbedReply,
     EmbedRequest,
-    VectorSearchReply,
     ensure_streams,
 )
 
@@ -145,9 +144,22 @@ def create_app(settings: Settings, *, indexer: Indexer | None = None,
             except Exception:  # never let the loop die; unacked messages come back
                 log.exception("batch handling failed")
 
-    @broker.subscriber(topo.rpc_vector_search, decoder=_raw_decoder, max_workers=4)
-    async def on_search(body: NoCast[Any]) -> VectorSearchReply:
-        return await handle_search(body, idx)
+    # Vector search is on every recall's critical path: a plain nats-py subscription (FastStream's
+    # per-message machinery cost about as much CPU as a hot-tier search), up to 4 at a time.
+    searching = asyncio.Semaphore(4)
+    in_flight: set[asyncio.Task[None]] = set()
+
+    async def answer_search(msg: Any) -> None:
+        async with searching:
+            reply = await handle_search(msg.data, idx)
+        if msg.reply:
+            with contextlib.suppress(Exception):  # the asker went away
+                await msg.respond(reply.model_dump_json().encode())
+
+    async def on_search(msg: Any) -> None:
+        task = asyncio.create_task(answer_search(msg))  # nats-py runs callbacks one by one
+        in_flight.add(task)
+        task.add_done_callback(in_flight.discard)
 
     # Several workers: `stats` (with the progress) is answered while a rebuild runs.
     @broker.subscriber(topo.rpc_index_admin, decoder=_raw_decoder, max_workers=4)
@@ -183,11 +195,13 @@ def create_app(settings: Settings, *, indexer: Indexer | None = None,
             idx.on_progress = publish_progress
 
     async def after_startup() -> None:
+        state["search_sub"] = await state["nc"].subscribe(topo.rpc_vector_search, cb=on_search)
         # The RPC subscriptions are in place once the server has processed our SUBs.
-        try:
-            await broker.connection.flush(timeout=10)
-        except Exception as exc:  # requests may see "no responders" for a moment
-            log.warning("could not confirm the RPC subscriptions with the server: %r", exc)
+        for conn in (broker.connection, state["nc"]):
+            try:
+                await conn.flush(timeout=10)
+            except Exception as exc:  # requests may see "no responders" for a moment
+                log.warning("could not confirm the RPC subscriptions with the server: %r", exc)
         await idx.refresh_metrics()
         state["consuming"] = True
         state["consumer"] = asyncio.create_task(consume_loop(await subscribe()))
@@ -210,6 +224,12 @@ def create_app(settings: Settings, *, indexer: Indexer | None = None,
     async def shutdown() -> None:
         state["ready"] = False
         state["consuming"] = False
+        search_sub = state.pop("search_sub", None)
+        if search_sub is not None:
+            with contextlib.suppress(Exception):
+                await search_sub.unsubscribe()
+        if in_flight:
+            await asyncio.wait(set(in_flight), timeout=10)
         consumer = state.get("consumer")
         if consumer is not None:  # let the current batch finish (bounded), then stop
             with contextlib.suppress(BaseException):

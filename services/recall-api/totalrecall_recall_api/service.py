@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
@@ -53,6 +53,7 @@ class RecallService:
     store: Store
     metrics: Metrics
     citations: Citations | None = None
+    _profiles: dict[str, tuple[float, list[Memory]]] = field(default_factory=dict)
 
     async def _timed(self, stage: str, aw: Awaitable[T]) -> T:
         t0 = time.perf_counter()
@@ -125,8 +126,8 @@ class RecallService:
                 found = self._hybrid(req, cls.max_results, now,
                                      diagnostic=cls.kind is QueryClass.DIAGNOSTIC)
             # The user's patterns do not depend on the search: fetched alongside it.
-            memories, profile = await asyncio.gather(found, self._guard("profile", self.store.recent(
-                req.namespace, None, "user_pattern", 5)))
+            memories, profile = await asyncio.gather(found, self._guard("profile", self._profile(
+                req.namespace)))
             profile = [p for p in profile if p.id not in {m.id for m in memories}]
         for m in memories:
             m.relative_time = relative_time(m.timestamp, now)
@@ -137,6 +138,19 @@ class RecallService:
         results = self._openclaw(memories) if req.format == "openclaw" else None
         return RecallResponse(memories=memories, system_memory=block, took_ms=took * 1000,
                               query_class=cls.kind.value, results=results)
+
+    async def _profile(self, namespace: str) -> list[Memory]:
+        """The namespace's user patterns, read at most every `profile_cache_s` seconds."""
+        ttl = self.settings.profile_cache_s
+        cached = self._profiles.get(namespace)
+        if ttl > 0 and cached is not None and time.monotonic() - cached[0] < ttl:
+            return list(cached[1])
+        found = await self.store.recent(namespace, None, "user_pattern", 5)
+        if ttl > 0:
+            if len(self._profiles) >= 1024:  # bounded: namespaces are few, but never grow unbounded
+                self._profiles.clear()
+            self._profiles[namespace] = (time.monotonic(), found)
+        return list(found)
 
     def _openclaw(self, memories: list[Memory]) -> list[OpenClawResult]:
         cite = self.citations or Citations(self.settings.memory_dir)

@@ -70,6 +70,9 @@ class Settings(BaseSettings):
     # Machine events (no session) are dense: their neighbours are the minutes around a hit, and a
     # short bound keeps the lookup a short index walk on a busy namespace.
     neighbour_event_gap_s: float = 600.0
+    # The user-profile block (the namespace's `user_pattern` memories) is read at most this often
+    # per namespace (s): it changes rarely, and every recall shows it. 0: read on every recall.
+    profile_cache_s: float = 5.0
     # Added to memories stamped on a date the query names ("on October 13, 2023", "in July").
     date_boost: float = 0.2
     # Added to memories whose actor the query names ("what did Caroline say…").

@@ -384,3 +384,29 @@ async def test_bm25_rows_are_not_fetched_twice(world: FakeWorld) -> None:
             assert len(w.fetched) == 1  # the vector hits' rows; none after the keyword search
     # equal scores (rounded) may come in either order
     assert dict(answers[0]) == dict(answers[1]) and answers[0]
+
+
+async def test_the_profile_is_read_once_per_namespace_within_its_ttl(world: FakeWorld) -> None:
+    reads: list[str] = []
+    recent = world.recent
+
+    async def counting(namespace: str, since: Any, category: Any, limit: int,
+                       categories: Any = None) -> list[Memory]:
+        if category == "user_pattern":
+            reads.append(namespace)
+        return await recent(namespace, since, category, limit, categories)
+
+    world.recent = counting  # type: ignore[method-assign]
+    for ttl, expected in ((60.0, ["default", "other"]), (0.0, ["default"] * 3)):
+        reads.clear()
+        c = await _client(world, profile_cache_s=ttl)
+        try:
+            await c.post("/memory/ingest", json={"summary": "User prefers vim",
+                                                 "category": "user_pattern"})
+            for ns in (("default", "default", "other") if ttl else ("default",) * 3):
+                r = await c.post("/memory/recall", json={"query": "which editor do I use?",
+                                                         "namespace": ns})
+                assert r.status_code == 200
+        finally:
+            await c._ctx.__aexit__(None, None, None)  # type: ignore[attr-defined]
+        assert reads == expected
