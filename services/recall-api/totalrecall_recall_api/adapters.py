@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -244,7 +244,8 @@ class PostgresStore:
 
     async def neighbours(self, keys: Sequence[str], window: int, max_gap_s: float,
                          since: datetime | None = None, category: str | None = None,
-                         event_gap_s: float | None = None) -> dict[str, list[tuple[str, Memory]]]:
+                         event_gap_s: float | None = None, known: Collection[str] = ()
+                         ) -> dict[str, list[tuple[str, Memory | None]]]:
         """For each hit key, up to `window` memories either side of it in time, in the same
         namespace and the same thread, at most `max_gap_s` away (`event_gap_s` for memories
         outside a conversation), within the request's filters.
@@ -257,7 +258,9 @@ class PostgresStore:
         """
         if not keys or window <= 0:
             return {}
-        cols = _COLUMNS_M
+        # Rows the caller has already come back as their key alone (no transfer, no decoding).
+        cols = ", ".join(f"CASE WHEN m.key = ANY($8::text[]) THEN NULL ELSE {c} END AS {c[2:]}"
+                         if c != "m.key" else c for c in _COLUMNS_M.split(", "))
         filters = """AND ($4::timestamptz IS NULL OR m.ts >= $4)
                      AND ($5::text IS NULL OR m.category = $5)"""
         # Each side is a walk of the (namespace, thread, ts, key) index from the hit outwards.
@@ -279,10 +282,11 @@ class PostgresStore:
         rows = await self.pool.fetch(sql, list(dict.fromkeys(keys)), window, float(max_gap_s),
                                      since, category,
                                      float(max_gap_s if event_gap_s is None else event_gap_s),
-                                     _CONVERSATION_THREAD, timeout=self.timeout)
-        out: dict[str, list[tuple[str, Memory]]] = {}
+                                     _CONVERSATION_THREAD, list(known), timeout=self.timeout)
+        out: dict[str, list[tuple[str, Memory | None]]] = {}
         for r in rows:
-            out.setdefault(r["hit"], []).append((r["key"], _memory(r)))
+            out.setdefault(r["hit"], []).append(
+                (r["key"], None if r["id"] is None else _memory(r)))
         return out
 
     async def recent(self, namespace: str, since: datetime | None, category: str | None,

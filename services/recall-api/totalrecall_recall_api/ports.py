@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -42,9 +42,11 @@ class Store(Protocol):
 
     async def neighbours(self, keys: Sequence[str], window: int, max_gap_s: float,
                          since: datetime | None = None, category: str | None = None,
-                         event_gap_s: float | None = None) -> dict[str, list[tuple[str, Memory]]]:
+                         event_gap_s: float | None = None, known: Collection[str] = ()
+                         ) -> dict[str, list[tuple[str, Memory | None]]]:
         """hit key → [(key, memory)] of the memories adjacent to it in its thread (within the
-        request's timeframe and category)."""
+        request's timeframe and category). A store may answer None for a memory in `known`
+        (the caller has its row already)."""
         ...
 
     async def recent(self, namespace: str, since: datetime | None, category: str | None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
@@ -241,13 +241,16 @@ class RecallService:
         if s.neighbour_weight <= 0 or s.neighbour_window <= 0 or s.neighbour_hits <= 0:
             return ranked
         top = [c.key for c in ranked[: s.neighbour_hits] if c.key in by_key]
-        found = await self._guard("neighbours", self._neighbours(top, since, category))
+        found = await self._guard("neighbours", self._neighbours(top, since, category, by_key))
         nbrs: dict[str, list[tuple[str, Memory]]] = {}
         for hit, rows in found:
             if hit not in by_key:
                 continue
-            # Same namespace only, like every other row (defence in depth).
-            keep = [(k, m) for k, m in rows if m.namespace == by_key[hit].namespace]
+            # Same namespace only, like every other row (defence in depth). A row the store
+            # left out (None) is one we hold already.
+            have = [(k, m if m is not None else by_key.get(k)) for k, m in rows]
+            keep = [(k, m) for k, m in have
+                    if m is not None and m.namespace == by_key[hit].namespace]
             for k, m in keep:
                 by_key.setdefault(k, m)
             nbrs[hit] = keep
@@ -258,12 +261,13 @@ class RecallService:
                 c.text, c.category = f"{m.summary} {m.detail}", m.category
         return out
 
-    async def _neighbours(self, keys: list[str], since: datetime | None,
-                          category: str | None) -> list[tuple[str, list[tuple[str, Memory]]]]:
+    async def _neighbours(self, keys: list[str], since: datetime | None, category: str | None,
+                          known: Collection[str]
+                          ) -> list[tuple[str, list[tuple[str, Memory | None]]]]:
         s = self.settings
         found = await self._timed("neighbours", self.store.neighbours(
             keys, s.neighbour_window, s.neighbour_max_gap_s, since, category,
-            s.neighbour_event_gap_s))
+            s.neighbour_event_gap_s, known=list(known)))
         return list(found.items())
 
     async def _recent_system(self, req: RecallRequest, now: datetime) -> list[Memory]:

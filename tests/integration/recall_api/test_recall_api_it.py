@@ -368,6 +368,10 @@ async def test_neighbours_follow_the_thread_and_the_filters(pg_dsn: str) -> None
         assert ids[keys["s2-5"]] == ["s2-6", "s2-7"]  # the session starts here: nothing before
         assert ids[keys["ev-a"]] == ["ev-c"]  # not sshd's event, not nginx's 30 minutes later
         assert await store.neighbours([keys["s1-2"]], 1, 3600.0, category="system.service") == {}
+        # rows the caller holds come back as their key alone
+        light = await store.neighbours([keys["s1-2"]], 2, 3600.0, known=[keys["s1-1"]])
+        got = {m.id if m else k: m is None for k, m in light[keys["s1-2"]]}
+        assert got == {keys["s1-1"]: True, "s1-0": False, "s1-3": False, "s1-4": False}
     finally:
         await pool.close()
 

@@ -75,9 +75,9 @@ class FakeWorld:
         return {k: self._memory(self.events[k]) for k in keys if k in self.events}
 
     async def neighbours(self, keys: Sequence[str], window: int, max_gap_s: float,
-                         since: Any = None, category: Any = None, event_gap_s: Any = None
-                         ) -> dict[str, list[tuple[str, Memory]]]:
-        out: dict[str, list[tuple[str, Memory]]] = {}
+                         since: Any = None, category: Any = None, event_gap_s: Any = None,
+                         known: Any = ()) -> dict[str, list[tuple[str, Memory | None]]]:
+        out: dict[str, list[tuple[str, Memory | None]]] = {}
         for k in keys:
             hit = self.events[k]
             thread = sorted((e for e in self.events.values() if e.namespace == hit.namespace
