@@ -18,9 +18,7 @@ import asyncio
 import contextlib
 import os
 import random
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -107,19 +105,19 @@ def embedder_process(settings: dict[str, str], home: Path) -> Iterator[str]:
     sit in the service's way. Yields the service's base URL once /health answers."""
     import httpx
     from totalrecall.infra import free_port
+    from totalrecall.infra.process import spawn, stop
 
     port = free_port()
     env = {**os.environ, "TOTALRECALL_HOME": str(home), "TR_EMBEDDER_HTTP_PORT": str(port),
            **{f"TR_EMBEDDER_{k.upper()}": v for k, v in settings.items()}}
-    log = (home / "embedder.log").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "totalrecall_embedder"], env=env,
-                            stdout=log, stderr=subprocess.STDOUT)
+    log = home / "embedder.log"
+    proc = spawn([sys.executable, "-m", "totalrecall_embedder"], log_path=log, env=env)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"the embedder exited: {(home / 'embedder.log').read_text()}")
+                raise RuntimeError(f"the embedder exited: {log.read_text()}")
             with contextlib.suppress(httpx.HTTPError):
                 if httpx.get(f"{base}/health", timeout=1).status_code == 200:
                     break
@@ -128,13 +126,7 @@ def embedder_process(settings: dict[str, str], home: Path) -> Iterator[str]:
             time.sleep(0.1)
         yield base
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+        stop(proc, timeout=60)
 
 
 def _metric(text: str, name: str) -> float:
