@@ -25,7 +25,7 @@ from .core.backend import EmbedBackend
 from .core.backfill import BackfillJournal
 from .core.cache import EmbeddingCache
 from .core.engine import CacheHook, Engine, EngineConfig, LocalFactory, RemoteFactory
-from .handlers import handle_backfill, handle_embed_rpc, handle_event_batch, handle_query_rpc
+from .handlers import handle_backfill, handle_batch_rpc, handle_event_batch, handle_query_rpc
 from .metrics import Metrics
 from .query_responder import QueryResponder
 from .settings import Settings
@@ -197,7 +197,7 @@ def create_app(settings: Settings, *, embedder_backend: EmbedBackend | None = No
 
     @broker.subscriber(topo.rpc_embed_batch, decoder=_raw_decoder)
     async def on_batch(body: NoCast[Any]) -> EmbedReply:
-        return await handle_embed_rpc(body, engine, metrics, "batch")
+        return await handle_batch_rpc(body, engine, metrics)
 
     def open_stores() -> None:
         if settings.cache_enabled:

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 from totalrecall_schema import EmbeddedEvent, EmbedReply, EmbedRequest, Topology, utcnow
@@ -254,26 +254,22 @@ def handle_query_rpc(body: bytes, engine: Engine, metrics: Metrics) -> EmbedRepl
     if isinstance(req, EmbedReply):
         return req
     try:
-        vectors = engine.embed_query_blocking(req.texts, req.kind)
+        vectors = engine.embed_query(req.texts, req.kind)
     except Exception as exc:
         return _rpc_failed(exc, metrics, "query", t0)
     return _rpc_ok(vectors, engine, metrics, "query", t0)
 
 
-async def handle_embed_rpc(body: bytes, engine: Engine, metrics: Metrics,
-                           path: Literal["query", "batch"]) -> EmbedReply:
-    """`rpc_embed_batch` (ingest context, disk cache, chunked) from the event loop; `query`
-    runs `handle_query_rpc`'s path on the engine's query thread."""
+async def handle_batch_rpc(body: bytes, engine: Engine, metrics: Metrics) -> EmbedReply:
+    """`rpc_embed_batch`: the ingest context, the disk cache, chunked. The prefix follows the
+    request's `kind` (query / document)."""
     t0 = time.perf_counter()
-    req = _parse_rpc(body, metrics, path)
+    req = _parse_rpc(body, metrics, "batch")
     if isinstance(req, EmbedReply):
         return req
     await engine.maybe_reload()
     try:
-        if path == "query":
-            vectors = await engine.embed_query(req.texts, req.kind)
-        else:
-            vectors = await engine.embed_documents(req.texts, req.kind)
+        vectors = await engine.embed_documents(req.texts, req.kind)
     except Exception as exc:
-        return _rpc_failed(exc, metrics, path, t0)
-    return _rpc_ok(vectors, engine, metrics, path, t0)
+        return _rpc_failed(exc, metrics, "batch", t0)
+    return _rpc_ok(vectors, engine, metrics, "batch", t0)

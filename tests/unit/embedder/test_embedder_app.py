@@ -13,7 +13,7 @@ from faststream.nats import TestNatsBroker
 from totalrecall_embedder.app import create_app
 from totalrecall_embedder.core.backend import LlamaBackend, ModelUnavailable, model_fingerprint
 from totalrecall_embedder.core.engine import Engine, EngineConfig
-from totalrecall_embedder.handlers import handle_embed_rpc, handle_query_rpc
+from totalrecall_embedder.handlers import handle_batch_rpc, handle_query_rpc
 from totalrecall_embedder.metrics import Metrics
 from totalrecall_embedder.settings import Settings
 from totalrecall_schema import EmbedReply, EmbedRequest, Topology
@@ -46,9 +46,9 @@ async def test_rpc_without_model_and_with_bad_request(tmp_path: Path) -> None:
     eng = Engine(EngineConfig(model_path=tmp_path / "none.gguf", model_retry_s=3600))
     assert await eng.load() is False and eng.error and "not found" in eng.error
     m = Metrics()
-    rep = await handle_embed_rpc(b'{"texts": ["x"]}', eng, m, "query")
+    rep = await handle_batch_rpc(b'{"texts": ["x"]}', eng, m)
     assert rep.vectors is None and rep.error and "unavailable" in rep.error
-    rep = await handle_embed_rpc(b'{"texts": "nope"}', eng, m, "query")
+    rep = await handle_batch_rpc(b'{"texts": "nope"}', eng, m)
     assert rep.error and rep.error.startswith("invalid EmbedRequest")
     rep = handle_query_rpc(b'{"texts": ["x"]}', eng, m)  # the responder thread's path
     assert rep.vectors is None and rep.error and "unavailable" in rep.error
@@ -59,8 +59,8 @@ async def test_rpc_without_model_and_with_bad_request(tmp_path: Path) -> None:
 async def test_batch_rpc_is_chunked(tmp_path: Path) -> None:
     backend = FakeBackend()
     eng = Engine(EngineConfig(model_path=tmp_path / "x", rpc_batch_chunk=3), backend=backend)
-    rep = await handle_embed_rpc(EmbedRequest(texts=[str(i) for i in range(7)])
-                                 .model_dump_json().encode(), eng, Metrics(), "batch")
+    rep = await handle_batch_rpc(EmbedRequest(texts=[str(i) for i in range(7)])
+                                 .model_dump_json().encode(), eng, Metrics())
     assert [len(c) for c in backend.calls] == [3, 3, 1] and len(rep.vectors or []) == 7
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from embedder_fakes import FakeBackend
 from totalrecall_embedder.core.cache import EmbeddingCache, QueryLRU
 from totalrecall_embedder.core.engine import Engine, EngineConfig
-from totalrecall_embedder.handlers import handle_embed_rpc
+from totalrecall_embedder.handlers import handle_batch_rpc
 from totalrecall_embedder.metrics import Metrics
 from totalrecall_schema import EmbedRequest
 
@@ -68,8 +68,8 @@ async def test_ingest_and_batch_rpc_do_not_re_embed(tmp_path: Path) -> None:
     assert first is not None and again is not None
     assert again[0] == first[1] and again[2] == first[0]
     # a rebuild through rpc_embed_batch uses the same cache
-    rep = await handle_embed_rpc(EmbedRequest(texts=["alpha", "gamma"], kind="document")
-                                 .model_dump_json().encode(), eng, m, "batch")
+    rep = await handle_batch_rpc(EmbedRequest(texts=["alpha", "gamma"], kind="document")
+                                 .model_dump_json().encode(), eng, m)
     assert rep.vectors == [first[0], again[1]] and len(b.calls) == 2
     assert m.cache_requests.labels(cache="disk", result="hit")._value.get() == 4
     assert m.cache_requests.labels(cache="disk", result="miss")._value.get() == 3
@@ -86,8 +86,8 @@ async def test_failed_texts_are_not_cached(tmp_path: Path) -> None:
 async def test_query_path_uses_the_in_memory_lru(tmp_path: Path) -> None:
     b = FakeBackend()
     eng, m = make(tmp_path, b)
-    v1 = await eng.embed_query(["why slow"])
-    v2 = await eng.embed_query(["why slow", "other"])
+    v1 = eng.embed_query(["why slow"])
+    v2 = eng.embed_query(["why slow", "other"])
     assert v1[0] == v2[0] and b.calls == [["why slow"], ["other"]]
     assert m.cache_requests.labels(cache="query", result="hit")._value.get() == 1
 
@@ -96,11 +96,11 @@ async def test_nomic_models_get_their_prefixes(tmp_path: Path) -> None:
     b = FakeBackend(model_name="nomic-embed-text-v1.5.f16.gguf")
     eng, m = make(tmp_path, b)
     await eng.embed_ingest(["disk full"])
-    await eng.embed_query(["why slow"])
-    await handle_embed_rpc(EmbedRequest(texts=["doc"], kind="document").model_dump_json()
-                           .encode(), eng, m, "batch")
-    await handle_embed_rpc(EmbedRequest(texts=["q"], kind="query").model_dump_json()
-                           .encode(), eng, m, "batch")
+    eng.embed_query(["why slow"])
+    await handle_batch_rpc(EmbedRequest(texts=["doc"], kind="document").model_dump_json()
+                           .encode(), eng, m)
+    await handle_batch_rpc(EmbedRequest(texts=["q"], kind="query").model_dump_json()
+                           .encode(), eng, m)
     assert b.calls == [["search_document: disk full"], ["search_query: why slow"],
                        ["search_document: doc"], ["search_query: q"]]
 
@@ -109,7 +109,7 @@ async def test_explicit_prefixes_win(tmp_path: Path) -> None:
     b = FakeBackend(model_name="nomic-embed-text-v1.5.f16.gguf")
     eng, _ = make(tmp_path, b, query_prefix="query: ", document_prefix="")
     await eng.embed_ingest(["d"])
-    await eng.embed_query(["q"])
+    eng.embed_query(["q"])
     assert b.calls == [["d"], ["query: q"]]
     minilm, _ = make(tmp_path / "m", FakeBackend(model_name="all-MiniLM-L6-v2.f16.gguf"))
     assert minilm.prefix("query") == "" and minilm.prefix("document") == ""

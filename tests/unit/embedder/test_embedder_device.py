@@ -101,7 +101,7 @@ async def test_endpoint_fallback_and_return_to_the_local_model(tmp_path: Path) -
     assert await eng.load()
     assert eng.device == "remote" and not eng.local and eng.fingerprint == "remote:emb"
     assert eng.error and "cannot load" in eng.error
-    assert (await eng.embed_query(["q"]))[0] and remote.calls == [["q"]]
+    assert eng.embed_query(["q"])[0] and remote.calls == [["q"]]
     m = Metrics()
     m.observe_engine(eng)
     assert m.fallback_state._value.get() == 3

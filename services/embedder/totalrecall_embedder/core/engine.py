@@ -14,7 +14,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -119,9 +118,8 @@ class Engine:
         self.on_cache = on_cache
         self._last_attempt = float("-inf")
         self._load_lock = asyncio.Lock()
-        # Threads start on first use: nothing runs before the app starts.
+        # Its thread starts on first use: nothing runs before the app starts.
         self._ingest_pool = embedding_pool("embed-ingest", config.ingest_nice)
-        self._query_pool = embedding_pool("embed-query")
         #: set whenever the main backend changes (the backfill waits on it)
         self.changed = asyncio.Event()
         self.window = (DedupWindow(config.dedup_window_s, config.dedup_max_entries)
@@ -350,16 +348,15 @@ class Engine:
             b.close()
         self.ingest = self.query = self.technical = None
         self.device = "none"
-        for pool in (self._ingest_pool, self._query_pool):
-            pool.shutdown(wait=False)
+        self._ingest_pool.shutdown(wait=False)
         self._ingest_pool = embedding_pool("embed-ingest", self.config.ingest_nice)
-        self._query_pool = embedding_pool("embed-query")
 
     # --- embedding ------------------------------------------------------------------------
-    @staticmethod
-    async def _run(pool: ThreadPoolExecutor, fn: Callable[[list[str]], Sequence[list[float]]],
-                   texts: list[str]) -> Sequence[list[float]]:
-        return await asyncio.get_running_loop().run_in_executor(pool, fn, texts)
+    async def _on_ingest_thread(self, backend: EmbedBackend,
+                                texts: list[str]) -> Sequence[list[float]]:
+        """`backend.embed` on the ingest thread (lowered priority: see `priority`)."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self._ingest_pool, backend.embed, texts)
 
     def _count(self, cache: str, hits: int, misses: int) -> None:
         if self.on_cache is not None and (hits or misses):
@@ -370,7 +367,7 @@ class Engine:
         """Vectors for `texts`; a text the model fails on (after retrying it alone) gets None:
         the pipeline never stalls on one event."""
         try:
-            return list(await self._run(self._ingest_pool, backend.embed, texts))
+            return list(await self._on_ingest_thread(backend, texts))
         except Exception as exc:
             if getattr(backend, "device", None) == "remote":
                 # not a per-text problem: give up on the endpoint for now (it is probed again
@@ -386,7 +383,7 @@ class Engine:
         out: list[list[float] | None] = []
         for text in texts:
             try:
-                out.append((await self._run(self._ingest_pool, backend.embed, [text]))[0])
+                out.append((await self._on_ingest_thread(backend, [text]))[0])
             except Exception:
                 log.exception("embedding failed for one text; it gets no vector")
                 out.append(None)
@@ -435,10 +432,9 @@ class Engine:
         p = self.prefix("document", backend)
         return await self._embed_cached(backend, [p + t for t in texts])
 
-    def embed_query_blocking(self, texts: Sequence[str],
-                             kind: Kind = "query") -> list[list[float]]:
-        """Query RPC on the caller's thread (the query responder's own): the query context and
-        an in-memory LRU."""
+    def embed_query(self, texts: Sequence[str], kind: Kind = "query") -> list[list[float]]:
+        """Query RPC, blocking, on the caller's thread (the query responder's own): the query
+        context and an in-memory LRU."""
         backend = self.query
         if backend is None:
             raise ModelUnavailable(self.error or "no embedding model loaded")
@@ -454,11 +450,6 @@ class Engine:
                 got[i] = v
                 self.query_cache.put(fp, final[i], v)
         return [v for v in got if v is not None]
-
-    async def embed_query(self, texts: Sequence[str], kind: Kind = "query") -> list[list[float]]:
-        """`embed_query_blocking` from the event loop, on the query thread."""
-        return await asyncio.get_running_loop().run_in_executor(
-            self._query_pool, self.embed_query_blocking, list(texts), kind)
 
     async def embed_documents(self, texts: Sequence[str],
                               kind: Kind = "document") -> list[list[float]]:

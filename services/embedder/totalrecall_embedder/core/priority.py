@@ -1,10 +1,11 @@
 """CPU priority of the embedding threads.
 
 Ingest (events, the document RPC, the backfill) is background work; a query embedding is on the
-critical path of every prompt. Each runs on its own single-thread pool, and the ingest thread
-lowers its own scheduling priority (Linux: `setpriority` on a thread id affects that thread
-only; llama.cpp's compute threads it spawns inherit it), so that on a busy CPU the scheduler
-serves the query thread, the indexer and recall first, and ingest takes what is left.
+critical path of every prompt. Ingest runs on its own single-thread pool (queries on the query
+responder's thread), and the ingest thread lowers its own scheduling priority (Linux:
+`setpriority` on a thread id affects that thread only; llama.cpp's compute threads it spawns
+inherit it), so that on a busy CPU the scheduler serves the query thread, the indexer and recall
+first, and ingest takes what is left.
 """
 
 from __future__ import annotations
