@@ -1,16 +1,13 @@
 """Fixtures of the embedder integration tests: the embedder's settings for this test's subjects,
-streams and home, and a NATS connection with the streams in place."""
+streams and home (the NATS connection `nc` is tests/integration/conftest.py's)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
-import nats
 import pytest
 from totalrecall_embedder.settings import Settings
-from totalrecall_schema import Topology, ensure_streams
+from totalrecall_schema import Topology
 
 
 @pytest.fixture
@@ -19,10 +16,3 @@ def settings(nats_url: str, topology: Topology, tr_home: Path, model_path: Path)
                     stream_prefix=topology.stream_prefix, home=tr_home, model_path=model_path,
                     retry_delay_s=0.3, n_threads=1, query_n_threads=1)
 
-
-@pytest.fixture
-async def nc(nats_url: str, topology: Topology) -> AsyncIterator[Any]:
-    client = await nats.connect(nats_url)
-    await ensure_streams(client.jetstream(), topology)
-    yield client
-    await client.close()

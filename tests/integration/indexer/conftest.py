@@ -1,5 +1,5 @@
 """Fixtures of the indexer integration tests (defined in indexer_it_helpers)."""
 
-from indexer_it_helpers import harness, nc, settings
+from indexer_it_helpers import harness, settings
 
-__all__ = ["harness", "nc", "settings"]
+__all__ = ["harness", "settings"]

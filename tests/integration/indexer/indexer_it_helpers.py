@@ -8,12 +8,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import nats
 import numpy as np
 import pytest
 from totalrecall_indexer.app import create_app
 from totalrecall_indexer.settings import Settings
-from totalrecall_schema import EmbeddedEvent, EventMetadata, MemoryEvent, Topology, ensure_streams
+from totalrecall_schema import EmbeddedEvent, EventMetadata, MemoryEvent, Topology
 from waiting import request_served
 from waiting import wait_for as wait_for  # the indexer tests' import of it
 
@@ -49,14 +48,6 @@ def settings(nats_url: str, pg_dsn: str, topology: Topology, tr_home: Path) -> S
                     subject_prefix=topology.prefix, stream_prefix=topology.stream_prefix,
                     fetch_timeout_s=0.5, retry_delay_s=0.3, background_tasks=False,
                     embed_timeout_s=5.0)
-
-
-@pytest.fixture
-async def nc(nats_url: str, topology: Topology) -> AsyncIterator[Any]:
-    client = await nats.connect(nats_url)
-    await ensure_streams(client.jetstream(), topology)
-    yield client
-    await client.close()
 
 
 class Harness:
