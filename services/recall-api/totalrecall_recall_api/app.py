@@ -31,7 +31,6 @@ async def _keep_session(conn: Any) -> None:
     round trip after every query; recall only reads and never changes its session's state."""
 
 
-
 class BodyLimit:
     """Reject bodies over `limit` bytes with 413, whether or not Content-Length is sent."""
 

@@ -56,7 +56,7 @@ CREATE INDEX IF NOT EXISTS memories_ns_ts_tsv ON memories (namespace, ts) INCLUD
     # conversation (metadata session / session_id / conversation_id), else the source's stream
     # of events about one service, else about one category. As a column with its own index each
     # lookup is a short index walk instead of a filter over every memory in the time window
-    # (neighbours at 100k: ~7 ms -> see recall-api's README).
+    # (200 interleaved sessions in 20k turns: 24 ms -> 2.3 ms per lookup of 20 hits).
     (4, "thread of each memory, indexed for neighbour lookups", """
 ALTER TABLE memories ADD COLUMN IF NOT EXISTS thread text GENERATED ALWAYS AS (
     CASE WHEN coalesce(metadata->>'session', metadata->>'session_id',
