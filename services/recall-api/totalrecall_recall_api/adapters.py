@@ -166,16 +166,22 @@ class PostgresStore:
         # the table: rank at most `scan_cap` matches, the most recent ones. The rare terms' matches
         # are fetched on their own as well (a GIN lookup), so that the recent matches of common
         # words never crowd out the few memories that carry the query's most telling word.
+        # The newest matches come from two indexes (the indexer's migration 5): the covering one
+        # (key and tsv, no table reads) of the rows whose tsv fits in a btree entry, and one of
+        # the long memories' rows, whose tsv is read from the table.
         match = """FROM memories WHERE tsv @@ to_tsquery('simple', {q}) AND namespace = $2
                         AND ($3::timestamptz IS NULL OR ts >= $3)
-                        AND ($4::text IS NULL OR category = $4)
+                        AND ($4::text IS NULL OR category = $4){fits}
                       ORDER BY ts DESC LIMIT {cap}"""
         cap = int(self.scan_cap)
         quoted = [_operand(lx, self.prefix_min_chars) for lx, _ in weighted]
         rare = self._rare(weighted, namespace)
-        branches = f"(SELECT key, tsv {match.format(q='$1', cap=cap)})"
+        branches = " UNION ALL ".join(
+            f"(SELECT key, tsv {match.format(q='$1', cap=cap, fits=fits)})"
+            for fits in (" AND tsv_fits", " AND NOT tsv_fits"))
         if rare:
-            branches += (f" UNION ALL (SELECT key, tsv {match.format(q=f'${6 + 2 * n}', cap=cap)})")
+            branches += (f" UNION ALL (SELECT key, tsv "
+                         f"{match.format(q=f'${6 + 2 * n}', cap=cap, fits='')})")
         # The ranked rows' columns come along (joined back by primary key for the `limit` winners
         # only), so fusion fetches rows for vector-only candidates alone.
         sql = f"""

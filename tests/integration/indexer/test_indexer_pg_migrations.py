@@ -38,3 +38,33 @@ async def test_thread_column_is_filled_for_rows_written_before_it(pg_dsn: str) -
         assert "memories_ns_thread_ts" in indexes
     finally:
         await conn.close()
+
+
+async def test_the_old_bm25_covering_index_is_replaced(pg_dsn: str) -> None:
+    """A database that built migration 3's covering index (every row's tsv) gets the split
+    pair, and long memories can be written again."""
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        for _version, _desc, sql in MIGRATIONS[:4]:
+            await conn.execute(sql)
+        await conn.execute("CREATE INDEX memories_ns_ts_tsv ON memories (namespace, ts) "
+                           "INCLUDE (key, tsv)")  # what migration 3 used to build
+        await conn.execute("""CREATE TABLE schema_migrations (
+            version integer PRIMARY KEY, description text NOT NULL,
+            applied_at timestamptz NOT NULL DEFAULT now())""")
+        await conn.executemany("INSERT INTO schema_migrations (version, description) "
+                               "VALUES ($1, $2)", [(v, d) for v, d, _ in MIGRATIONS[:4]])
+        assert await migrate(conn) == [5]
+        indexes = {r["indexname"] for r in await conn.fetch(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'memories'")}
+        assert "memories_ns_ts_tsv" not in indexes
+        assert {"memories_ns_ts_tsv_fits", "memories_ns_ts_tsv_big"} <= indexes
+        words = " ".join(f"w{i}x{i * 7919 % 10007}" for i in range(1500))
+        await conn.execute(
+            """INSERT INTO memories (key, id, namespace, ts, category, subcategory, actor,
+                                     source, severity, summary, detail)
+               VALUES ('long', 'long', 'default', now(), 'conversation', 'general', 'user',
+                       'api', 'info', 'a long one', $1)""", words)
+        assert await conn.fetchval("SELECT tsv_fits FROM memories WHERE key = 'long'") is False
+    finally:
+        await conn.close()

@@ -4,6 +4,7 @@ idempotent redelivery, dead letters, Postgres outage."""
 from __future__ import annotations
 
 import json
+import random
 from datetime import timedelta
 from typing import Any
 
@@ -125,6 +126,28 @@ async def test_redelivery_and_restart_create_no_duplicates(settings: Settings,
         assert len(md_event_lines(settings)) == 3
         rep = await search(harness, vecs[0], topk=10)
         assert [h.key for h in rep.hits].count(events[0].event.key) == 1
+
+
+async def test_a_long_memory_is_stored_and_blocks_nothing(settings: Settings,
+                                                          harness: Harness) -> None:
+    """A memory whose tsvector is too big for a btree entry (a long chat turn, a log excerpt)
+    goes into its batch like any other: it used to fail the whole batch, again and again."""
+    rnd = random.Random(3)
+    long_detail = " ".join("".join(rnd.choices("bcdfghjklmnpqrstvwxz", k=9))
+                           for _ in range(2000))
+    vecs = unit_vectors(3, seed=2)
+    events = [make_event(i, vecs[i]) for i in range(3)]
+    events[1].event.detail = long_detail
+    async with running(settings) as app:
+        await harness.publish(events)
+        await wait_for(lambda: _eq(pg_count(settings.pg_dsn), 3), what="3 rows")
+        await wait_for(lambda: _consumer_idle(harness, settings), what="all acked")
+        assert await pg_count(settings.pg_dsn, "NOT tsv_fits") == 1
+        assert app.indexer.tiers.stats()["hot"]["doc_count"] == 3
+        # and again (the upsert's update path)
+        await harness.publish(events, msg_id_suffix="-again")
+        await wait_for(lambda: _consumer_idle(harness, settings), what="all acked again")
+        assert await pg_count(settings.pg_dsn) == 3
 
 
 async def _consumer_idle(h: Harness, settings: Settings) -> bool:

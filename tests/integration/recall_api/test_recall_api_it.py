@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -459,3 +460,43 @@ async def test_term_stats_notice_a_burst_of_inserts(pg_dsn: str) -> None:
         assert not ts.grown(await ts.inserted())
     finally:
         await pool.close()
+
+
+def _long_text(n_words: int, seed: int = 0) -> str:
+    """A text whose tsvector is several kB (distinct made-up words), like a long chat turn or a
+    log excerpt."""
+    rnd = random.Random(seed)
+    return " ".join("".join(rnd.choices("bcdfghjklmnpqrstvwxz", k=9)) for _ in range(n_words))
+
+
+async def test_bm25_finds_long_memories_too_big_for_the_covering_index(pg_dsn: str) -> None:
+    """A long memory's tsv does not fit in a btree entry: it is stored all the same (a trigger
+    marks it) and keyword search finds it next to the short ones."""
+    from totalrecall_recall_api.adapters import PostgresStore
+
+    await create_memories_table(pg_dsn)
+    t0 = datetime(2024, 4, 1, 8, 0, tzinfo=UTC)
+    keys = await insert_rows(pg_dsn, [
+        {"id": "long", "namespace": "longmem", "summary": "assistant: the whole itinerary",
+         "detail": _long_text(600) + " Cihampelas nasi goreng", "ts": t0},
+        {"id": "short", "namespace": "longmem", "summary": "nasi goreng was great",
+         "ts": t0 + timedelta(hours=1)}])
+    conn = await asyncpg.connect(pg_dsn)
+    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
+    try:
+        fits = dict(await conn.fetch("SELECT id, tsv_fits FROM memories WHERE namespace = $1",
+                                     "longmem"))
+        assert fits == {"long": False, "short": True}
+        assert await conn.fetchval("SELECT pg_column_size(tsv || ''::tsvector) > 2704 "
+                                   "FROM memories WHERE id = 'long'")
+        store = PostgresStore(pool)
+        found = await store.bm25_rows(["cihampelas"], "longmem", None, None, 10)
+        assert [k for k, _, _ in found] == [keys["long"]]
+        both = await store.bm25_rows(["nasi", "goreng"], "longmem", None, None, 10)
+        assert {k for k, _, _ in both} == {keys["long"], keys["short"]}
+        # an update that shortens it moves it to the covering index
+        await conn.execute("UPDATE memories SET detail = 'short now' WHERE id = 'long'")
+        assert not await conn.fetchval("SELECT NOT tsv_fits FROM memories WHERE id = 'long'")
+    finally:
+        await pool.close()
+        await conn.close()

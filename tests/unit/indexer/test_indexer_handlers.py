@@ -126,3 +126,17 @@ async def test_rpc_handlers_answer_errors_instead_of_raising() -> None:
     assert not arep.ok and arep.error
     arep = await handle_admin(b'{"verb": "stats"}', idx, None)  # type: ignore[arg-type]
     assert arep.ok and arep.result == {"verb": "stats"}
+
+
+def test_postgres_errors_caused_by_the_data_are_told_from_outages() -> None:
+    """Data errors isolate the event that causes them (dead letter); anything else is an
+    outage (redelivery). A value too big for an index entry is the data's fault."""
+    import asyncpg
+    from totalrecall_indexer.core.indexer import _is_data_error
+
+    too_big = asyncpg.exceptions.ProgramLimitExceededError("index row size 3520 exceeds maximum")
+    assert too_big.sqlstate == "54000" and _is_data_error(too_big)
+    assert _is_data_error(asyncpg.exceptions.CharacterNotInRepertoireError("bad utf8"))
+    assert _is_data_error(asyncpg.exceptions.UniqueViolationError("dup"))
+    assert not _is_data_error(asyncpg.exceptions.CannotConnectNowError("starting up"))
+    assert not _is_data_error(ConnectionResetError())

@@ -74,11 +74,14 @@ class IndexerConfig:
 
 
 def _is_data_error(exc: BaseException) -> bool:
-    """A Postgres error caused by the data itself (SQLSTATE class 22/23): retrying won't help."""
+    """A Postgres error caused by the data itself: retrying won't help. SQLSTATE classes 22
+    (data exception), 23 (integrity) and 54 (program limit exceeded: a value too big for an
+    index entry or a tsvector). The batch is then retried event by event and only the event
+    that fails on its own is dead-lettered, so one such event never stalls ingest."""
     import asyncpg
 
     state = getattr(exc, "sqlstate", None) or ""
-    return isinstance(exc, asyncpg.PostgresError) and state[:2] in ("22", "23")
+    return isinstance(exc, asyncpg.PostgresError) and state[:2] in ("22", "23", "54")
 
 
 async def _build(tiers: ZvecTiers, tier: str) -> None:

@@ -12,6 +12,10 @@ import asyncpg
 
 from .markdown import LogRecord
 
+#: The largest tsv (uncompressed bytes) kept in the BM25 covering index: a btree entry holds at
+#: most 2704 bytes, and the entry also carries the namespace (<= 64), the key (32) and ts.
+TSV_INDEX_MAX_BYTES = 2400
+
 #: Versioned migrations, applied in order under an advisory lock (safe for concurrent starts).
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "memories table, full-text and filter indexes", """
@@ -47,11 +51,10 @@ CREATE INDEX IF NOT EXISTS memories_ns_cat_ts ON memories (namespace, category, 
     (2, "index of the rows that come from MEMORY.md", """
 CREATE INDEX IF NOT EXISTS memories_source_memory_md ON memories (key) WHERE source = 'MEMORY.md';
 """),
-    # recall-api's BM25 walks a namespace's newest matches: with key and tsv in the index it is
-    # answered by an index-only scan instead of ~4.5k random heap reads (14 ms -> 2.7 ms at 100k).
-    (3, "covering index for BM25 candidates by namespace and time", """
-CREATE INDEX IF NOT EXISTS memories_ns_ts_tsv ON memories (namespace, ts) INCLUDE (key, tsv);
-"""),
+    # Superseded by 5: its covering index took every row's tsv, and a long memory's tsv (over
+    # ~2.7 kB) cannot go into a btree entry, so the insert failed and stalled ingest. Databases
+    # that already ran it have the index dropped by 5; new ones never build it.
+    (3, "covering index for BM25 candidates by namespace and time", "SELECT 1;"),
     # recall-api's neighbour expansion looks up the memories next to a hit in its thread: the
     # conversation (metadata session / session_id / conversation_id), else the source's stream
     # of events about one service, else about one category. As a column with its own index each
@@ -67,6 +70,31 @@ ALTER TABLE memories ADD COLUMN IF NOT EXISTS thread text GENERATED ALWAYS AS (
          THEN 's' || chr(31) || source || chr(31) || (metadata->>'service')
          ELSE 'k' || chr(31) || source || chr(31) || category END) STORED;
 CREATE INDEX IF NOT EXISTS memories_ns_thread_ts ON memories (namespace, thread, ts, key);
+"""),
+    # recall-api's BM25 walks a namespace's newest matches: with key and tsv in the index it is
+    # answered by an index-only scan instead of ~4.5k random heap reads (14 ms -> 2.7 ms at 100k).
+    # A btree entry holds at most ~2.7 kB, and a long memory's tsv is bigger: those rows
+    # (`tsv_fits` false, set by a trigger for every writer) have an index of their own, without
+    # the tsv, and BM25 reads their tsv from the table.
+    (5, "BM25 covering index for the rows whose tsv fits in it, a plain one for the others", f"""
+ALTER TABLE memories ADD COLUMN IF NOT EXISTS tsv_fits boolean NOT NULL DEFAULT true;
+CREATE OR REPLACE FUNCTION memories_tsv_fits() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    -- the generated tsv is computed after BEFORE triggers: the same expression, here
+    NEW.tsv_fits := pg_column_size(
+        setweight(to_tsvector('english', coalesce(NEW.summary, '')), 'A') ||
+        setweight(to_tsvector('english', coalesce(NEW.detail, '')), 'B')) <= {TSV_INDEX_MAX_BYTES};
+    RETURN NEW;
+END $$;
+DROP TRIGGER IF EXISTS memories_tsv_fits ON memories;
+CREATE TRIGGER memories_tsv_fits BEFORE INSERT OR UPDATE OF summary, detail ON memories
+    FOR EACH ROW EXECUTE FUNCTION memories_tsv_fits();
+UPDATE memories SET tsv_fits = false
+    WHERE pg_column_size(tsv || ''::tsvector) > {TSV_INDEX_MAX_BYTES};
+DROP INDEX IF EXISTS memories_ns_ts_tsv;
+CREATE INDEX IF NOT EXISTS memories_ns_ts_tsv_fits ON memories (namespace, ts) INCLUDE (key, tsv)
+    WHERE tsv_fits;
+CREATE INDEX IF NOT EXISTS memories_ns_ts_tsv_big ON memories (namespace, ts) WHERE NOT tsv_fits;
 """),
 ]
 
