@@ -218,6 +218,7 @@ class PostgresStore:
             return []
         lexemes = await self._lexemes(" ".join(terms))
         if self.term_stats is not None and self.term_stats.n_docs:
+            await self.term_stats.ensure(namespace)
             return self.term_stats.select(lexemes, self.max_terms, self.max_df_ratio,
                                           namespace=namespace)
         return [(lx, 1.0) for lx in lexemes[: self.max_terms]]

@@ -40,7 +40,14 @@ class TermStats:
     #: How often growth is checked (one cheap statistics read).
     check_s: float = 5.0
     inserted_at_refresh: int = 0
+    #: A namespace the last refresh did not see is read on its own when first searched, if it
+    #: holds at most this many memories (a new agent, a conversation just loaded into a big
+    #: store): otherwise its searches rank with the overall statistics until the next refresh.
+    namespace_read_max_docs: int = 20_000
+    #: ... at most once per this many seconds per namespace.
+    namespace_retry_s: float = 30.0
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _ns_tried: dict[str, float] = field(default_factory=dict)
 
     async def refresh(self) -> None:
         async with self._lock:
@@ -67,6 +74,34 @@ class TermStats:
             self.last_duration_s = time.perf_counter() - t0
             log.info("term stats: %d lexemes over %d memories in %.2fs", len(self.df),
                      self.n_docs, time.perf_counter() - t0)
+
+    async def ensure(self, namespace: str) -> None:
+        """Reads `namespace`'s statistics now if the last refresh did not know it (see
+        `namespace_read_max_docs`); the first search of a namespace loaded since then waits for
+        it (milliseconds for a few thousand memories)."""
+        if not self.n_docs or namespace in self.ns_docs:
+            return
+        now = time.monotonic()
+        if now - self._ns_tried.get(namespace, -math.inf) < self.namespace_retry_s:
+            return
+        if len(self._ns_tried) > 10_000:  # bounded: a refresh makes most entries moot
+            self._ns_tried.clear()
+        self._ns_tried[namespace] = now
+        try:
+            n = int(await self.pool.fetchval(
+                "SELECT count(*) FROM memories WHERE namespace = $1", namespace) or 0)
+            if n < self.min_namespace_docs or n > self.namespace_read_max_docs:
+                return
+            rows = await self.pool.fetch(
+                """SELECT u.lexeme AS word, count(*) AS ndoc
+                   FROM memories, unnest(tsv) AS u WHERE namespace = $1 GROUP BY u.lexeme""",
+                namespace)
+        except Exception as exc:  # the overall statistics serve meanwhile
+            log.warning("term stats of namespace %r: %s", namespace, exc)
+            return
+        # Copies, not in place: `refresh` may be swapping the tables meanwhile.
+        self.ns_df = {**self.ns_df, namespace: {r["word"]: int(r["ndoc"]) for r in rows}}
+        self.ns_docs = {**self.ns_docs, namespace: n}
 
     def stale(self) -> bool:
         return time.monotonic() - self.refreshed_at > self.refresh_s

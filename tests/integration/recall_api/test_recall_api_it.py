@@ -462,6 +462,36 @@ async def test_term_stats_notice_a_burst_of_inserts(pg_dsn: str) -> None:
         await pool.close()
 
 
+async def test_a_namespace_loaded_after_the_refresh_gets_its_own_statistics(pg_dsn: str) -> None:
+    """A conversation loaded into a big store is searched with its own word statistics from
+    its first question, not the store's until the next refresh."""
+    from totalrecall_recall_api.adapters import PostgresStore
+    from totalrecall_recall_api.termstats import TermStats
+
+    await create_memories_table(pg_dsn)
+    await insert_rows(pg_dsn, [{"id": f"log-{i}", "namespace": "machine",
+                                "summary": f"pottery kiln service restarted ({i})"}
+                               for i in range(80)])
+    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
+    try:
+        ts = TermStats(pool, refresh_s=3600)
+        await ts.refresh()
+        await insert_rows(pg_dsn, [{"id": f"chat-{i}", "namespace": "chat",
+                                    "summary": f"Melanie: the pottery class was fun ({i})"
+                                    if i < 3 else f"Caroline: went running today ({i})"}
+                                   for i in range(60)])
+        assert "chat" not in ts.ns_docs
+        assert ts.corpus("chat")[0]["potteri"] == 80  # the store's: pottery looks common
+        weighted = dict(await PostgresStore(pool, term_stats=ts)._weighted(["pottery"], "chat"))
+        assert ts.ns_docs["chat"] == 60 and ts.corpus("chat")[0]["potteri"] == 3
+        assert weighted["potteri"] == pytest.approx(ts.idf("potteri", "chat"))
+        assert ts.corpus("machine")[0]["potteri"] == 80  # the others are untouched
+        await ts.ensure("nobody")  # empty: nothing to read, and not again for a while
+        assert "nobody" not in ts.ns_docs and "nobody" in ts._ns_tried
+    finally:
+        await pool.close()
+
+
 def _long_text(n_words: int, seed: int = 0) -> str:
     """A text whose tsvector is several kB (distinct made-up words), like a long chat turn or a
     log excerpt."""
