@@ -48,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-dir", type=Path, default=None, help="default: ../shared/eval")
     p.add_argument("--no-docs", action="store_true", help="do not rewrite docs/eval.md")
     p.add_argument("--out-dir", type=Path, default=None, help="default: eval/results")
+    p.add_argument("--no-as-of", action="store_true",
+                   help="ask at the real now, not at the dataset's question date (ablation)")
     args = p.parse_args(argv)
 
     datasets = ["locomo", "longmemeval"] if args.dataset == "all" else [args.dataset]
@@ -70,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             haystacks = load(ds, limit=args.limit, data_dir=args.data_dir)
             result = run_dataset(client, ds, haystacks, tag=tag, max_results=args.max_results,
                                  batch_size=args.batch_size, wait_timeout=args.wait_timeout,
-                                 log=_log)
+                                 log=_log, ask_as_of=not args.no_as_of)
             result["partial"] = partial
             name = f"{ds}.limit{args.limit}.json" if partial else f"{ds}.json"
             path = report.write_json(result, out_dir / name)

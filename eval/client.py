@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -56,12 +57,16 @@ class RecallClient:
         return dict(self._request("POST", "/memory/ingest", json=list(events)) or {})
 
     def recall(self, query: str, namespace: str, max_results: int = 10,
-               timeframe: str = "all") -> tuple[list[dict[str, Any]], float, dict[str, Any]]:
-        """→ (memories, client-side latency in ms, the whole response)."""
+               timeframe: str = "all", as_of: datetime | None = None,
+               ) -> tuple[list[dict[str, Any]], float, dict[str, Any]]:
+        """→ (memories, client-side latency in ms, the whole response). `as_of`: when the
+        question is asked (the dataset's question date), sent as `asOf` when given."""
         t0 = time.perf_counter()
-        body = self._request("POST", "/memory/recall", json={
-            "query": query, "namespace": namespace, "timeframe": timeframe,
-            "maxResults": max_results})
+        req: dict[str, Any] = {"query": query, "namespace": namespace, "timeframe": timeframe,
+                               "maxResults": max_results}
+        if as_of is not None:
+            req["asOf"] = as_of.isoformat()
+        body = self._request("POST", "/memory/recall", json=req)
         ms = (time.perf_counter() - t0) * 1000
         return list(body.get("memories", [])), ms, body
 

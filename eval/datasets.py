@@ -88,6 +88,7 @@ class Question:
     gold: frozenset[str]                # gold turn ids (may be empty for LongMemEval)
     gold_sessions: frozenset[str] = frozenset()
     answer: str = ""
+    asked_at: datetime | None = None    # LongMemEval's question_date: recall's `asOf`
 
 
 @dataclass
@@ -243,7 +244,8 @@ def load_longmemeval(path: Path | None = None) -> list[Haystack]:
             q = Question(qid=qid, question=row["question"], category=str(row["question_type"]),
                          gold=frozenset(gold),
                          gold_sessions=frozenset(str(s) for s in row["answer_session_ids"]),
-                         answer=str(row.get("answer", "")))
+                         answer=str(row.get("answer", "")),
+                         asked_at=parse_lme_date(row["question_date"]))
             out.append(Haystack(key=qid, turns=turns, questions=[q]))
     return out
 

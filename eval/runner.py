@@ -50,7 +50,9 @@ def check_targets(dataset: str, summary: dict[str, Any]) -> dict[str, Any]:
 
 def run_dataset(client: RecallClient, dataset: str, haystacks: Sequence[Haystack], *, tag: str,
                 max_results: int = 10, batch_size: int = 200, wait_timeout: float = 3600.0,
-                log: Callable[[str], None] = print) -> dict[str, Any]:
+                log: Callable[[str], None] = print, ask_as_of: bool = True) -> dict[str, Any]:
+    """`ask_as_of`: ask each question at its dataset's question date (recall's `asOf`) when it
+    has one; False asks at the real now (an ablation)."""
     namespaces = {h.key: namespace_for(tag, h.key) for h in haystacks}
     n_turns = sum(len(h.unique_turns()) for h in haystacks)
     n_questions = sum(len(h.questions) for h in haystacks)
@@ -84,7 +86,8 @@ def run_dataset(client: RecallClient, dataset: str, haystacks: Sequence[Haystack
         ns = namespaces[h.key]
         resolve = make_id_resolver(ns, h.turns)
         for q in h.questions:
-            mems, ms, body = client.recall(q.question, ns, max_results=max_results)
+            mems, ms, body = client.recall(q.question, ns, max_results=max_results,
+                                           as_of=q.asked_at if ask_as_of else None)
             latencies.append(ms)
             if isinstance(body.get("took_ms"), (int, float)):
                 server_ms.append(float(body["took_ms"]))
@@ -107,7 +110,8 @@ def run_dataset(client: RecallClient, dataset: str, haystacks: Sequence[Haystack
         "run_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "api": client.base,
         "tag": tag,
-        "config": {"timeframe": "all", "maxResults": max_results, "batch_size": batch_size},
+        "config": {"timeframe": "all", "maxResults": max_results, "batch_size": batch_size,
+                   "asOf": "question date" if ask_as_of else "now"},
         "counts": {"haystacks": len(haystacks), "turns": n_turns, "questions": n_questions},
         "timing": {
             "ingest_post_s": round(post_s, 2), "ingest_wall_s": round(ingest_s, 2),

@@ -15,6 +15,7 @@ import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Generic, Self, TypeAlias, TypeVar
 
 import httpx
@@ -184,9 +185,11 @@ class _Base:
                      _model(IngestResponse))
 
     def _c_recall(self, query: str, max_results: int, timeframe: Timeframe,
-                  category: str | None, namespace: str | None) -> _Call[RecallResponse]:
+                  category: str | None, namespace: str | None,
+                  as_of: datetime | None = None) -> _Call[RecallResponse]:
         req = RecallRequest(query=query, maxResults=max_results, timeframe=timeframe,
-                            category=category, namespace=self._ns(namespace) or "default")
+                            category=category, namespace=self._ns(namespace) or "default",
+                            asOf=as_of)
         return _Call("POST", "/memory/recall",
                      req.model_dump(mode="json", by_alias=True, exclude_none=True,
                                     exclude_unset=True),
@@ -294,9 +297,11 @@ class TotalRecallClient(_Base):
 
     def recall(self, query: str, *, max_results: int = 6, timeframe: Timeframe = "auto",
                category: str | None = None, namespace: str | None = None,
-               timeout: TimeoutLike = _UNSET) -> RecallResponse:
-        return self._run(self._c_recall(query, max_results, timeframe, category, namespace),
-                         timeout)
+               as_of: datetime | None = None, timeout: TimeoutLike = _UNSET) -> RecallResponse:
+        """`as_of`: when the question is asked (default now): relative dates in the query,
+        the timeframe and recency count from it."""
+        return self._run(self._c_recall(query, max_results, timeframe, category, namespace,
+                                        as_of), timeout)
 
     def timeline(self, hours: float = 24, *, category: str | None = None,
                  namespace: str | None = None, limit: int | None = None,
@@ -382,9 +387,10 @@ class AsyncTotalRecallClient(_Base):
 
     async def recall(self, query: str, *, max_results: int = 6, timeframe: Timeframe = "auto",
                      category: str | None = None, namespace: str | None = None,
+                     as_of: datetime | None = None,
                      timeout: TimeoutLike = _UNSET) -> RecallResponse:
         return await self._run(
-            self._c_recall(query, max_results, timeframe, category, namespace), timeout)
+            self._c_recall(query, max_results, timeframe, category, namespace, as_of), timeout)
 
     async def timeline(self, hours: float = 24, *, category: str | None = None,
                        namespace: str | None = None, limit: int | None = None,

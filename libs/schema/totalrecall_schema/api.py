@@ -57,6 +57,11 @@ class RecallRequest(BaseModel):
     format: Literal["default", "openclaw"] = Field(
         default="default",
         description='"openclaw" adds `results` shaped like OpenClaw memory_search')
+    as_of: datetime | None = Field(
+        default=None, alias="asOf",
+        description="When the question is asked (default: now; no zone means UTC). Relative "
+                    'dates in the query ("last Saturday", "3 days ago"), the timeframe, recency '
+                    "and the relative times in the block count from it.")
 
 
 class Memory(BaseModel):

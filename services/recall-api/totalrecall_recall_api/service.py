@@ -26,7 +26,7 @@ from .core.classify import QueryClass, classify
 from .core.fusion import Candidate, Weights, boost_actors, fuse, mmr
 from .core.neighbours import expand
 from .core.render import relative_time, system_memory_block
-from .core.temporal import boost_dated, date_refs
+from .core.temporal import boost_dated, date_refs, earliest_day
 from .core.text import query_terms
 from .core.timeframe import plan
 from .metrics import Metrics
@@ -38,6 +38,11 @@ log = logging.getLogger("totalrecall.recall")
 
 async def _nothing() -> list[Memory]:
     return []
+
+
+def _aware(ts: datetime) -> datetime:
+    """A time without a zone is UTC (the zone every timestamp here is stored in)."""
+    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
 
 T = TypeVar("T")
 
@@ -95,14 +100,6 @@ class RecallService:
             return [(k, r, m) for k, r, m in found]
         return [(k, r, None) for k, r in await self._timed("bm25", self.store.bm25(*args))]
 
-    async def _vector_rows(self, req: RecallRequest, since: datetime | None,
-                           tiers: tuple[str, ...], escalation: tuple[str, ...]
-                           ) -> tuple[list[VectorHit], list[tuple[str, Memory]]]:
-        """Vector hits and their rows: fetched while the keyword search still runs."""
-        hits = await self._guard("vector", self._vector(req, since, tiers, escalation))
-        rows = await self._guard("rows", self._timed("rows", self._rows([h.key for h in hits])))
-        return hits, rows
-
     async def _guard(self, component: str, aw: Awaitable[list[T]]) -> list[T]:
         """A missing component degrades recall, it never fails it."""
         try:
@@ -113,8 +110,10 @@ class RecallService:
             return []
 
     async def recall(self, req: RecallRequest, now: datetime | None = None) -> RecallResponse:
+        """`now`: the clock (tests pin it); the question is asked at `req.as_of`, else now."""
         t0 = time.perf_counter()
-        now = now or datetime.now(UTC)
+        clock = now or datetime.now(UTC)
+        now = clock if req.as_of is None else _aware(req.as_of)
         cls = classify(req.query, req.max_results)
         memories: list[Memory] = []
         profile: list[Memory] = []
@@ -123,7 +122,7 @@ class RecallService:
                 found: Awaitable[list[Memory]] = self.store.recent(
                     req.namespace, None, req.category, cls.max_results)
             else:
-                found = self._hybrid(req, cls.max_results, now,
+                found = self._hybrid(req, cls.max_results, now, clock,
                                      diagnostic=cls.kind is QueryClass.DIAGNOSTIC)
             # The user's patterns do not depend on the search: fetched alongside it.
             memories, profile = await asyncio.gather(found, self._guard("profile", self._profile(
@@ -164,12 +163,13 @@ class RecallService:
                                       citation=f"{path}{anchor}"))
         return out
 
-    async def _hybrid(self, req: RecallRequest, k: int, now: datetime, *,
+    async def _hybrid(self, req: RecallRequest, k: int, now: datetime, clock: datetime, *,
                       diagnostic: bool = False) -> list[Memory]:
         s = self.settings
-        p = plan(req.timeframe, now)
-        (vec_hits, vec_rows), bm25_found, recent = await asyncio.gather(
-            self._vector_rows(req, p.since, p.first_tiers, p.escalation_tiers),
+        dates = date_refs(req.query, now)
+        p = plan(req.timeframe, now, clock=clock, named=earliest_day(dates) if dates else False)
+        vec_hits, bm25_found, recent = await asyncio.gather(
+            self._guard("vector", self._vector(req, p.since, p.first_tiers, p.escalation_tiers)),
             self._guard("bm25", self._bm25(req, p.since)),
             self._guard("recent", self._recent_system(req, now) if diagnostic else _nothing()),
         )
@@ -179,9 +179,10 @@ class RecallService:
             c = cands.get(h.key)
             if c is None or (c.vector_sim or 0) < h.score:
                 cands[h.key] = Candidate(h.key, datetime.fromtimestamp(h.timestamp_ms / 1000, UTC),
-                                         h.summary, vector_sim=h.score, tier=h.tier)
+                                         h.summary, vector_sim=h.score, tier=h.tier,
+                                         category=h.category)
         bm25_hits = [(k, rank) for k, rank, _ in bm25_found]
-        rows = [*vec_rows, *((k, m) for k, _, m in bm25_found if m is not None)]
+        rows = [(k, m) for k, _, m in bm25_found if m is not None]
         have = {k for k, _ in rows}
         missing = [k for k, _ in bm25_hits if k not in have]  # a store without bm25_rows
         if missing:
@@ -200,15 +201,11 @@ class RecallService:
             key = memory_key(m.namespace, m.id)
             by_key.setdefault(key, m)
             cands.setdefault(key, Candidate(key, m.timestamp, m.summary, tier=m.tier))
-        for key, c in cands.items():
-            m = by_key.get(key)
-            if m is not None:
-                c.text = f"{m.summary} {m.detail}"
-                c.category = m.category
+        self._describe(cands, by_key)
         weights = Weights(s.weight_vector, s.weight_bm25, s.weight_recency, s.half_life_hours,
                           s.vector_norm, s.bm25_min_coverage, s.vector_floor)
         ranked = fuse(list(cands.values()), now, weights)
-        boost_dated(ranked, date_refs(req.query, now), s.date_boost)
+        boost_dated(ranked, dates, s.date_boost)
         boost_actors(ranked, {k: m.actor for k, m in by_key.items()}, req.query, s.actor_boost)
         if diagnostic:  # the design: diagnostic questions are about the machine's recent events
             for c in ranked:
@@ -216,7 +213,22 @@ class RecallService:
                     c.score += s.diagnostic_boost
         ranked.sort(key=lambda c: c.score, reverse=True)
         self.metrics.stage_seconds.labels("fusion").observe(time.perf_counter() - t_fuse)
-        ranked = await self._expand(ranked, by_key, p.since, req.category)
+        # The vector hits' rows and the best hits' neighbours, in one trip's time: the
+        # neighbours of a vector hit need only its key (the store finds its thread).
+        unread = [h.key for h in vec_hits if h.key not in by_key]
+        top = self._expansion_keys(ranked)
+        vec_rows, found = await asyncio.gather(
+            self._guard("rows", self._timed("rows", self._rows(unread))),
+            self._guard("neighbours", self._neighbours(top, p.since, req.category,
+                                                       [*by_key, *unread])))
+        fetched = {k: m for k, m in vec_rows if m.namespace == req.namespace}
+        by_key.update(fetched)
+        self._describe({k: cands[k] for k in fetched if k in cands}, fetched)
+        if fetched:  # the actors of the vector hits are known only now
+            boost_actors(ranked, {k: m.actor for k, m in fetched.items()}, req.query,
+                         s.actor_boost)
+            ranked.sort(key=lambda c: c.score, reverse=True)
+        ranked = self._expand(ranked, by_key, found)
         ranked = [c for c in ranked if c.score >= s.min_score]
         t_mmr = time.perf_counter()
         chosen = mmr(ranked, k, s.mmr_lambda)
@@ -234,14 +246,28 @@ class RecallService:
             out.append(m)
         return out
 
-    async def _expand(self, ranked: list[Candidate], by_key: dict[str, Memory],
-                      since: datetime | None, category: str | None) -> list[Candidate]:
-        """Neighbour expansion (before MMR, so a neighbour that repeats its hit is still dropped)."""
+    @staticmethod
+    def _describe(cands: dict[str, Candidate], by_key: dict[str, Memory]) -> None:
+        """Text and category of the candidates whose rows are at hand (MMR compares texts)."""
+        for key, c in cands.items():
+            m = by_key.get(key)
+            if m is not None:
+                c.text = f"{m.summary} {m.detail}"
+                c.category = m.category
+
+    def _expansion_keys(self, ranked: list[Candidate]) -> list[str]:
+        """The hits whose neighbours are looked up (none when expansion is off)."""
         s = self.settings
         if s.neighbour_weight <= 0 or s.neighbour_window <= 0 or s.neighbour_hits <= 0:
+            return []
+        return [c.key for c in ranked[: s.neighbour_hits]]
+
+    def _expand(self, ranked: list[Candidate], by_key: dict[str, Memory],
+                found: list[tuple[str, list[tuple[str, Memory | None]]]]) -> list[Candidate]:
+        """Neighbour expansion (before MMR, so a neighbour that repeats its hit is still dropped)."""
+        s = self.settings
+        if not found:
             return ranked
-        top = [c.key for c in ranked[: s.neighbour_hits] if c.key in by_key]
-        found = await self._guard("neighbours", self._neighbours(top, since, category, by_key))
         nbrs: dict[str, list[tuple[str, Memory]]] = {}
         for hit, rows in found:
             if hit not in by_key:
@@ -257,7 +283,7 @@ class RecallService:
         out = expand(ranked, nbrs, s.neighbour_weight, s.neighbour_decay)
         for c in out:
             m = by_key.get(c.key)
-            if m is not None and not c.category:
+            if m is not None and not c.category:  # a neighbour that was no candidate
                 c.text, c.category = f"{m.summary} {m.detail}", m.category
         return out
 

@@ -97,6 +97,11 @@ def test_recall_sends_contract_body_and_returns_schema_model(client: TotalRecall
     assert "authorization" not in req.headers
 
 
+def test_recall_as_of_a_moment(client: TotalRecallClient, fake: Recorder) -> None:
+    client.recall("what broke last Saturday?", as_of=datetime(2023, 3, 9, 15, 47, tzinfo=UTC))
+    assert fake.body()["asOf"] == "2023-03-09T15:47:00Z"
+
+
 def test_recall_validates_locally(client: TotalRecallClient, fake: Recorder) -> None:
     with pytest.raises(ValueError):
         client.recall("")

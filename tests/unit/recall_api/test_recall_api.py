@@ -410,3 +410,36 @@ async def test_the_profile_is_read_once_per_namespace_within_its_ttl(world: Fake
         finally:
             await c._ctx.__aexit__(None, None, None)  # type: ignore[attr-defined]
         assert reads == expected
+
+
+async def test_relative_dates_count_from_as_of(client: httpx.AsyncClient,
+                                               world: FakeWorld) -> None:
+    """"last Saturday" asked as of Thursday 2023-03-09 means 2023-03-04: that memory comes
+    first; asked now, the same words name another day and neither memory is preferred."""
+    r = await client.post("/memory/ingest", json=[
+        {"id": "sat", "summary": "got a necklace as a present", "actor": "user",
+         "timestamp": "2023-03-04T18:00:00Z"},
+        {"id": "tue", "summary": "got a necklace as a present", "actor": "user",
+         "timestamp": "2023-03-07T18:00:00Z"}])
+    assert r.status_code == 200, r.text
+    q = {"query": "who gave me a necklace last Saturday?", "maxResults": 2, "timeframe": "all"}
+    asked = (await client.post("/memory/recall", json={**q, "asOf": "2023-03-09T15:47:00"})).json()
+    assert asked["memories"][0]["id"] == "sat"
+    assert asked["memories"][0]["metadata"]["_scores"]["date"] > 0
+    assert "date" not in asked["memories"][1]["metadata"]["_scores"]
+    now = (await client.post("/memory/recall", json=q)).json()
+    assert all("date" not in m["metadata"]["_scores"] for m in now["memories"])
+    bad = await client.post("/memory/recall", json={**q, "asOf": "last week"})
+    assert bad.status_code == 422 and "asOf" in bad.text
+
+
+async def test_a_query_naming_an_older_day_searches_the_tiers_holding_it(
+        client: httpx.AsyncClient, world: FakeWorld) -> None:
+    async def first_tiers(query: str) -> list[str]:
+        n = len(world.search_requests)
+        await client.post("/memory/recall", json={"query": query})
+        return world.search_requests[n].tiers  # later ones: escalation (the world is empty)
+
+    assert await first_tiers("what failed on the server today") == ["hot"]
+    assert await first_tiers("what failed on the server 3 days ago") == ["hot", "warm"]
+    assert await first_tiers("what failed on the server in July") == ["hot", "warm", "cold"]

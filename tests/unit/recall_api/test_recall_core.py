@@ -38,6 +38,19 @@ def test_timeframe_plans() -> None:
     assert plan("all", NOW).since is None and plan("all", NOW).first_tiers == ("hot", "warm", "cold")
 
 
+def test_plans_follow_the_days_a_query_names_and_the_clock() -> None:
+    assert plan("auto", NOW, named=(NOW - timedelta(days=3)).date()).first_tiers == ("hot", "warm")
+    assert plan("auto", NOW, named=(NOW - timedelta(days=3)).date()).escalation_tiers == ("cold",)
+    assert plan("auto", NOW, named=(NOW - timedelta(days=400)).date()).first_tiers == (
+        "hot", "warm", "cold")
+    assert plan("auto", NOW, named=None).first_tiers == ("hot", "warm", "cold")  # "in July"
+    # asked as of a year ago: its last 24 hours are in the cold tier by now
+    year_ago = NOW - timedelta(days=365)
+    assert plan("24h", year_ago, clock=NOW).first_tiers == ("hot", "warm", "cold")
+    assert plan("24h", year_ago, clock=NOW).since == year_ago - timedelta(hours=24)
+    assert plan("auto", year_ago, clock=NOW).first_tiers == ("hot", "warm", "cold")
+
+
 def test_query_terms_drop_stopwords_and_keep_order() -> None:
     assert query_terms("What did Caroline say about the LGBTQ support group?") == [
         "caroline", "say", "lgbtq", "support", "group"]

@@ -3,12 +3,18 @@ per-namespace IDF."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from totalrecall_recall_api.core.fusion import Candidate, Weights, fuse
 from totalrecall_recall_api.core.neighbours import expand
-from totalrecall_recall_api.core.temporal import DateRef, boost_dated, date_refs
+from totalrecall_recall_api.core.temporal import (
+    DateRef,
+    DateSpan,
+    boost_dated,
+    date_refs,
+    earliest_day,
+)
 from totalrecall_recall_api.termstats import TermStats
 from totalrecall_schema import Memory
 
@@ -71,6 +77,35 @@ def test_similarity_can_be_scaled_per_query() -> None:
 ])
 def test_dates_named_in_queries(query: str, refs: list[DateRef]) -> None:
     assert date_refs(query, NOW) == refs
+
+
+# NOW is Monday 2026-01-05.
+@pytest.mark.parametrize(("query", "refs"), [
+    ("I received a piece of jewelry last Saturday from whom?", [DateRef(2026, 1, 3)]),
+    ("what did I install on Monday", [DateRef(2025, 12, 29)]),  # the last one before today
+    ("the day before yesterday", [DateRef(2026, 1, 3)]),
+    ("which shoes did I clean last month?", [DateRef(2025, 12, None)]),
+    ("what did I fix this month", [DateRef(2026, 1, None)]),
+    ("photos from last year", [DateRef(2025, None, None)]),
+    ("what broke 3 days ago", [DateSpan(date(2026, 1, 1), date(2026, 1, 3))]),
+    ("an update two weeks ago", [DateSpan(date(2025, 12, 19), date(2025, 12, 25))]),
+    ("a month ago", [DateSpan(date(2025, 11, 26), date(2025, 12, 16))]),
+    ("what happened last week", [DateSpan(date(2025, 12, 29), date(2026, 1, 4))]),
+    ("what game did I beat last weekend", [DateSpan(date(2026, 1, 3), date(2026, 1, 4))]),
+    ("trips in the past three months", [DateSpan(date(2025, 10, 1), date(2026, 1, 5))]),
+    ("errors over the last 10 days", [DateSpan(date(2025, 12, 26), date(2026, 1, 5))]),
+    ("what crashed last night", [DateSpan(date(2026, 1, 4), date(2026, 1, 5))]),
+    ("the build this morning", [DateRef(2026, 1, 5)]),
+    ("the last time I ran backups", []),  # no period named
+    ("I need the last version", []),
+])
+def test_relative_dates_named_in_queries(query: str, refs: list[object]) -> None:
+    assert date_refs(query, NOW) == refs
+
+
+def test_the_earliest_day_named() -> None:
+    assert earliest_day(date_refs("last month and 3 days ago", NOW)) == date(2025, 12, 1)
+    assert earliest_day(date_refs("in July and yesterday", NOW)) is None  # July of any year
 
 
 def test_memories_on_a_named_date_are_boosted() -> None:
