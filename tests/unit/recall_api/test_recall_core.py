@@ -1,10 +1,11 @@
+import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from totalrecall_recall_api.core.classify import QueryClass, classify
 from totalrecall_recall_api.core.fusion import Candidate, Weights, fuse, mmr, recency
 from totalrecall_recall_api.core.render import relative_time, sanitize, system_memory_block
-from totalrecall_recall_api.core.text import query_terms
+from totalrecall_recall_api.core.text import jaccard, query_terms, shingles
 from totalrecall_recall_api.core.timeframe import plan
 from totalrecall_schema import Memory
 
@@ -74,6 +75,41 @@ def test_mmr_drops_near_duplicates() -> None:
              Candidate("3", NOW, "disk /home is 93% full", score=0.6)]
     assert [c.key for c in mmr(cands, 2, 0.7)] == ["1", "3"]
     assert mmr(cands, 0, 0.7) == []
+
+
+def _mmr_by_the_book(ranked: list[Candidate], k: int, lam: float) -> list[str]:
+    """MMR as defined: each step takes the candidate with the best relevance minus its largest
+    overlap with what was taken (recomputed every step)."""
+    pool, chosen = list(ranked[: max(k * 4, 20)]), []
+    top = pool[0].score
+    while pool and len(chosen) < k:
+        def gain(c: Candidate) -> float:
+            sim = max((jaccard(shingles(c.text), shingles(s.text)) for s in chosen), default=0.0)
+            return lam * (c.score / top) - (1 - lam) * sim
+        best = max(pool, key=gain)
+        pool.remove(best)
+        chosen.append(best)
+    return [c.key for c in chosen]
+
+
+def test_mmr_chooses_as_by_the_book() -> None:
+    rnd = random.Random(5)
+    vocab = [f"w{i}" for i in range(40)]  # a small vocabulary: many overlaps and near-ties
+    for trial in range(30):
+        cands = [Candidate(f"k{i}", NOW, " ".join(rnd.choices(vocab, k=rnd.randint(1, 30))),
+                           score=rnd.choice([0.9, 0.8, 0.5, rnd.random()]))
+                 for i in range(rnd.randint(1, 45))]
+        cands.sort(key=lambda c: c.score, reverse=True)
+        k = rnd.randint(1, 12)
+        assert [c.key for c in mmr(cands, k, 0.7)] == _mmr_by_the_book(cands, k, 0.7), trial
+
+
+def test_mmr_compares_the_opening_of_long_memories() -> None:
+    opening = "nginx failed to start because port 80 is in use " * 40  # ~2 kB
+    cands = [Candidate("a", NOW, opening + "first tail", score=0.9),
+             Candidate("b", NOW, opening + "a different tail " * 200, score=0.89),
+             Candidate("c", NOW, "disk /home is 93% full", score=0.6)]
+    assert [c.key for c in mmr(cands, 2, 0.7)] == ["a", "c"]
 
 
 @pytest.mark.parametrize(("delta", "text"), [

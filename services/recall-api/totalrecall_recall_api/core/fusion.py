@@ -94,20 +94,28 @@ def boost_actors(cands: Sequence[Candidate], actor_of: Mapping[str, str], query:
             c.score += boost
 
 
+#: Characters of a memory's text compared for near-duplicates: the opening of a long memory (a
+#: chat answer, a log excerpt) tells a repeat as well as all of it, at a fraction of the cost.
+MMR_TEXT_CHARS = 1500
+
+
 def mmr(ranked: Sequence[Candidate], k: int, lam: float) -> list[Candidate]:
-    """Maximal marginal relevance over text overlap: drops near-duplicates, keeps relevance."""
+    """Maximal marginal relevance over text overlap: drops near-duplicates, keeps relevance.
+
+    Each candidate's similarity to the chosen ones is kept up to date as they are chosen, so
+    every pair is compared once."""
     if k <= 0 or not ranked:
         return []
     pool = list(ranked[: max(k * 4, 20)])
-    sets = {c.key: shingles(c.text) for c in pool}
+    sets = {c.key: shingles(c.text[:MMR_TEXT_CHARS]) for c in pool}
     top = pool[0].score or 1.0
+    sim = {c.key: 0.0 for c in pool}  # max similarity to any chosen candidate
     chosen: list[Candidate] = []
     while pool and len(chosen) < k:
-        def gain(c: Candidate) -> float:
-            sim = max((jaccard(sets[c.key], sets[s.key]) for s in chosen), default=0.0)
-            return lam * (c.score / top) - (1 - lam) * sim
-
-        best = max(pool, key=gain)
+        best = max(pool, key=lambda c: lam * (c.score / top) - (1 - lam) * sim[c.key])
         pool.remove(best)
         chosen.append(best)
+        new = sets[best.key]
+        for c in pool:
+            sim[c.key] = max(sim[c.key], jaccard(sets[c.key], new))
     return chosen

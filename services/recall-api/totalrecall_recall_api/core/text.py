@@ -46,4 +46,5 @@ def shingles(text: str) -> frozenset[str]:
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     if not a or not b:
         return 0.0
-    return len(a & b) / len(a | b)
+    inter = len(a & b)
+    return inter / (len(a) + len(b) - inter)
