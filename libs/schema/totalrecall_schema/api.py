@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .events import MAX_DETAIL_CHARS, MAX_SUMMARY_CHARS, EventId, Namespace
+from .events import MAX_DETAIL_CHARS, MAX_SUMMARY_CHARS, EventId, Namespace, assume_utc
 from .rpc import Tier
 
 Timeframe = Literal["auto", "1h", "24h", "7d", "30d", "90d", "all"]
@@ -62,6 +62,11 @@ class RecallRequest(BaseModel):
         description="When the question is asked (default: now; no zone means UTC). Relative "
                     'dates in the query ("last Saturday", "3 days ago"), the timeframe, recency '
                     "and the relative times in the block count from it.")
+
+    @field_validator("as_of")
+    @classmethod
+    def _zoned(cls, v: datetime | None) -> datetime | None:
+        return None if v is None else assume_utc(v)
 
 
 class Memory(BaseModel):

@@ -43,6 +43,11 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def assume_utc(v: datetime) -> datetime:
+    """A time without a zone is UTC (the zone every stored timestamp is in)."""
+    return v if v.tzinfo is not None else v.replace(tzinfo=UTC)
+
+
 def _fit(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -120,9 +125,7 @@ class MemoryEvent(BaseModel):
     @field_validator("timestamp")
     @classmethod
     def _sane_timestamp(cls, v: datetime) -> datetime:
-        if v.tzinfo is None:
-            v = v.replace(tzinfo=UTC)
-        v = v.astimezone(UTC)
+        v = assume_utc(v).astimezone(UTC)
         if v.year < 1971:
             raise ValueError("timestamp before 1971 is not plausible")
         if v > utcnow() + MAX_FUTURE_SKEW:

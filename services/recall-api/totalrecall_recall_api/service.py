@@ -40,10 +40,6 @@ async def _nothing() -> list[Memory]:
     return []
 
 
-def _aware(ts: datetime) -> datetime:
-    """A time without a zone is UTC (the zone every timestamp here is stored in)."""
-    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
-
 T = TypeVar("T")
 
 SYSTEM_CATEGORIES = ("system.process", "system.service", "system.network", "system.storage",
@@ -113,7 +109,7 @@ class RecallService:
         """`now`: the clock (tests pin it); the question is asked at `req.as_of`, else now."""
         t0 = time.perf_counter()
         clock = now or datetime.now(UTC)
-        now = clock if req.as_of is None else _aware(req.as_of)
+        now = req.as_of or clock
         cls = classify(req.query, req.max_results)
         memories: list[Memory] = []
         profile: list[Memory] = []
@@ -223,7 +219,7 @@ class RecallService:
                                                        [*by_key, *unread])))
         fetched = {k: m for k, m in vec_rows if m.namespace == req.namespace}
         by_key.update(fetched)
-        self._describe({k: cands[k] for k in fetched if k in cands}, fetched)
+        self._describe(cands, fetched)
         if fetched:  # the actors of the vector hits are known only now
             boost_actors(ranked, {k: m.actor for k, m in fetched.items()}, req.query,
                          s.actor_boost)
@@ -281,10 +277,8 @@ class RecallService:
                 by_key.setdefault(k, m)
             nbrs[hit] = keep
         out = expand(ranked, nbrs, s.neighbour_weight, s.neighbour_decay)
-        for c in out:
-            m = by_key.get(c.key)
-            if m is not None and not c.category:  # a neighbour that was no candidate
-                c.text, c.category = f"{m.summary} {m.detail}", m.category
+        # the neighbours that were no candidates
+        self._describe({c.key: c for c in out if not c.category}, by_key)
         return out
 
     async def _neighbours(self, keys: list[str], since: datetime | None, category: str | None,

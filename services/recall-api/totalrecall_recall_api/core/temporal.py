@@ -112,7 +112,7 @@ def _month_start(d: date, months_back: int) -> date:
     return date(y, m + 1, 1)
 
 
-def _relative(m: re.Match[str], today: date) -> DateMatch | None:
+def _relative(m: re.Match[str], today: date) -> DateMatch:
     g = {k: v for k, v in m.groupdict().items() if v}
     day = timedelta(days=1)
     if "before" in g:
@@ -161,10 +161,7 @@ def date_refs(query: str, now: datetime) -> list[DateMatch]:
     text = query
     today = now.date()
     for pat in _RELATIVE:
-        for m in pat.finditer(text):
-            ref = _relative(m, today)
-            if ref is not None:
-                refs.append(ref)
+        refs += [_relative(m, today) for m in pat.finditer(text)]
         text = pat.sub(lambda m: " " * len(m.group(0)), text)
     for pat in _PATTERNS:
         for m in pat.finditer(text):
