@@ -202,7 +202,7 @@ class RecallService:
                           s.vector_norm, s.bm25_min_coverage, s.vector_floor)
         ranked = fuse(list(cands.values()), now, weights)
         boost_dated(ranked, dates, s.date_boost)
-        boost_actors(ranked, {k: m.actor for k, m in by_key.items()}, req.query, s.actor_boost)
+        self._boost_actors(ranked, by_key, req.query, diagnostic)
         if diagnostic:  # the design: diagnostic questions are about the machine's recent events
             for c in ranked:
                 if c.category in SYSTEM_CATEGORIES:
@@ -221,8 +221,7 @@ class RecallService:
         by_key.update(fetched)
         self._describe(cands, fetched)
         if fetched:  # the actors of the vector hits are known only now
-            boost_actors(ranked, {k: m.actor for k, m in fetched.items()}, req.query,
-                         s.actor_boost)
+            self._boost_actors(ranked, fetched, req.query, diagnostic)
             ranked.sort(key=lambda c: c.score, reverse=True)
         ranked = self._expand(ranked, by_key, found)
         ranked = [c for c in ranked if c.score >= s.min_score]
@@ -250,6 +249,14 @@ class RecallService:
             if m is not None:
                 c.text = f"{m.summary} {m.detail}"
                 c.category = m.category
+
+    def _boost_actors(self, ranked: list[Candidate], rows: dict[str, Memory], query: str,
+                      diagnostic: bool) -> None:
+        """The actor boosts for the candidates whose rows are in `rows`. "Why did my build
+        fail" is about the machine's events, not the user's words: no asker boost."""
+        s = self.settings
+        boost_actors(ranked, {k: m.actor for k, m in rows.items()}, query, s.actor_boost,
+                     s.asker_actor, 0.0 if diagnostic else s.asker_boost)
 
     def _expansion_keys(self, ranked: list[Candidate]) -> list[str]:
         """The hits whose neighbours are looked up (none when expansion is off)."""

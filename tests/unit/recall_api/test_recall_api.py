@@ -354,6 +354,37 @@ async def test_memories_of_the_actor_a_query_names_come_first(client: httpx.Asyn
     assert body["memories"][0]["metadata"]["_scores"]["actor"] > 0
 
 
+async def test_a_question_in_the_first_person_favours_the_users_own_words(
+        client: httpx.AsyncClient) -> None:
+    r = await client.post("/memory/ingest", json=[
+        {"id": "a", "summary": "an hour of coding exercises each day works well", "actor": "assistant"},
+        {"id": "u", "summary": "an hour of coding exercises each day works well", "actor": "user"}])
+    assert r.status_code == 200, r.text
+
+    async def first(query: str) -> dict[str, Any]:
+        body = (await client.post("/memory/recall", json={"query": query, "maxResults": 2})).json()
+        return body["memories"][0]  # type: ignore[no-any-return]
+
+    mine = await first("how long do I spend on coding exercises each day")
+    assert mine["id"] == "u" and mine["metadata"]["_scores"]["actor"] > 0
+    theirs = await first("how long are coding exercises each day")
+    assert "actor" not in theirs["metadata"]["_scores"]
+
+
+async def test_a_diagnostic_question_in_the_first_person_is_about_the_machine(
+        client: httpx.AsyncClient) -> None:
+    r = await client.post("/memory/ingest", json=[
+        {"id": "u", "summary": "my nginx is down again, ugh", "actor": "user",
+         "category": "conversation"},
+        {"id": "j", "summary": "nginx.service failed: bind() to 0.0.0.0:80 failed",
+         "category": "system.service", "actor": "journald"}])
+    assert r.status_code == 200, r.text
+    body = (await client.post("/memory/recall", json={"query": "why is my nginx down",
+                                                        "maxResults": 2})).json()
+    assert body["query_class"] == "diagnostic"
+    assert all("actor" not in m["metadata"]["_scores"] for m in body["memories"])
+
+
 async def test_bm25_rows_are_not_fetched_twice(world: FakeWorld) -> None:
     """A store whose keyword search returns rows: fusion fetches only the vector hits' rows,
     and the answer is the same as with a plain store."""

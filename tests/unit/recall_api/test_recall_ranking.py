@@ -1,12 +1,12 @@
 """Ranking additions: neighbour expansion, per-query similarity scaling, dates named in queries,
-per-namespace IDF."""
+actors named in queries, per-namespace IDF."""
 
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
-from totalrecall_recall_api.core.fusion import Candidate, Weights, fuse
+from totalrecall_recall_api.core.fusion import Candidate, Weights, boost_actors, fuse
 from totalrecall_recall_api.core.neighbours import expand
 from totalrecall_recall_api.core.temporal import (
     DateRef,
@@ -116,6 +116,21 @@ def test_memories_on_a_named_date_are_boosted() -> None:
     assert may.score == 0.5
     boost_dated([may], [], 0.2)
     assert may.score == 0.5
+
+
+@pytest.mark.parametrize(("query", "boosted"), [
+    ("how often do I play tennis", {"u": 0.3}),
+    ("what did Caroline say about my tennis", {"c": 0.1, "u": 0.3}),
+    ("what did Caroline say about tennis", {"c": 0.1}),
+    ("which racket did you suggest to me", {}),   # about the agent's words
+    ("how often does the user play tennis", {}),  # "user" names no one in particular
+])
+def test_actors_a_query_names_and_the_first_person(query: str, boosted: dict[str, float]) -> None:
+    cands = [Candidate(k, NOW, "tennis", score=0.5) for k in ("u", "a", "c")]
+    boost_actors(cands, {"u": "user", "a": "assistant", "c": "Caroline"}, query, 0.1,
+                 asker="user", asker_boost=0.3)
+    assert {c.key: c.components["actor"] for c in cands if "actor" in c.components} == boosted
+    assert all(c.score == pytest.approx(0.5 + boosted.get(c.key, 0)) for c in cands)
 
 
 def test_idf_is_per_namespace_once_the_namespace_is_big_enough() -> None:

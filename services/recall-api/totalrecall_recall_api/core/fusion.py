@@ -81,17 +81,29 @@ def fuse(cands: Sequence[Candidate], now: datetime, w: Weights) -> list[Candidat
 GENERIC_ACTORS = frozenset({"user", "assistant", "system", "agent", "api", "me", "i"})
 
 
+#: Words by which the one asking speaks of themself.
+FIRST_PERSON = frozenset({"i", "me", "my", "mine", "myself", "i'm", "i've", "i'd", "i'll"})
+#: Words by which the one asking speaks of the agent ("what did you suggest…").
+SECOND_PERSON = frozenset({"you", "your", "yours", "yourself", "you're", "you've", "you'd"})
+
+
 def boost_actors(cands: Sequence[Candidate], actor_of: Mapping[str, str], query: str,
-                 boost: float) -> None:
+                 boost: float, asker: str = "", asker_boost: float = 0.0) -> None:
     """Adds `boost` to candidates whose actor the query names ("what did Caroline say…"): the
-    actor is a field, not always in the text keyword search sees."""
-    named = set(words(query)) - GENERIC_ACTORS
-    if boost <= 0 or not named:
+    actor is a field, not always in the text keyword search sees. A question in the first
+    person ("how often do I…") and not about what the agent said ("…did you suggest") is about
+    the user's own words: `asker_boost` goes to the candidates whose actor is `asker`."""
+    said = set(words(query))
+    boosts = dict.fromkeys(said - GENERIC_ACTORS, boost) if boost > 0 else {}
+    if asker and asker_boost > 0 and said & FIRST_PERSON and not said & SECOND_PERSON:
+        boosts[asker.lower()] = max(asker_boost, boosts.get(asker.lower(), 0.0))
+    if not boosts:
         return
     for c in cands:
-        if actor_of.get(c.key, "").lower() in named:
-            c.components["actor"] = boost
-            c.score += boost
+        b = boosts.get(actor_of.get(c.key, "").lower())
+        if b:
+            c.components["actor"] = b
+            c.score += b
 
 
 #: Characters of a memory's text compared for near-duplicates: the opening of a long memory (a
