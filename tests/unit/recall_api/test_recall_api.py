@@ -343,6 +343,27 @@ async def test_the_turn_after_a_hit_is_recalled_with_it(client: httpx.AsyncClien
     assert [m["id"] for m in body["memories"]][1] != "t1"
 
 
+async def test_the_named_actors_answer_to_a_matching_question_shares_its_whole_score(
+        client: httpx.AsyncClient) -> None:
+    r = await client.post("/memory/ingest", json=[
+        {"id": f"t{i}", "summary": text, "category": "conversation", "actor": actor,
+         "timestamp": (NOW - timedelta(days=1, seconds=-i)).isoformat(),
+         "metadata": {"session": "s1"}}
+        for i, (actor, text) in enumerate([("Caroline", "any plans for the weekend?"),
+                                           ("Melanie", "a pottery class with the kids")])])
+    assert r.status_code == 200, r.text
+
+    async def share(query: str) -> float:
+        body = (await client.post("/memory/recall", json={"query": query})).json()
+        got = {m["id"]: m for m in body["memories"]}
+        t0 = got["t0"]
+        hit = t0["score"] - t0["metadata"]["_scores"].get("neighbour", 0)  # before t1 lent to it
+        return float(got["t1"]["metadata"]["_scores"]["neighbour"] / hit)
+
+    assert await share("what are Melanie's plans for the weekend") == pytest.approx(1.0, rel=1e-3)
+    assert await share("what are the plans for the weekend") == pytest.approx(0.5, rel=1e-3)
+
+
 async def test_memories_of_the_actor_a_query_names_come_first(client: httpx.AsyncClient) -> None:
     r = await client.post("/memory/ingest", json=[
         {"id": "c", "summary": "went hiking in the hills", "actor": "Caroline"},

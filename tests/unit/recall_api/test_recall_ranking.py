@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
-from totalrecall_recall_api.core.fusion import Candidate, Weights, boost_actors, fuse
+from totalrecall_recall_api.core.fusion import Candidate, Weights, actor_boosts, boost_actors, fuse
 from totalrecall_recall_api.core.neighbours import expand
 from totalrecall_recall_api.core.temporal import (
     DateRef,
@@ -21,9 +21,9 @@ from totalrecall_schema import Memory
 NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 
 
-def _row(summary: str, ts: datetime = NOW) -> Memory:
+def _row(summary: str, ts: datetime = NOW, actor: str = "system") -> Memory:
     return Memory(id=summary, score=0, timestamp=ts, category="conversation", summary=summary,
-                  namespace="ns")
+                  namespace="ns", actor=actor)
 
 
 def test_a_hit_lends_a_share_of_its_score_to_its_neighbours() -> None:
@@ -43,6 +43,24 @@ def test_only_the_strongest_neighbour_counts() -> None:
     mid = Candidate("m", NOW, "m", score=0.1)
     expand([a, b, mid], {"a": [("m", _row("m"))], "b": [("m", _row("m"))]}, 0.5)
     assert mid.score == pytest.approx(0.1 + 0.4)
+
+
+@pytest.mark.parametrize(("asked", "answerer", "share"), [
+    ("Melanie: anything you're excited about in the adoption?", "Caroline", 1.0),
+    ("Melanie: anything you're excited about in the adoption?", "Melanie", 0.5),  # not named
+    ("Melanie: so excited about the adoption!", "Caroline", 0.5),  # no question
+])
+def test_the_answer_to_a_matching_question_shares_its_score(asked: str, answerer: str,
+                                                            share: float) -> None:
+    s = timedelta(seconds=1)
+    hit = Candidate("q", NOW, asked, score=0.8)
+    rows = [("before", _row("Caroline: hi!", NOW - s, "Caroline")),
+            ("reply", _row("I'm thrilled to make a family", NOW + s, answerer)),
+            ("later", _row("Caroline: bye", NOW + 2 * s, "Caroline"))]
+    ranked = expand([hit], {"q": rows}, 0.5, answer_weight=1.0, answerers={"caroline"})
+    got = {c.key: c.components.get("neighbour") for c in ranked}
+    assert got["reply"] == pytest.approx(share * 0.8)
+    assert got["before"] == got["later"] == pytest.approx(0.4)  # only the reply that follows
 
 
 def test_no_weight_or_no_neighbours_changes_nothing() -> None:
@@ -122,13 +140,14 @@ def test_memories_on_a_named_date_are_boosted() -> None:
     ("how often do I play tennis", {"u": 0.3}),
     ("what did Caroline say about my tennis", {"c": 0.1, "u": 0.3}),
     ("what did Caroline say about tennis", {"c": 0.1}),
+    ("what is Caroline's favourite racket", {"c": 0.1}),
     ("which racket did you suggest to me", {}),   # about the agent's words
     ("how often does the user play tennis", {}),  # "user" names no one in particular
 ])
 def test_actors_a_query_names_and_the_first_person(query: str, boosted: dict[str, float]) -> None:
     cands = [Candidate(k, NOW, "tennis", score=0.5) for k in ("u", "a", "c")]
-    boost_actors(cands, {"u": "user", "a": "assistant", "c": "Caroline"}, query, 0.1,
-                 asker="user", asker_boost=0.3)
+    boost_actors(cands, {"u": "user", "a": "assistant", "c": "Caroline"},
+                 actor_boosts(query, 0.1, asker="user", asker_boost=0.3))
     assert {c.key: c.components["actor"] for c in cands if "actor" in c.components} == boosted
     assert all(c.score == pytest.approx(0.5 + boosted.get(c.key, 0)) for c in cands)
 

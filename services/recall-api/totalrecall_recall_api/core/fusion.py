@@ -87,16 +87,24 @@ FIRST_PERSON = frozenset({"i", "me", "my", "mine", "myself", "i'm", "i've", "i'd
 SECOND_PERSON = frozenset({"you", "your", "yours", "yourself", "you're", "you've", "you'd"})
 
 
-def boost_actors(cands: Sequence[Candidate], actor_of: Mapping[str, str], query: str,
-                 boost: float, asker: str = "", asker_boost: float = 0.0) -> None:
-    """Adds `boost` to candidates whose actor the query names ("what did Caroline say…"): the
-    actor is a field, not always in the text keyword search sees. A question in the first
-    person ("how often do I…") and not about what the agent said ("…did you suggest") is about
-    the user's own words: `asker_boost` goes to the candidates whose actor is `asker`."""
+def actor_boosts(query: str, boost: float, asker: str = "",
+                 asker_boost: float = 0.0) -> dict[str, float]:
+    """The actors a query is about and what their memories get: the ones it names ("what did
+    Caroline say…") `boost`, since the actor is a field, not always in the text keyword search
+    sees. A question in the first person ("how often do I…") and not about what the agent said
+    ("…did you suggest") is about the user's own words: `asker` gets `asker_boost`."""
     said = set(words(query))
-    boosts = dict.fromkeys(said - GENERIC_ACTORS, boost) if boost > 0 else {}
+    # "Caroline's" names Caroline
+    named = {w.removesuffix("'s") for w in said} - GENERIC_ACTORS
+    boosts = dict.fromkeys(named, boost) if boost > 0 else {}
     if asker and asker_boost > 0 and said & FIRST_PERSON and not said & SECOND_PERSON:
         boosts[asker.lower()] = max(asker_boost, boosts.get(asker.lower(), 0.0))
+    return boosts
+
+
+def boost_actors(cands: Sequence[Candidate], actor_of: Mapping[str, str],
+                 boosts: Mapping[str, float]) -> None:
+    """Adds each candidate's actor's boost (`actor_boosts`) to its score."""
     if not boosts:
         return
     for c in cands:

@@ -11,7 +11,7 @@ is lent, so one next to a strong hit can enter the answer even if its own words 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -23,25 +23,37 @@ class NeighbourRow(Protocol):
 
     timestamp: datetime
     summary: str
+    actor: str
 
 
 def _distances(hit: Candidate, rows: Sequence[tuple[str, NeighbourRow]]) -> dict[str, int]:
-    """Steps from the hit to each neighbour (1 = adjacent), counted outwards on either side in
-    (timestamp, key) order, the order the store walks."""
+    """Steps from the hit to each neighbour, counted outwards on either side in (timestamp, key)
+    order, the order the store walks: 1, 2, … after the hit, -1, -2, … before it."""
     here = (hit.timestamp, hit.key)
     before = sorted(((r.timestamp, k) for k, r in rows if (r.timestamp, k) < here), reverse=True)
     after = sorted((r.timestamp, k) for k, r in rows if (r.timestamp, k) > here)
-    return {k: i for side in (before, after) for i, (_, k) in enumerate(side, start=1)}
+    return {**{k: -i for i, (_, k) in enumerate(before, start=1)},
+            **{k: i for i, (_, k) in enumerate(after, start=1)}}
+
+
+def asks(text: str) -> bool:
+    """Whether a memory asks something: its answer is then the memory after it."""
+    return "?" in text
 
 
 def expand(ranked: Sequence[Candidate], neighbours: Mapping[str, Sequence[tuple[str, NeighbourRow]]],
-           weight: float, decay: float = 1.0) -> list[Candidate]:
+           weight: float, decay: float = 1.0, answer_weight: float = 0.0,
+           answerers: Collection[str] = ()) -> list[Candidate]:
     """`ranked` (best first) with neighbour shares added; returns the candidates re-sorted.
 
     `neighbours` maps a hit's key to its neighbours as (key, row); neighbours that were not
     candidates become candidates with no score of their own. A neighbour d steps away gets
-    `weight · decay^(d-1)` of the hit's score. Only the share of the strongest neighbouring hit
-    counts (not the sum), so a run of weak matches cannot outrank a strong one.
+    `weight · decay^(d-1)` of the hit's score. The memory right after a hit that asks something,
+    when one of `answerers` (the actors the query is about) said it, is the answer the query is
+    after ("what is Caroline excited about" → "…anything you're excited about?" → Caroline's
+    reply): it gets `answer_weight` of the hit's score when that is more. Only the share of the
+    strongest neighbouring hit counts (not the sum), so a run of weak matches cannot outrank a
+    strong one.
     """
     if weight <= 0 or not neighbours:
         return list(ranked)
@@ -57,7 +69,11 @@ def expand(ranked: Sequence[Candidate], neighbours: Mapping[str, Sequence[tuple[
                 continue
             if key not in by_key:
                 by_key[key] = Candidate(key, row.timestamp, row.summary)
-            share = weight * hit.score * decay ** (steps[key] - 1)
+            d = steps[key]
+            share = weight * hit.score * decay ** (abs(d) - 1)
+            if (d == 1 and answer_weight > weight and row.actor.lower() in answerers
+                    and asks(hit.text)):
+                share = answer_weight * hit.score
             lent[key] = max(lent.get(key, 0.0), share)
     for key, share in lent.items():
         c = by_key[key]
