@@ -266,7 +266,7 @@ class RecallService:
                 found: list[tuple[str, list[tuple[str, Memory | None]]]],
                 answerers: frozenset[str]) -> list[Candidate]:
         """Neighbour expansion (before MMR, so a neighbour that repeats its hit is still dropped).
-        `answerers`: the actors the query is about, whose answers to a matching question count."""
+        `answerers`: the actors the query names, whose answers to a matching question count."""
         s = self.settings
         if not found:
             return ranked
