@@ -1,9 +1,21 @@
 from __future__ import annotations
 
+import gc
+
 import uvicorn
 
 from .app import create_app
 from .settings import Settings
+
+
+def tune_gc(threshold: int) -> None:
+    """Collect rarely (`Settings.gc_threshold`), and keep the startup heap (modules, the app),
+    which never becomes garbage, out of every collection."""
+    if threshold <= 0:
+        return
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(threshold, 20, 100)
 
 
 def main() -> None:
@@ -12,6 +24,7 @@ def main() -> None:
         app = create_app(settings)
     except ValueError as exc:  # e.g. a public address without TR_RECALL_API_TOKEN
         raise SystemExit(f"recall-api: {exc}") from None
+    tune_gc(settings.gc_threshold)
     uvicorn.run(app, host=settings.http_host, port=settings.http_port, log_level="info",
                 access_log=False)
 

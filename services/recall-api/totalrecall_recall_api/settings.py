@@ -25,6 +25,13 @@ class Settings(BaseSettings):
     api_token: str | None = Field(default=None, description="Bearer token; required off loopback")
     memory_dir: Path = Field(default_factory=lambda: _home() / "memory")
 
+    # Python's cyclic garbage collector: allocations between collections of the youngest
+    # generation (Python's default is 700). A recall allocates thousands of short-lived objects:
+    # on a 100k stack the defaults ran ~1.4 collections per recall (0.58 ms) and every ~125
+    # recalls a full one that paused the process 35-42 ms, straight into p99. With 50,000 (and
+    # the startup heap frozen) none ran in 500 recalls. 0 keeps Python's defaults.
+    gc_threshold: int = Field(default=50_000, ge=0)
+
     max_body_bytes: int = 2 * 1024 * 1024
     max_events_per_request: int = 1000
 

@@ -1,7 +1,9 @@
+import gc
 import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from totalrecall_recall_api.__main__ import tune_gc
 from totalrecall_recall_api.core.classify import QueryClass, classify
 from totalrecall_recall_api.core.fusion import Candidate, Weights, fuse, mmr, recency
 from totalrecall_recall_api.core.render import relative_time, sanitize, system_memory_block
@@ -187,3 +189,15 @@ def test_min_max_similarity_starts_at_the_floor() -> None:
     d, e = Candidate("d", NOW, "d", vector_sim=0.15), Candidate("e", NOW, "e", vector_sim=0.05)
     fuse([d, e], NOW, w)
     assert d.components["vector"] == 0.0 and e.components["vector"] == 0.0
+
+
+def test_the_entrypoint_collects_garbage_rarely_and_freezes_the_startup_heap() -> None:
+    before = gc.get_threshold()
+    try:
+        tune_gc(0)
+        assert gc.get_threshold() == before
+        tune_gc(50_000)
+        assert gc.get_threshold() == (50_000, 20, 100) and gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
