@@ -26,6 +26,20 @@ def test_greetings_get_no_memories(q: str) -> None:
     ("continue", QueryClass.CONTINUATION),
     ("What editor does the user prefer for Python?", QueryClass.TASK),
     ("hi, can you install firefox for me", QueryClass.TASK),
+    ("why is my nginx down", QueryClass.DIAGNOSTIC),
+    ("What's using my CPU?", QueryClass.DIAGNOSTIC),
+    ("how much swap is in use", QueryClass.DIAGNOSTIC),
+    ("the wifi keeps dropping", QueryClass.DIAGNOSTIC),
+    ("why is my laptop running hot", QueryClass.DIAGNOSTIC),
+    ("kernel panic with the nvidia driver", QueryClass.DIAGNOSTIC),
+    # The user recalling what they did, or a question about people: not the machine's trouble.
+    ("How much RAM did I upgrade my laptop to?", QueryClass.TASK),
+    ("What is the name of the music streaming service have I been using lately?", QueryClass.TASK),
+    ("Why did Jon shut down his bank account?", QueryClass.TASK),
+    ("Why did Caroline choose the adoption agency?", QueryClass.TASK),
+    ("What was Gina's favorite dancing memory?", QueryClass.TASK),
+    ("Who is Melanie a fan of?", QueryClass.TASK),
+    ("What type of meal does John often cook using a slow cooker?", QueryClass.TASK),
 ])
 def test_classification(q: str, kind: QueryClass) -> None:
     assert classify(q, 6).kind is kind

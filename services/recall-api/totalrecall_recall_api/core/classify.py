@@ -21,14 +21,48 @@ _GREETING = re.compile(
     r"(?:\s+(?:there|again|so much|a lot|mate|buddy|man))?[\s!.?,:;)(*-]*$",
     re.I,
 )
-_DIAGNOSTIC = re.compile(
-    r"\b(?:slow|sluggish|lag\w*|freez\w*|hang\w*|crash\w*|fail\w*|error\w*|broken|break\w*|"
-    r"won'?t|can'?t|cannot|not (?:working|starting|responding|loading)|down|outage|oom|"
-    r"high (?:cpu|memory|load)|cpu|memory|ram|swap|disk|space|full|overheat\w*|battery|"
-    r"wifi|network|dns|internet|connection|service|daemon|journal|log|warning|"
-    r"why (?:is|did|does|are))\b",
+# Trouble on the machine, named outright: diagnostic whatever else the question says.
+_TROUBLE = re.compile(
+    r"\b(?:slow(?:er|s|ed|ing)?(?! cook)|sluggish|lag(?:s|gy|ging)|freez\w*|froze|hang(?:s|ing)?|"
+    r"crash\w*|fail\w*|error\w*|broken|break(?:s|ing)|panic\w*|segfault\w*|outage|oom|"
+    r"out of (?:memory|space|disk)|high (?:cpu|memory|load)|overheat\w*|warnings?|"
+    r"timed? ?out|timeouts?|unreachable|refused|denied|problems?|"
+    r"not (?:working|starting|responding|loading|running|booting|connecting)|"
+    r"(?:won'?t|can'?t|cannot|couldn'?t) (?:start|boot|load|open|run|work|connect|reach|find|"
+    r"access|mount|install|update|resolve|log ?in)|"
+    r"(?:is|are|almost|nearly) full|(?:running|too|so|very) hot)\b"
+    # "why is my nginx down", not "shut down" / "upside-down"
+    r"|\b(?:is|are|was|were|went|goes|going)\b[^.?!]{0,40}?\bdown\b",
     re.I,
 )
+# The machine's parts: diagnostic when asked why, or about their state now ("what's using my
+# CPU"), but not when the user recalls something they did ("how much RAM did I upgrade to").
+_MACHINE = re.compile(
+    r"\b(?:cpu|gpu|ram|swap|disk|drive|storage|battery|wifi|wi-fi|network|dns|internet|"
+    r"connection|service|daemon|laptop|computer|machine|pc|system|workstation|systemd|journal|"
+    r"logs?|kernel|processes|load|temperature|"
+    r"(?:the|cpu|gpu|case|laptop) fans?|port|server|"
+    r"memory (?:usage|use|leak|pressure|consumption)|"
+    r"(?:using|eating|hogging|consuming|uses|use|free|low on|much) (?:\w+ ){0,2}memory)\b",
+    re.I,
+)
+_WHY = re.compile(r"\bwhy\b", re.I)
+_PRESENT = re.compile(
+    r"\b(?:is|are|isn'?t|aren'?t|doesn'?t|don'?t|keeps?|now|currently|today|"
+    r"(?:what|that|it|there|who|where|how|he|she)'s|(?:they|we|you)'re)\b",
+    re.I,
+)
+_OWN_PAST = re.compile(r"\b(?:did|have|had|was) i\b|\bi(?:'ve| have| had| used)\b", re.I)
+
+
+def _diagnostic(query: str) -> bool:
+    if _TROUBLE.search(query):
+        return True
+    if not _MACHINE.search(query):
+        return False
+    return not _OWN_PAST.search(query) and bool(_WHY.search(query) or _PRESENT.search(query))
+
+
 _CONTINUATION = re.compile(
     r"^\s*(?:continue|go on|keep going|and then|as i (?:said|mentioned)|where were we|"
     r"what were we (?:doing|talking about)|back to (?:that|it)|same as before|again)\b",
@@ -50,6 +84,6 @@ def classify(query: str, requested: int) -> Classification:
         return Classification(QueryClass.GREETING, 0)
     if _CONTINUATION.match(query):
         return Classification(QueryClass.CONTINUATION, requested)
-    if _DIAGNOSTIC.search(query):
+    if _diagnostic(query):
         return Classification(QueryClass.DIAGNOSTIC, requested)
     return Classification(QueryClass.TASK, requested)
