@@ -50,7 +50,7 @@ def decide(body: dict[str, Any]) -> dict[str, Any]:
             name, args = "tool_call", {"id": "memory_store", "args": args}
         return {"tool_calls": [{"id": f"call_{int(time.time() * 1000)}", "type": "function",
                                 "function": {"name": name, "arguments": json.dumps(args)}}]}
-    return {"content": "Stub reply." if not tool_done else "Stored it."}
+    return {"content": "Stub reply: nothing to add." if not tool_done else "Stored it."}
 
 
 class Handler(BaseHTTPRequestHandler):

@@ -172,7 +172,8 @@ def gateway(openclaw: OpenClaw, plugin_built: Path, stack: Api,
             "entries": {"totalrecall": {
                 "enabled": True, "hooks": {"allowConversationAccess": True},
                 "config": {"apiUrl": stack.url, "apiToken": stack.token or "",
-                           "recallTimeframe": "all", "recallTimeoutMs": 10000}}},
+                           "recallTimeframe": "all", "recallTimeoutMs": 10000,
+                           "autoCapture": True}}},
         },
     }
     (home / "workspace").mkdir()
@@ -238,6 +239,23 @@ def test_memory_store_lands_and_is_recalled_next_turn(gateway: Gateway, stack: A
     gateway.agent("Which editor theme does the user prefer with neovim?")
     prompts = gateway.system_prompts_since(n)
     assert any(marker in p for p in prompts), "the stored memory was not recalled next turn"
+
+
+def test_a_finished_turn_is_captured_with_who_said_each_message(gateway: Gateway,
+                                                                stack: Api) -> None:
+    marker = uuid.uuid4().hex[:8]
+    gateway.agent(f"My favourite hiking trail is the {marker} ridge loop near the lake")
+    mine = stack.wait_recallable(f"my favourite hiking trail {marker} ridge loop", marker,
+                                 namespace="main")
+    assert mine["actor"] == "user", mine
+    session = mine["metadata"]["session_id"]
+
+    def reply() -> dict[str, Any] | None:
+        return next((m for m in stack.recall("Stub reply: nothing to add", namespace="main")
+                     if m["actor"] == "agent" and m["metadata"].get("session_id") == session),
+                    None)
+
+    wait_for(reply, 60, "the agent's reply of the captured turn")
 
 
 if __name__ == "__main__":  # pragma: no cover

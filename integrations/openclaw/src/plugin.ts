@@ -239,21 +239,21 @@ export function registerTotalRecall(api: PluginApiLike, deps: PluginDeps = {}): 
   }
 
   if (cfg.autoCapture) {
+    // A finished turn is stored as its two messages, each with who said it, exactly as the
+    // pre-compaction flush stores them: recall's first-person boost reaches the user's own words,
+    // the reply follows its question in the session's thread, and the flush of the same messages
+    // later is a no-op (same ids: session + role + text).
     api.on("agent_end", async (event: AgentEndEvent, ctx: AgentContext = {}) => {
       if (!event.success) return;
       const texts = (event.messages ?? []).map(messageText).filter((m) => m && m.text.trim());
       const user = [...texts].reverse().find((m) => m!.role === "user");
       const reply = [...texts].reverse().find((m) => m!.role === "assistant");
       if (!user || !reply) return;
-      const id = `${ctx.sessionId ?? "session"}:${event.runId ?? ctx.runId ?? Date.now()}`
-        .replace(/[^A-Za-z0-9_.:@/+=-]/g, "-").slice(0, 200);
+      const messages = [user!, reply!].map((m) => ({
+        role: m.role, content: m.text.slice(0, MAX_MESSAGE_CHARS) }));
       try {
-        await client.ingest({
-          id, summary: user.text.trim().slice(0, 300), category: "conversation",
-          actor: "agent", source: "openclaw", namespace: own(ctx.agentId),
-          detail: `User: ${user.text}\n\nAssistant: ${reply.text}`.slice(0, 30000),
-          metadata: { sessionId: ctx.sessionId, agentId: ctx.agentId },
-        });
+        await client.flush({ messages, sessionId: ctx.sessionId || ctx.sessionKey || "unknown",
+          namespace: own(ctx.agentId) });
         availability.ok();
       } catch (err) {
         availability.failed("auto-capture", err);

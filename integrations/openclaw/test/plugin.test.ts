@@ -145,16 +145,20 @@ describe("lifecycle hooks", () => {
     }]);
   });
 
-  it("auto-captures a finished turn when enabled", async () => {
+  it("auto-captures a finished turn as its two messages, the way a flush stores them", async () => {
     const api = setup({ autoCapture: true });
-    await api.hooks.get("agent_end")!({ runId: "r1", success: true, messages: [
-      { role: "user", content: "remember that I like vim" },
-      { role: "assistant", content: "Noted: vim." }] }, { agentId: "main", sessionId: "s1" });
-    const [ev] = fake.bodies("/memory/ingest");
-    assert.equal(ev.id, "s1:r1");
-    assert.equal(ev.namespace, "main");
-    assert.equal(ev.category, "conversation");
-    assert.match(ev.detail, /User: remember that I like vim\n\nAssistant: Noted: vim\./);
+    const turn = [{ role: "user", content: "remember that I like vim" },
+      { role: "assistant", content: "Noted: vim." }];
+    await api.hooks.get("agent_end")!({ runId: "r1", success: true, messages: turn },
+      { agentId: "main", sessionId: "s1" });
+    assert.deepEqual(fake.bodies("/memory/flush"), [{ sessionId: "s1", namespace: "main",
+      messages: turn }]);
+    assert.deepEqual(fake.bodies("/memory/ingest"), []);
+    // compaction later flushes the same messages: the same body, so the same memory ids
+    await api.hooks.get("before_compaction")!({ messageCount: 2, messages: turn },
+      { agentId: "main", sessionId: "s1" });
+    const [first, second] = fake.bodies("/memory/flush");
+    assert.deepEqual(second, first);
   });
 
   it("never throws from a hook when the API is down", async () => {
