@@ -52,6 +52,28 @@ def test_greeting_returns_no_memories(stack: Api) -> None:
     assert body["memories"] == [] and body["system_memory"] == ""
 
 
+def test_an_unrelated_question_recalls_nothing(stack: Api) -> None:
+    """Recent memories are not padding: a question no memory is about injects nothing."""
+    ns = _ns()
+    stack.post("/memory/ingest", [
+        {"summary": "nginx.service failed: bind() to 0.0.0.0:80 failed (address in use)",
+         "category": "system.service", "namespace": ns, "metadata": {"severity": "error"}},
+        {"summary": "firefox (PID 1640) using 61% CPU", "category": "system.process",
+         "namespace": ns},
+        {"summary": "The user prefers neovim with the gruvbox theme", "category": "user_pattern",
+         "actor": "user", "namespace": ns}])
+    stack.wait_recallable("which editor theme", "gruvbox", namespace=ns)
+    stack.wait_recallable("nginx bind address in use", "bind()", namespace=ns)
+    for query in ("write a haiku about autumn leaves", "what is the capital of France?"):
+        body = stack.post("/memory/recall", {"query": query, "namespace": ns}).json()
+        assert body["query_class"] == "task"
+        assert body["memories"] == [], (query, body["memories"])
+    # in the first person: the user's own memories get a prior, not evidence
+    body = stack.post("/memory/recall", {"query": "help me write a poem about the sea",
+                                         "namespace": ns}).json()
+    assert body["memories"] == [], body["memories"]
+
+
 def test_escalation_from_hot_to_warm_tier(stack: Api) -> None:
     ns = _ns()
     ten_days_ago = (datetime.now(UTC) - timedelta(days=10)).isoformat()

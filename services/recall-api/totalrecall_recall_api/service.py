@@ -23,7 +23,15 @@ from totalrecall_schema import (
 
 from .citations import Citations
 from .core.classify import QueryClass, classify
-from .core.fusion import Candidate, Weights, actor_boosts, boost_actors, fuse, mmr
+from .core.fusion import (
+    Candidate,
+    Weights,
+    actor_boosts,
+    boost_actors,
+    evidence,
+    fuse,
+    mmr,
+)
 from .core.neighbours import expand
 from .core.render import relative_time, system_memory_block
 from .core.temporal import boost_dated, date_refs, earliest_day
@@ -209,7 +217,11 @@ class RecallService:
         if diagnostic:  # the design: diagnostic questions are about the machine's recent events
             for c in ranked:
                 if c.category in SYSTEM_CATEGORIES:
+                    c.components["diagnostic"] = s.diagnostic_boost
                     c.score += s.diagnostic_boost
+        # Nothing about the query, only recent or said by the right person: not recalled (nor
+        # lending to its neighbours). An unrelated question recalls nothing, not the latest.
+        ranked = [c for c in ranked if evidence(c, weights) >= s.min_evidence]
         ranked.sort(key=lambda c: c.score, reverse=True)
         self.metrics.stage_seconds.labels("fusion").observe(time.perf_counter() - t_fuse)
         # The vector hits' rows and the best hits' neighbours, in one trip's time: the

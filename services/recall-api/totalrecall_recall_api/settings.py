@@ -65,6 +65,10 @@ class Settings(BaseSettings):
     good_match_similarity: float = 0.35
     min_good_matches: int = 3
     min_score: float = 0.05
+    # A memory needs this much evidence that it is about the query (`core.fusion.evidence`:
+    # weighted similarity and keyword components, a named date, the diagnostic lift; not recency,
+    # not the actor boosts) to be recalled. 0: every candidate may fill the answer.
+    min_evidence: float = 0.01
     diagnostic_boost: float = 0.08
     # Neighbour expansion (core/neighbours.py): the best `neighbour_hits` hits lend
     # `neighbour_weight` × their score to the `neighbour_window` memories either side of them in

@@ -77,6 +77,14 @@ def fuse(cands: Sequence[Candidate], now: datetime, w: Weights) -> list[Candidat
     return sorted(cands, key=lambda c: c.score, reverse=True)
 
 
+def evidence(c: Candidate, w: Weights) -> float:
+    """How much of a candidate's score says it is about the query: similarity, keywords, a date
+    the query names, the diagnostic lift. Recency and who said it are priors, not evidence."""
+    comp = c.components
+    return (w.vector * comp.get("vector", 0.0) + w.bm25 * comp.get("bm25", 0.0)
+            + comp.get("date", 0.0) + comp.get("diagnostic", 0.0))
+
+
 #: Actors too generic for a query's mention of them to single out memories.
 GENERIC_ACTORS = frozenset({"user", "assistant", "system", "agent", "api", "me", "i"})
 
