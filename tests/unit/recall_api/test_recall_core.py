@@ -32,6 +32,13 @@ def test_greetings_get_no_memories(q: str) -> None:
     ("the wifi keeps dropping", QueryClass.DIAGNOSTIC),
     ("why is my laptop running hot", QueryClass.DIAGNOSTIC),
     ("kernel panic with the nvidia driver", QueryClass.DIAGNOSTIC),
+    ("why won't my bluetooth connect", QueryClass.DIAGNOSTIC),
+    ("can't ssh into the server", QueryClass.DIAGNOSTIC),
+    ("postgres keeps restarting", QueryClass.DIAGNOSTIC),
+    ("I get a 502 from nginx", QueryClass.DIAGNOSTIC),
+    ("is docker running?", QueryClass.DIAGNOSTIC),
+    ("how much free memory do I have?", QueryClass.DIAGNOSTIC),
+    ("check disk usage", QueryClass.DIAGNOSTIC),
     # The user recalling what they did, or a question about people: not the machine's trouble.
     ("How much RAM did I upgrade my laptop to?", QueryClass.TASK),
     ("What is the name of the music streaming service have I been using lately?", QueryClass.TASK),
@@ -40,6 +47,9 @@ def test_greetings_get_no_memories(q: str) -> None:
     ("What was Gina's favorite dancing memory?", QueryClass.TASK),
     ("Who is Melanie a fan of?", QueryClass.TASK),
     ("What type of meal does John often cook using a slow cooker?", QueryClass.TASK),
+    ("I can't remember where I saved the report", QueryClass.TASK),
+    ("I have 500 stamps", QueryClass.TASK),
+    ("have I upgraded the kernel?", QueryClass.TASK),
 ])
 def test_classification(q: str, kind: QueryClass) -> None:
     assert classify(q, 6).kind is kind

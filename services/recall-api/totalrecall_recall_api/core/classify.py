@@ -26,11 +26,16 @@ _TROUBLE = re.compile(
     r"\b(?:slow(?:er|s|ed|ing)?(?! cook)|sluggish|lag(?:s|gy|ging)|freez\w*|froze|hang(?:s|ing)?|"
     r"crash\w*|fail\w*|error\w*|broken|break(?:s|ing)|panic\w*|segfault\w*|outage|oom|"
     r"out of (?:memory|space|disk)|high (?:cpu|memory|load)|overheat\w*|warnings?|"
-    r"timed? ?out|timeouts?|unreachable|refused|denied|problems?|"
+    r"timed? ?out|timeouts?|unreachable|refused|denied|problems?|flicker\w*|"
+    r"disconnect(?:s|ed|ing)|reboot(?:s|ing)|restart loop|crash loop|"
+    r"(?:\ba|get|got|getting|returns?|returning|http|status) 50[0234]|"
+    r"keeps? (?:restarting|rebooting|dropping|disconnecting|crashing|freezing|failing)|"
     r"not (?:working|starting|responding|loading|running|booting|connecting)|"
-    r"(?:won'?t|can'?t|cannot|couldn'?t) (?:start|boot|load|open|run|work|connect|reach|find|"
-    r"access|mount|install|update|resolve|log ?in)|"
     r"(?:is|are|almost|nearly) full|(?:running|too|so|very) hot)\b"
+    # "why won't my bluetooth connect", "can't ssh into the server"
+    r"|\b(?:won'?t|can'?t|cannot|couldn'?t|unable to)(?:\s+\S+){0,3}?\s+(?:start|boot|load|"
+    r"open|run|work|connect|reach|access|mount|install|update|upgrade|resolve|log ?in|login|"
+    r"ssh|ping|print|compile|build|sync|download|upload|play)\b"
     # "why is my nginx down", not "shut down" / "upside-down"
     r"|\b(?:is|are|was|were|went|goes|going)\b[^.?!]{0,40}?\bdown\b",
     re.I,
@@ -38,9 +43,10 @@ _TROUBLE = re.compile(
 # The machine's parts: diagnostic when asked why, or about their state now ("what's using my
 # CPU"), but not when the user recalls something they did ("how much RAM did I upgrade to").
 _MACHINE = re.compile(
-    r"\b(?:cpu|gpu|ram|swap|disk|drive|storage|battery|wifi|wi-fi|network|dns|internet|"
-    r"connection|service|daemon|laptop|computer|machine|pc|system|workstation|systemd|journal|"
-    r"logs?|kernel|processes|load|temperature|"
+    r"\b(?:cpu|gpu|ram|swap|disk|drive|storage|battery|wifi|wi-fi|network|dns|internet|vpn|ip|"
+    r"bluetooth|usb|printer|screen|display|audio|sound|microphone|mic|webcam|camera|firewall|"
+    r"docker|containers?|connection|service|daemon|laptop|computer|machine|pc|system|"
+    r"workstation|systemd|journal|logs?|kernel|processes|load|temperature|"
     r"(?:the|cpu|gpu|case|laptop) fans?|port|server|"
     r"memory (?:usage|use|leak|pressure|consumption)|"
     r"(?:using|eating|hogging|consuming|uses|use|free|low on|much) (?:\w+ ){0,2}memory)\b",
@@ -48,11 +54,14 @@ _MACHINE = re.compile(
 )
 _WHY = re.compile(r"\bwhy\b", re.I)
 _PRESENT = re.compile(
-    r"\b(?:is|are|isn'?t|aren'?t|doesn'?t|don'?t|keeps?|now|currently|today|"
+    r"\b(?:is|are|isn'?t|aren'?t|doesn'?t|don'?t|keeps?|now|currently|today|check|show|"
+    r"status|usage|running|left|free|available|"
     r"(?:what|that|it|there|who|where|how|he|she)'s|(?:they|we|you)'re)\b",
     re.I,
 )
-_OWN_PAST = re.compile(r"\b(?:did|have|had|was) i\b|\bi(?:'ve| have| had| used)\b", re.I)
+_OWN_PAST = re.compile(
+    r"\b(?:did|had|was) i\b|\bhave i (?:been|ever|\w+ed)\b|\bi(?:'ve| had| used)\b|"
+    r"\bi have (?:been|\w+ed)\b", re.I)
 
 
 def _diagnostic(query: str) -> bool:
