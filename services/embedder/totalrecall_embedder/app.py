@@ -24,6 +24,7 @@ from totalrecall_schema import EmbedReply, ensure_streams
 from .core.backend import EmbedBackend
 from .core.backfill import BackfillJournal
 from .core.cache import EmbeddingCache
+from .core.device import llama_cpu_features
 from .core.engine import CacheHook, Engine, EngineConfig, LocalFactory, RemoteFactory
 from .handlers import handle_backfill, handle_batch_rpc, handle_event_batch, handle_query_rpc
 from .metrics import Metrics
@@ -88,7 +89,7 @@ def create_app(settings: Settings, *, embedder_backend: EmbedBackend | None = No
                           on_cache=metrics.cache_hook)
     broker = NatsBroker(settings.nats_url, log_level=logging.DEBUG)
     state: dict[str, Any] = {"ready": False, "consuming": False, "consumer": None,
-                             "backfill": None, "journal": None}
+                             "backfill": None, "journal": None, "cpu_features": []}
 
     async def publish(subject: str, payload: bytes, headers: dict[str, str],
                       stream: str) -> Any:
@@ -219,6 +220,7 @@ def create_app(settings: Settings, *, embedder_backend: EmbedBackend | None = No
         sys.setswitchinterval(settings.gil_switch_interval_s)
         await asyncio.to_thread(open_stores)
         await engine.load()
+        state["cpu_features"] = await asyncio.to_thread(llama_cpu_features)
         metrics.observe_engine(engine)
         if state["journal"] is not None:
             metrics.backfill_pending.set(len(state["journal"]))
@@ -300,6 +302,7 @@ def create_app(settings: Settings, *, embedder_backend: EmbedBackend | None = No
             "fallback": not engine.local,
             "device": engine.device if engine.available else "none",
             "device_reason": engine.device_reason,
+            "cpu_features": state["cpu_features"],
             "fallback_state": engine.fallback_state,
             "batch_max": engine.batch_max,
             "model_path": str(settings.resolved_model_path),

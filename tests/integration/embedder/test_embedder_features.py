@@ -57,6 +57,7 @@ async def test_cpu_device_is_reported(settings: Settings, nc: Any) -> None:
         metrics = await get_json(app, "/metrics")
     assert health["status"] == "ok" and health["device"] == "cpu"
     assert "no GPU offload" in health["device_reason"]  # this llama.cpp build has none
+    assert "AVX" in health["cpu_features"] or "NEON" in health["cpu_features"]  # what it was built for
     assert health["batch_max"] == settings.batch_max and health["dim"] == DIM
     assert counter(metrics, "totalrecall_embedder_device_info", device="cpu") == 1.0
     assert counter(metrics, "totalrecall_embedder_device_info", device="gpu") == 0.0

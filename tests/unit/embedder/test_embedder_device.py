@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from embedder_fakes import FakeBackend, FakeFactory
 from totalrecall_embedder.core.backend import ModelUnavailable
-from totalrecall_embedder.core.device import choose_device
+from totalrecall_embedder.core.device import choose_device, cpu_features
 from totalrecall_embedder.core.engine import Engine, EngineConfig
 from totalrecall_embedder.metrics import Metrics
 
@@ -23,6 +23,23 @@ from totalrecall_embedder.metrics import Metrics
 def test_choose_device(setting: str, gpu: bool, device: str, layers: int, why: str) -> None:
     c = choose_device(setting, gpu)
     assert (c.device, c.n_gpu_layers) == (device, layers) and why in c.reason
+
+
+@pytest.mark.parametrize(("info", "features"), [
+    ("CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | AVX512 = 1 | "
+     "AVX512_VNNI = 1 | LLAMAFILE = 1 | OPENMP = 1 | REPACK = 1 | ",
+     ["SSE3", "AVX", "AVX2", "F16C", "FMA", "BMI2", "AVX512", "AVX512_VNNI", "LLAMAFILE", "OPENMP",
+      "REPACK"]),
+    ("CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | AVX512 = 0 | OPENMP = 1 | ",
+     ["SSE3", "AVX", "AVX2", "OPENMP"]),
+    # a GPU build: the CUDA section's settings are not CPU features
+    ("CUDA : ARCHS = 500,610 | USE_GRAPHS = 1 | PEER_MAX_BATCH_SIZE = 128 | CPU : SSE3 = 1 | "
+     "AVX2 = 1 | ", ["SSE3", "AVX2"]),
+    ("CPU : AVX2 = 1 | Metal : EMBED_LIBRARY = 1 | ", ["AVX2"]),
+    ("", []),
+])
+def test_cpu_features_of_a_build(info: str, features: list[str]) -> None:
+    assert cpu_features(info) == features
 
 
 def model(tmp_path: Path) -> Path:

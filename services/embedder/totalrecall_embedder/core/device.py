@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -30,6 +31,28 @@ def gpu_offload_supported() -> bool:
     except Exception as exc:  # pragma: no cover - broken install
         log.warning("cannot ask llama.cpp about GPU offload: %s", exc)
         return False
+
+
+def cpu_features(system_info: str) -> list[str]:
+    """The CPU instruction sets a llama.cpp build was compiled for, from its
+    `llama_print_system_info()` ("CPU : SSE3 = 1 | AVX2 = 1 | AVX512 = 1 | … | CUDA : …"): what
+    tells a build for this CPU (AVX512 here) from a portable one (AVX2 at most)."""
+    section = re.search(r"\bCPU : (.*?)(?:\|\s*[A-Za-z][\w-]* : |$)", system_info)
+    if section is None:
+        return []
+    return [name for name, value in re.findall(r"(\w+) = (\w+)", section.group(1))
+            if value not in ("0", "")]
+
+
+def llama_cpu_features() -> list[str]:
+    """`cpu_features` of the llama.cpp build this process loads ([] when it cannot say)."""
+    try:
+        import llama_cpp
+
+        return cpu_features(llama_cpp.llama_print_system_info().decode(errors="replace"))
+    except Exception as exc:  # pragma: no cover - broken install
+        log.warning("cannot ask llama.cpp about its build: %s", exc)
+        return []
 
 
 def choose_device(setting: str, gpu_supported: bool) -> DeviceChoice:
