@@ -40,8 +40,7 @@ def cpu_features(system_info: str) -> list[str]:
     section = re.search(r"\bCPU : (.*?)(?:\|\s*[A-Za-z][\w-]* : |$)", system_info)
     if section is None:
         return []
-    return [name for name, value in re.findall(r"(\w+) = (\w+)", section.group(1))
-            if value not in ("0", "")]
+    return [name for name, value in re.findall(r"(\w+) = (\w+)", section.group(1)) if value != "0"]
 
 
 def llama_cpu_features() -> list[str]:
