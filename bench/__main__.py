@@ -12,7 +12,7 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 BENCHES: dict[str, list[str]] = {
-    "embedder": [str(HERE / "embedder_bench.py")],
+    "embedder": ["-m", "bench.embedder_bench"],
     "indexer": [str(HERE / "indexer_bench.py"), "--n", "10000"],
     "recall": ["-m", "bench.recall_bench", "--n", "100000", "--queries", "300"],
 }

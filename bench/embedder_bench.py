@@ -261,9 +261,12 @@ def main() -> None:
 
     from totalrecall.paths import default_model_path
 
+    from bench.machine import describe
+
     model = args.model or default_model_path()
     if not model.is_file():
         sys.exit(f"no model at {model}: run `totalrecall model build`")
+    print(describe())
     print(f"model {model.name}, ingest threads {args.threads}, query threads "
           f"{args.query_threads}")
     t0 = time.perf_counter()

@@ -34,6 +34,8 @@ import numpy as np
 from totalrecall.launcher import launched_stack
 from totalrecall_schema import EmbeddedEvent, EmbedReply, EmbedRequest, MemoryEvent, Topology
 
+from bench.machine import describe
+
 SERVICES = ["nginx", "postgresql", "docker", "sshd", "NetworkManager", "bluetooth", "cups",
             "systemd-resolved", "pipewire", "gdm", "firefox", "code", "chrome", "slack", "zoom"]
 TEMPLATES = [
@@ -207,6 +209,7 @@ def _measure(client: httpx.Client, queries: int, namespace: str | None = None) -
 
 
 def _report(lat: list[float], n: int, queries: int, metrics: str) -> None:
+    print(describe())
     print(f"automatic recall over HTTP, {n} memories, {queries} queries: "
           f"p50 {statistics.median(lat):.1f} ms, p90 {_pct(lat, 0.9):.1f} ms, "
           f"p99 {_pct(lat, 0.99):.1f} ms, max {max(lat):.1f} ms")
