@@ -64,7 +64,8 @@ def build_engine(settings: Settings, *, backend: EmbedBackend | None = None,
         fallback_url=settings.fallback_url, fallback_model=settings.fallback_model,
         fallback_api_key=key,
         fallback_timeout_s=settings.fallback_timeout_s,
-        query_cache_entries=settings.query_cache_entries, ingest_nice=settings.ingest_nice)
+        query_cache_entries=settings.query_cache_entries, ingest_nice=settings.ingest_nice,
+        query_max_tokens=settings.query_max_tokens)
     return Engine(cfg, backend=backend, query_backend=query_backend,
                   technical_backend=technical_backend, local_factory=local_factory,
                   remote_factory=remote_factory, gpu_probe=gpu_probe, on_cache=on_cache)

@@ -110,6 +110,11 @@ class Settings(BaseSettings):
     cache_max_entries: int = 100_000
     #: In-memory LRU of query vectors (query RPC).
     query_cache_entries: int = 1024
+    #: A query (the agent's whole prompt, in automatic recall) is embedded from its last this
+    #: many tokens, special tokens and prefix included: the question is at a prompt's end, the
+    #: default model was trained on 128-token texts, and the query's cost grows with its length.
+    #: 0: up to `n_ctx` tokens from its start, like a document.
+    query_max_tokens: int = Field(default=128, ge=0)
 
     # backfill: events published with vector=None are remembered (SQLite under
     # `$TOTALRECALL_HOME/spool/embedder`) and republished with a vector once a model is back.

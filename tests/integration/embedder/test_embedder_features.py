@@ -23,7 +23,7 @@ from test_embedder_pipeline import (
     running,
     wait_for,
 )
-from totalrecall_embedder.core.backend import LlamaBackend
+from totalrecall_embedder.core.backend import LlamaBackend, tail_tokens
 from totalrecall_embedder.settings import Settings
 from totalrecall_schema import EmbeddedEvent, EmbedReply, EmbedRequest, MemoryEvent, Topology
 from waiting import request_served
@@ -229,6 +229,36 @@ async def test_nomic_named_model_gets_search_prefixes(settings: Settings, nc: An
     assert cos(q.vectors[0], plain.vectors[0]) > 0.9999
     assert cos(q.vectors[0], plain.vectors[1]) < 0.99
     assert q.model and q.model.startswith("nomic-embed-test.f16:")  # fingerprint of the file
+
+
+# --- long queries ---------------------------------------------------------------------------------
+async def test_a_long_prompt_is_embedded_from_its_last_128_tokens(settings: Settings, nc: Any,
+                                                                  topology: Topology,
+                                                                  model_path: Path) -> None:
+    """Automatic recall sends the agent's whole prompt: a pasted log, then the question. The
+    query is embedded from its end (what the default model was trained on: 128 tokens), not
+    from the log's first 256 tokens."""
+    log = "\n".join(f"Nov 25 00:{i:02d}:13 host nginx[{1200 + i}]: connect() failed (111: "
+                    f"Connection refused) while connecting to upstream, client: 10.0.0.{i}"
+                    for i in range(40))
+    prompt = f"Here is what the log says:\n{log}\nWhy does nginx keep failing since the update?"
+    model = LlamaBackend(model_path)
+    try:
+        tail = tail_tokens(prompt, 128, model.count_tokens)
+        assert model.count_tokens(prompt) > 256 and model.count_tokens(tail) <= 128
+        assert tail.endswith("Why does nginx keep failing since the update?")
+        head, whole_tail = model.embed([prompt, tail])  # the head: what a document gets
+    finally:
+        model.close()
+    async with running(settings) as app:
+        got = await rpc(nc, topology.rpc_embed_query, [prompt, "why does nginx fail?"])
+        health = await get_json(app, "/health")
+    assert got.vectors is not None and health["status"] == "ok"
+    assert cos(got.vectors[0], whole_tail) > 0.9999  # the tail was embedded
+    assert cos(got.vectors[0], head) < 0.99  # not the head
+    async with running(settings.model_copy(update={"query_max_tokens": 0})):
+        old = await rpc(nc, topology.rpc_embed_query, [prompt])
+    assert old.vectors is not None and cos(old.vectors[0], head) > 0.9999  # 0: as before
 
 
 # --- backfill ---------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -21,6 +21,38 @@ log = logging.getLogger("totalrecall.embedder")
 #: Characters kept per text before tokenising (the model sees at most n_ctx tokens anyway;
 #: this only bounds the tokeniser's work on 32 kB details).
 MAX_TEXT_CHARS = 4_000
+
+
+#: Characters a token may take at most when a text's tail is cut to a number of tokens: only
+#: this many per token are tokenised (a WordPiece token is a word or less; a longer run of
+#: letters is several tokens).
+_TAIL_CHARS_PER_TOKEN = 16
+#: A cut that lands inside a word moves on to the word's end when that is this close.
+_WORD_SLACK = 24
+
+
+def tail_tokens(text: str, limit: int, count: Callable[[str], int]) -> str:
+    """The longest end of `text` that `count` (tokens, with the model's special tokens) puts at
+    `limit` or fewer, starting at a word. `text` itself when it fits.
+
+    A binary search on the start character, over the last `limit * 16` characters only, so a
+    query of 8 kB costs a dozen tokenisations of a short string, not of the whole."""
+    if limit <= 0 or count(text) <= limit:
+        return text
+    window = text[-limit * _TAIL_CHARS_PER_TOKEN:]
+    lo, hi = 0, len(window)  # the first start whose tail fits (the empty tail always does)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if count(window[mid:]) <= limit:
+            hi = mid
+        else:
+            lo = mid + 1
+    if lo > 0 and not window[lo - 1].isspace():  # landed inside a word: start at the next one
+        nxt = next((i for i in range(lo, min(len(window), lo + _WORD_SLACK))
+                    if window[i].isspace()), None)
+        if nxt is not None:
+            lo = nxt
+    return window[lo:].lstrip()
 
 
 class ModelUnavailable(RuntimeError):
