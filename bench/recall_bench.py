@@ -76,6 +76,35 @@ QUESTION_TEMPLATES = [
 ]
 ALL_QUERIES = QUERIES + [t.format(s=s) for t in QUESTION_TEMPLATES for s in SERVICES]
 
+#: Whole prompts, as automatic recall gets them (the agent's message, not a search phrase): a
+#: request with its context, a pasted log with the question after it, a task. The questions above
+#: are 5-15 tokens; these 42-800, median 53 (the embedder keeps a query's last 128).
+_LOG_LINE = ("Nov 25 09:{m:02d}:{sec:02d} workstation {s}[{pid}]: connect() failed (111: Connection "
+             "refused) while connecting to upstream, client: 10.0.0.{m}, request: \"GET /api/{m}\"")
+PROMPT_TEMPLATES = [
+    "I restarted {s} this morning after the system update and since then it keeps failing with "
+    "connection errors every few minutes. Can you look at what changed and tell me why {s} is "
+    "failing?",
+    "Here is what the journal shows:\n{log}\nWhat is going on with {s}, and is it the same "
+    "problem as last week?",
+    "Can you set up a new project for the {s} integration like the last one? Use the same layout "
+    "and the tools I usually use, and remind me which version of {s} we pinned and why.",
+    "My laptop got really slow an hour ago, the fans are loud and {s} seems to be involved. I "
+    "closed a few windows but it did not help. What is using the CPU and memory right now, and "
+    "did this happen before?",
+]
+
+
+def _prompts(n: int) -> list[str]:
+    out = []
+    for i in range(n):
+        s = SERVICES[i % len(SERVICES)]
+        log = "\n".join(_LOG_LINE.format(m=(i + j) % 60, sec=j, s=s, pid=4000 + i)
+                        for j in range(6 + i % 10))
+        out.append(PROMPT_TEMPLATES[i % len(PROMPT_TEMPLATES)].format(s=s, log=log)
+                   + f" (ticket {i})")  # distinct: no query-cache hit
+    return out
+
 
 def _texts(rng: random.Random) -> list[tuple[str, str, str, str]]:
     out = []
@@ -208,13 +237,33 @@ def _measure(client: httpx.Client, queries: int, namespace: str | None = None) -
     return lat
 
 
-def _report(lat: list[float], n: int, queries: int, metrics: str) -> None:
+def _measure_prompts(client: httpx.Client, prompts: int,
+                     namespace: str | None = None) -> list[float]:
+    extra = {"namespace": namespace} if namespace else {}
+    lat: list[float] = []
+    for q in _prompts(prompts):
+        t = time.perf_counter()
+        r = client.post("/memory/recall", json={"query": q, "timeframe": "auto", **extra})
+        lat.append((time.perf_counter() - t) * 1000)
+        r.raise_for_status()
+    return lat
+
+
+def _line(what: str, lat: list[float]) -> str:
+    return (f"{what}: p50 {statistics.median(lat):.1f} ms, p90 {_pct(lat, 0.9):.1f} ms, "
+            f"p99 {_pct(lat, 0.99):.1f} ms, max {max(lat):.1f} ms")
+
+
+def _report(lat: list[float], n: int, queries: int, metrics: str,
+            prompt_lat: list[float] | None = None) -> None:
     print(describe())
-    print(f"automatic recall over HTTP, {n} memories, {queries} queries: "
-          f"p50 {statistics.median(lat):.1f} ms, p90 {_pct(lat, 0.9):.1f} ms, "
-          f"p99 {_pct(lat, 0.99):.1f} ms, max {max(lat):.1f} ms")
+    print(_line(f"automatic recall over HTTP, {n} memories, {queries} queries", lat))
     for stage, text in _stage_quantiles(metrics).items():
         print(f"  stage {stage:<11} mean {text}")
+    if prompt_lat:
+        sizes = sorted(len(q) for q in _prompts(len(prompt_lat)))
+        print(_line(f"whole prompts instead ({len(prompt_lat)} of {sizes[0]}-{sizes[-1]} characters, "
+                    f"median {sizes[len(sizes) // 2]})", prompt_lat))
 
 
 def _running_stack(args: argparse.Namespace, rng: random.Random) -> int:
@@ -231,8 +280,9 @@ def _running_stack(args: argparse.Namespace, rng: random.Random) -> int:
               f"searchable after {seed_s + wait_s:.1f}s")
         print(_wait_quiet())
         lat = _measure(client, args.queries, args.namespace)
-        metrics = client.get("/metrics").text
-    _report(lat, n, args.queries, metrics)
+        metrics = client.get("/metrics").text  # the stages of the short questions alone
+        prompt_lat = _measure_prompts(client, args.prompts, args.namespace)
+    _report(lat, n, args.queries, metrics, prompt_lat)
     return 0
 
 
@@ -248,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--namespace", default="bench", help="namespace seeded and queried with --url")
     ap.add_argument("--days", type=float, default=30.0, help="spread of event times")
     ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--prompts", type=int, default=60,
+                    help="recalls with whole agent prompts (42-800 tokens), reported apart (0: none)")
     ap.add_argument("--optimize", action="store_true",
                     help="build the HNSW index (POST /memory/compact) before measuring")
     args = ap.parse_args(argv)
@@ -281,8 +333,9 @@ def main(argv: list[str] | None = None) -> int:
         print(_wait_quiet())
         with httpx.Client(base_url=api, timeout=30) as client:
             lat = _measure(client, args.queries)
-            metrics = client.get("/metrics").text
-    _report(lat, args.n, args.queries, metrics)
+            metrics = client.get("/metrics").text  # the stages of the short questions alone
+            prompt_lat = _measure_prompts(client, args.prompts)
+    _report(lat, args.n, args.queries, metrics, prompt_lat)
     return 0
 
 
