@@ -208,19 +208,32 @@ def _pct(xs: list[float], q: float) -> float:
     return sorted(xs)[min(len(xs) - 1, int(q * len(xs)))]
 
 
-def _stage_quantiles(metrics: str) -> dict[str, str]:
-    """Mean per stage from the Prometheus histogram (sum / count)."""
-    sums: dict[str, float] = {}
-    counts: dict[str, float] = {}
+def _stage_totals(metrics: str) -> dict[str, tuple[float, float]]:
+    """(sum of seconds, count) per recall stage, from the Prometheus histogram."""
+    out: dict[str, list[float]] = {}
     for line in metrics.splitlines():
-        if line.startswith("totalrecall_recall_stage_seconds_sum"):
-            stage = line.split('stage="')[1].split('"')[0]
-            sums[stage] = float(line.rsplit(" ", 1)[1])
-        elif line.startswith("totalrecall_recall_stage_seconds_count"):
-            stage = line.split('stage="')[1].split('"')[0]
-            counts[stage] = float(line.rsplit(" ", 1)[1])
-    return {s: f"{1000 * sums[s] / counts[s]:.2f} ms (n={int(counts[s])})"
-            for s in sorted(sums) if counts.get(s)}
+        for part, i in (("_sum", 0), ("_count", 1)):
+            if line.startswith(f"totalrecall_recall_stage_seconds{part}"):
+                stage = line.split('stage="')[1].split('"')[0]
+                out.setdefault(stage, [0.0, 0.0])[i] = float(line.rsplit(" ", 1)[1])
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def _stage_quantiles(metrics: str, before: str | None = None) -> dict[str, str]:
+    """Mean per stage (sum / count), of the recalls since `before` when given."""
+    now, then = _stage_totals(metrics), _stage_totals(before or "")
+    out = {}
+    for stage in sorted(now):
+        total, n = (a - b for a, b in zip(now[stage], then.get(stage, (0.0, 0.0)), strict=True))
+        if n:
+            out[stage] = f"{1000 * total / n:.2f} ms (n={int(n)})"
+    return out
+
+
+def _counter(metrics: str, name: str, **labels: str) -> float:
+    want = "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+    return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+               if line.startswith(name + want))
 
 
 def _measure(client: httpx.Client, queries: int, namespace: str | None = None) -> list[float]:
@@ -255,7 +268,8 @@ def _line(what: str, lat: list[float]) -> str:
 
 
 def _report(lat: list[float], n: int, queries: int, metrics: str,
-            prompt_lat: list[float] | None = None) -> None:
+            prompt_lat: list[float] | None = None, prompt_metrics: str | None = None,
+            spread: tuple[float, float] | None = None) -> None:
     print(describe())
     print(_line(f"automatic recall over HTTP, {n} memories, {queries} queries", lat))
     for stage, text in _stage_quantiles(metrics).items():
@@ -264,6 +278,11 @@ def _report(lat: list[float], n: int, queries: int, metrics: str,
         sizes = sorted(len(q) for q in _prompts(len(prompt_lat)))
         print(_line(f"whole prompts instead ({len(prompt_lat)} of {sizes[0]}-{sizes[-1]} characters, "
                     f"median {sizes[len(sizes) // 2]})", prompt_lat))
+        for stage, text in _stage_quantiles(prompt_metrics or "", metrics).items():
+            print(f"  stage {stage:<11} mean {text}")
+        if spread is not None:
+            print(f"  embedder: {spread[0]:.0f} long prompts on its parallel threads, "
+                  f"{spread[1]:.0f} on one (something else was running)")
 
 
 def _running_stack(args: argparse.Namespace, rng: random.Random) -> int:
@@ -282,7 +301,8 @@ def _running_stack(args: argparse.Namespace, rng: random.Random) -> int:
         lat = _measure(client, args.queries, args.namespace)
         metrics = client.get("/metrics").text  # the stages of the short questions alone
         prompt_lat = _measure_prompts(client, args.prompts, args.namespace)
-    _report(lat, n, args.queries, metrics, prompt_lat)
+        prompt_metrics = client.get("/metrics").text
+    _report(lat, n, args.queries, metrics, prompt_lat, prompt_metrics)
     return 0
 
 
@@ -335,7 +355,11 @@ def main(argv: list[str] | None = None) -> int:
             lat = _measure(client, args.queries)
             metrics = client.get("/metrics").text  # the stages of the short questions alone
             prompt_lat = _measure_prompts(client, args.prompts)
-    _report(lat, args.n, args.queries, metrics, prompt_lat)
+            prompt_metrics = client.get("/metrics").text
+        emb = httpx.get(f"http://127.0.0.1:{stack.ports['embedder']}/metrics", timeout=30).text
+        name = "totalrecall_embedder_query_spread_total"
+        spread = (_counter(emb, name, outcome="spread"), _counter(emb, name, outcome="busy"))
+    _report(lat, args.n, args.queries, metrics, prompt_lat, prompt_metrics, spread)
     return 0
 
 

@@ -12,6 +12,10 @@ Tier = Literal["hot", "warm", "cold"]
 class EmbedRequest(BaseModel):
     texts: list[str] = Field(min_length=1, max_length=1024)
     kind: Literal["query", "document"] = "query"
+    #: The caller waits on this embedding alone, running nothing of its own beside it (recall
+    #: with a long prompt starts its keyword search afterwards): the query RPC may then spread it
+    #: over the embedder's parallel query threads, if nothing else on the machine is running.
+    exclusive: bool = False
 
 
 class EmbedReply(BaseModel):

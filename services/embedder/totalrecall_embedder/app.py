@@ -25,7 +25,7 @@ from .core.backend import EmbedBackend
 from .core.backfill import BackfillJournal
 from .core.cache import EmbeddingCache
 from .core.device import llama_cpu_features
-from .core.engine import CacheHook, Engine, EngineConfig, LocalFactory, RemoteFactory
+from .core.engine import CacheHook, Engine, EngineConfig, LocalFactory, RemoteFactory, SpreadHook
 from .handlers import handle_backfill, handle_batch_rpc, handle_event_batch, handle_query_rpc
 from .metrics import Metrics
 from .query_responder import QueryResponder
@@ -45,7 +45,8 @@ def build_engine(settings: Settings, *, backend: EmbedBackend | None = None,
                  local_factory: LocalFactory | None = None,
                  remote_factory: RemoteFactory | None = None,
                  gpu_probe: Callable[[], bool] | None = None,
-                 on_cache: CacheHook | None = None) -> Engine:
+                 on_cache: CacheHook | None = None,
+                 on_spread: SpreadHook | None = None) -> Engine:
     key: Any = settings.fallback_api_key  # SecretStr (a str after an unvalidated model_copy)
     if isinstance(key, SecretStr):
         key = key.get_secret_value()
@@ -65,10 +66,12 @@ def build_engine(settings: Settings, *, backend: EmbedBackend | None = None,
         fallback_api_key=key,
         fallback_timeout_s=settings.fallback_timeout_s,
         query_cache_entries=settings.query_cache_entries, ingest_nice=settings.ingest_nice,
-        query_max_tokens=settings.query_max_tokens)
+        query_max_tokens=settings.query_max_tokens,
+        query_parallel_threads=settings.query_parallel_threads)
     return Engine(cfg, backend=backend, query_backend=query_backend,
                   technical_backend=technical_backend, local_factory=local_factory,
-                  remote_factory=remote_factory, gpu_probe=gpu_probe, on_cache=on_cache)
+                  remote_factory=remote_factory, gpu_probe=gpu_probe, on_cache=on_cache,
+                  on_spread=on_spread)
 
 
 def create_app(settings: Settings, *, embedder_backend: EmbedBackend | None = None,
@@ -87,7 +90,7 @@ def create_app(settings: Settings, *, embedder_backend: EmbedBackend | None = No
     engine = build_engine(settings, backend=embedder_backend, query_backend=query_backend,
                           technical_backend=technical_backend, local_factory=local_factory,
                           remote_factory=remote_factory, gpu_probe=gpu_probe,
-                          on_cache=metrics.cache_hook)
+                          on_cache=metrics.cache_hook, on_spread=metrics.spread_hook)
     broker = NatsBroker(settings.nats_url, log_level=logging.DEBUG)
     state: dict[str, Any] = {"ready": False, "consuming": False, "consumer": None,
                              "backfill": None, "journal": None, "cpu_features": []}

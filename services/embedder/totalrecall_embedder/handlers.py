@@ -254,7 +254,7 @@ def handle_query_rpc(body: bytes, engine: Engine, metrics: Metrics) -> EmbedRepl
     if isinstance(req, EmbedReply):
         return req
     try:
-        vectors = engine.embed_query(req.texts, req.kind)
+        vectors = engine.embed_query(req.texts, req.kind, exclusive=req.exclusive)
     except Exception as exc:
         return _rpc_failed(exc, metrics, "query", t0)
     return _rpc_ok(vectors, engine, metrics, "query", t0)

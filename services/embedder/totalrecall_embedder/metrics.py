@@ -67,6 +67,11 @@ class Metrics:
         self.query_seconds = Histogram(
             "totalrecall_embedder_query_seconds", "RPC embed latency", ["kind"],
             buckets=_LATENCY_BUCKETS, registry=r)
+        self.query_spread = Counter(
+            "totalrecall_embedder_query_spread_total",
+            "Exclusive queries (a recall's long prompt) by whether they were spread over the "
+            "parallel query threads (spread) or kept on one because something else ran (busy)",
+            ["outcome"], registry=r)
         self.rpc_requests = Counter(
             "totalrecall_embedder_rpc_requests_total", "RPC embed requests by kind and outcome",
             ["kind", "outcome"], registry=r)
@@ -89,6 +94,9 @@ class Metrics:
             self.cache_requests.labels(cache=cache, result="hit").inc(hits)
         if misses:
             self.cache_requests.labels(cache=cache, result="miss").inc(misses)
+
+    def spread_hook(self, spread: bool) -> None:
+        self.query_spread.labels(outcome="spread" if spread else "busy").inc()
 
     def observe_engine(self, engine: Any) -> None:
         """Device and fallback gauges from the engine's current state."""

@@ -65,6 +65,11 @@ class Settings(BaseSettings):
     n_threads: int = 1
     #: Threads of the query model (its own Llama context, so queries never wait behind ingest).
     query_n_threads: int = 1
+    #: Threads of an exclusive query (a recall's long prompt, whose keyword search waits for it)
+    #: while nothing else on the machine is running: ~1.9x faster on two idle cores. Beside a
+    #: busy process ggml's threads stall each other, so it stays on `query_n_threads` then.
+    #: 1 (or `query_n_threads`): never spread.
+    query_parallel_threads: int = Field(default=2, ge=1)
     #: Nice value of the ingest embedding thread: ingest is background work, so on a busy CPU
     #: queries, the indexer and recall go first (0: ingest at the service's own priority).
     ingest_nice: int = Field(default=10, ge=0, le=19)

@@ -35,8 +35,9 @@ class NatsEmbedder:
     def __init__(self, nc: NATS, topology: Topology, timeout: float) -> None:
         self.nc, self.topology, self.timeout = nc, topology, timeout
 
-    async def embed_query(self, text: str) -> tuple[list[float], str | None]:
-        req = EmbedRequest(texts=[text], kind="query")
+    async def embed_query(self, text: str, *, exclusive: bool = False
+                          ) -> tuple[list[float], str | None]:
+        req = EmbedRequest(texts=[text], kind="query", exclusive=exclusive)
         msg = await self.nc.request(self.topology.rpc_embed_query, req.model_dump_json().encode(),
                                     timeout=self.timeout)
         reply = EmbedReply.model_validate_json(msg.data)

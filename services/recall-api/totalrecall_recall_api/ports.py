@@ -17,7 +17,10 @@ from totalrecall_schema import (
 
 
 class Embedder(Protocol):
-    async def embed_query(self, text: str) -> tuple[list[float], str | None]: ...
+    async def embed_query(self, text: str, *, exclusive: bool = False
+                          ) -> tuple[list[float], str | None]:
+        """(vector, model fingerprint). `exclusive`: nothing of the caller's runs beside it."""
+        ...
 
 
 class VectorIndex(Protocol):

@@ -42,13 +42,19 @@ from .ports import Embedder, RowsBM25, Store, VectorIndex
 from .settings import Settings
 
 log = logging.getLogger("totalrecall.recall")
+T = TypeVar("T")
+
+
+async def _after(event: asyncio.Event | None, aw: Awaitable[T]) -> T:
+    """`aw`, once `event` is set (at once without one)."""
+    if event is not None:
+        await event.wait()
+    return await aw
 
 
 async def _nothing() -> list[Memory]:
     return []
 
-
-T = TypeVar("T")
 
 SYSTEM_CATEGORIES = ("system.process", "system.service", "system.network", "system.storage",
                      "system.hardware", "system.package", "system.config", "error", "diagnosis")
@@ -72,9 +78,17 @@ class RecallService:
             self.metrics.stage_seconds.labels(stage).observe(time.perf_counter() - t0)
 
     async def _vector(self, req: RecallRequest, since: datetime | None,
-                      tiers: tuple[str, ...], escalation: tuple[str, ...]) -> list[VectorHit]:
+                      tiers: tuple[str, ...], escalation: tuple[str, ...],
+                      embedded: asyncio.Event | None = None) -> list[VectorHit]:
+        """`embedded`: a long query's keyword search waits on it (set once the embedding is
+        back, or has failed); the embedding is then asked for as exclusive."""
         s = self.settings
-        vector, model = await self._timed("embed", self.embedder.embed_query(req.query))
+        try:
+            vector, model = await self._timed("embed", self.embedder.embed_query(
+                req.query, exclusive=embedded is not None))
+        finally:
+            if embedded is not None:
+                embedded.set()
         flt = VectorFilter(namespace=req.namespace,
                            since_ms=int(since.timestamp() * 1000) if since else None,
                            categories=[req.category] if req.category else None)
@@ -94,9 +108,12 @@ class RecallService:
             hits += await search(escalation)
         return hits
 
-    async def _bm25(self, req: RecallRequest,
-                    since: datetime | None) -> list[tuple[str, float, Memory | None]]:
-        """Keyword hits, with their rows when the store can return them in the same query."""
+    async def _bm25(self, req: RecallRequest, since: datetime | None,
+                    after: asyncio.Event | None = None) -> list[tuple[str, float, Memory | None]]:
+        """Keyword hits, with their rows when the store can return them in the same query.
+        `after`: start once it is set (a long query's embedding has the CPU to itself)."""
+        if after is not None:
+            await after.wait()
         terms = query_terms(req.query)
         args = (terms, req.namespace, since, req.category, self.settings.bm25_candidates)
         if isinstance(self.store, RowsBM25):
@@ -172,10 +189,17 @@ class RecallService:
         s = self.settings
         dates = date_refs(req.query, now)
         p = plan(req.timeframe, now, clock=clock, named=earliest_day(dates) if dates else False)
+        # A whole prompt: its embedding costs several times the keyword search, so the search
+        # waits for it and the embedder may spread the embedding over both cores. A search
+        # phrase: both at once, one core each.
+        long = 0 < s.long_query_chars <= len(req.query)
+        embedded = asyncio.Event() if long else None
         vec_hits, bm25_found, recent = await asyncio.gather(
-            self._guard("vector", self._vector(req, p.since, p.first_tiers, p.escalation_tiers)),
-            self._guard("bm25", self._bm25(req, p.since)),
-            self._guard("recent", self._recent_system(req, now) if diagnostic else _nothing()),
+            self._guard("vector", self._vector(req, p.since, p.first_tiers, p.escalation_tiers,
+                                               embedded)),
+            self._guard("bm25", self._bm25(req, p.since, after=embedded)),
+            self._guard("recent", _after(embedded, self._recent_system(req, now))
+                        if diagnostic else _nothing()),
         )
         t_fuse = time.perf_counter()
         cands: dict[str, Candidate] = {}

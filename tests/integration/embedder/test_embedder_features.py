@@ -261,6 +261,31 @@ async def test_a_long_prompt_is_embedded_from_its_last_128_tokens(settings: Sett
     assert old.vectors is not None and cos(old.vectors[0], head) > 0.9999  # 0: as before
 
 
+async def test_an_exclusive_query_on_two_threads_gives_the_same_vector(settings: Settings, nc: Any,
+                                                                       topology: Topology,
+                                                                       model_path: Path) -> None:
+    """Recall asks for a long prompt's embedding as exclusive; the embedder spreads it over two
+    threads when nothing else runs, one otherwise: the vector is the same either way."""
+    prompt = "My laptop got really slow an hour ago and the fans are loud. " * 3 + "What is it?"
+    model = LlamaBackend(model_path)
+    try:
+        one, = model.embed([prompt])
+        two, = model.embed_on([prompt], 2)
+        again, = model.embed([prompt])  # the context is back on its own thread count
+    finally:
+        model.close()
+    assert cos(one, two) > 0.9999 and cos(one, again) > 0.99999
+    async with running(settings) as app:
+        payload = EmbedRequest(texts=[prompt], kind="query", exclusive=True)
+        msg = await request_served(nc, topology.rpc_embed_query, payload.model_dump_json().encode())
+        got = EmbedReply.model_validate_json(msg.data)
+        metrics = await get_json(app, "/metrics")
+    assert got.vectors is not None and cos(got.vectors[0], one) > 0.9999
+    spread = counter(metrics, "totalrecall_embedder_query_spread_total", outcome="spread")
+    busy = counter(metrics, "totalrecall_embedder_query_spread_total", outcome="busy")
+    assert spread + busy == 1  # which one depends on what else this machine runs right now
+
+
 # --- backfill ---------------------------------------------------------------------------------
 async def test_backfill_after_restart_with_the_model(settings: Settings, nc: Any,
                                                      topology: Topology, tmp_path: Path,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -93,3 +96,97 @@ def test_zero_embeds_the_query_as_it_is(tmp_path: Path) -> None:
     b = CountingBackend()
     engine(tmp_path, b, query_max_tokens=0).embed_query([LOG])
     assert b.calls == [[LOG]]
+
+
+# --- exclusive queries: spread over the parallel threads while the machine is idle --------------
+class ThreadedBackend(CountingBackend):
+    """Records the threads each call ran on (`embed_on`, like LlamaBackend)."""
+
+    def __init__(self, **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self.n_threads = 1
+        self.device = "cpu"
+        self.threads: list[int] = []
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.embed_on(texts, self.n_threads)
+
+    def embed_on(self, texts: Sequence[str], n_threads: int) -> list[list[float]]:
+        self.threads.append(n_threads)
+        return super().embed(texts)
+
+
+def spreading(tmp_path: Path, others: int | None, **cfg: object
+              ) -> tuple[Engine, ThreadedBackend, list[bool], list[int]]:
+    b = ThreadedBackend()
+    seen: list[bool] = []
+    asked: list[int] = []
+
+    def probe(own: int) -> int | None:
+        asked.append(own)
+        return others
+
+    eng = Engine(EngineConfig(model_path=tmp_path / "x.gguf", **cfg),  # type: ignore[arg-type]
+                 backend=b, on_spread=seen.append, runnable=probe)
+    return eng, b, seen, asked
+
+
+def test_an_exclusive_query_on_an_idle_machine_uses_the_parallel_threads(tmp_path: Path) -> None:
+    eng, b, seen, asked = spreading(tmp_path, others=0)
+    eng.embed_query(["a long prompt"], exclusive=True)
+    eng.embed_query(["a search phrase"])  # not exclusive: its caller searches beside it
+    assert b.threads == [2, 1] and seen == [True]
+    assert asked == [0]  # no ingest in flight: nothing of ours to discount
+
+
+def test_an_exclusive_query_beside_a_busy_process_stays_on_one_thread(tmp_path: Path) -> None:
+    for others in (1, 3, None):  # busy, or unknown (no /proc/loadavg)
+        eng, b, seen, _ = spreading(tmp_path, others=others)
+        eng.embed_query(["a long prompt"], exclusive=True)
+        assert b.threads == [1] and seen == [False]
+
+
+def test_spreading_is_off_at_one_thread_on_the_gpu_and_for_cached_queries(tmp_path: Path) -> None:
+    eng, b, seen, _ = spreading(tmp_path, others=0, query_parallel_threads=1)
+    eng.embed_query(["q"], exclusive=True)
+    assert b.threads == [1] and seen == []
+    eng, b, seen, _ = spreading(tmp_path, others=0)
+    b.device = "gpu"
+    eng.embed_query(["q"], exclusive=True)
+    assert b.threads == [1] and seen == []
+    b.device = "cpu"
+    eng.embed_query(["q"], exclusive=True)  # answered from the query cache: nothing to spread
+    assert b.threads == [1] and seen == []
+
+
+def test_a_task_gone_within_the_looks_does_not_keep_the_query_on_one_thread(tmp_path: Path) -> None:
+    b = ThreadedBackend()
+    looks = iter([1, 1, 0])  # what delivered the request, still finishing; then nothing
+    eng = Engine(EngineConfig(model_path=tmp_path / "x.gguf"), backend=b,
+                 runnable=lambda own: next(looks))
+    eng.embed_query(["a long prompt"], exclusive=True)
+    assert b.threads == [2]
+
+
+class BlockedIngest(ThreadedBackend):
+    """An ingest batch that stays in flight until released."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started, self.release = threading.Event(), threading.Event()
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.started.set()
+        self.release.wait(5)
+        return super().embed(texts)
+
+
+async def test_our_own_ingest_in_flight_is_discounted(tmp_path: Path) -> None:
+    eng, b, _, asked = spreading(tmp_path, others=0)
+    ingest = BlockedIngest()
+    task = asyncio.ensure_future(eng._on_ingest_thread(ingest, ["doc"]))
+    assert await asyncio.to_thread(ingest.started.wait, 5)
+    eng.embed_query(["a long prompt"], exclusive=True)  # the probe is told of one task of ours
+    ingest.release.set()
+    await task
+    assert asked == [1] and b.threads == [2]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -31,6 +32,9 @@ class FakeWorld:
         self.events: dict[str, MemoryEvent] = {}
         self.search_requests: list[VectorSearchRequest] = []
         self.embedder_up = True
+        self.embed_calls: list[tuple[str, bool]] = []  # (query, exclusive)
+        self.embedding = False  # an embedding is in flight
+        self.bm25_beside_embedding: list[bool] = []  # per keyword search
 
     # Publisher
     async def publish(self, events: Sequence[MemoryEvent]) -> list[bool]:
@@ -44,10 +48,18 @@ class FakeWorld:
         return True
 
     # Embedder
-    async def embed_query(self, text: str) -> tuple[list[float], str | None]:
-        if not self.embedder_up:
-            raise TimeoutError("embedder down")
-        return [1.0, 0.0], "fake"
+    async def embed_query(self, text: str, *, exclusive: bool = False
+                          ) -> tuple[list[float], str | None]:
+        self.embed_calls.append((text, exclusive))
+        self.embedding = True
+        try:
+            for _ in range(3):  # in flight across a few turns of the loop, like a real RPC
+                await asyncio.sleep(0)
+            if not self.embedder_up:
+                raise TimeoutError("embedder down")
+            return [1.0, 0.0], "fake"
+        finally:
+            self.embedding = False
 
     # VectorIndex
     async def search(self, request: VectorSearchRequest) -> VectorSearchReply:
@@ -68,6 +80,7 @@ class FakeWorld:
 
     async def bm25(self, terms: Sequence[str], namespace: str, since: Any, category: Any,
                    limit: int) -> list[tuple[str, float]]:
+        self.bm25_beside_embedding.append(self.embedding)
         return [(e.key, 1.0) for e in self.events.values() if e.namespace == namespace
                 and any(t in e.summary.lower() for t in terms)][:limit]
 
@@ -495,3 +508,40 @@ async def test_a_query_naming_an_older_day_searches_the_tiers_holding_it(
     assert await first_tiers("what failed on the server today") == ["hot"]
     assert await first_tiers("what failed on the server 3 days ago") == ["hot", "warm"]
     assert await first_tiers("what failed on the server in July") == ["hot", "warm", "cold"]
+
+
+LONG_PROMPT = ("I restarted the web server this morning after the system update and since then it "
+               "keeps failing with connection errors every few minutes. So why did nginx fail today?")
+
+
+async def test_a_long_prompt_is_embedded_alone_before_its_keyword_search(
+        client: httpx.AsyncClient, world: FakeWorld) -> None:
+    await client.post("/memory/ingest", json={"summary": "nginx failed: address in use",
+                                              "category": "system.service"})
+    assert len(LONG_PROMPT) >= 160
+    r = await client.post("/memory/recall", json={"query": LONG_PROMPT})
+    assert r.status_code == 200 and r.json()["memories"]
+    assert world.embed_calls[-1] == (LONG_PROMPT, True)  # the embedder may use both cores
+    assert world.bm25_beside_embedding == [False]  # the keyword search waited for it
+    world.bm25_beside_embedding.clear()
+    r = await client.post("/memory/recall", json={"query": "why did nginx fail?"})
+    assert r.json()["memories"]
+    assert world.embed_calls[-1] == ("why did nginx fail?", False)
+    assert world.bm25_beside_embedding == [True]  # a search phrase: both at once
+
+
+async def test_a_long_prompt_still_gets_its_keyword_search_without_the_embedder(
+        client: httpx.AsyncClient, world: FakeWorld) -> None:
+    await client.post("/memory/ingest", json={"summary": "nginx failed: address in use",
+                                              "category": "system.service"})
+    world.embedder_up = False
+    r = await client.post("/memory/recall", json={"query": LONG_PROMPT})
+    assert r.status_code == 200
+    assert [m["summary"] for m in r.json()["memories"]] == ["nginx failed: address in use"]
+
+
+async def test_long_query_chars_zero_runs_both_at_once(world: FakeWorld) -> None:
+    async with await _client(world, long_query_chars=0) as c:
+        await c.post("/memory/recall", json={"query": LONG_PROMPT})
+    assert world.embed_calls[-1] == (LONG_PROMPT, False)
+    assert world.bm25_beside_embedding == [True]

@@ -134,6 +134,7 @@ class LlamaBackend:
         self.n_ctx = n_ctx
         self.n_batch = max(n_ctx, n_batch or n_ctx)
         self.n_gpu_layers = n_gpu_layers
+        self.n_threads = n_threads
         self.device = "gpu" if n_gpu_layers else "cpu"
         try:
             self._llm: Any = llama_cpp.Llama(
@@ -162,13 +163,26 @@ class LlamaBackend:
         return text[:lo]
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.embed_on(texts, self.n_threads)
+
+    def embed_on(self, texts: Sequence[str], n_threads: int) -> list[list[float]]:
+        """`embed` with `n_threads` compute threads for this call only."""
         if not texts:
             return []
         cut = [t[:MAX_TEXT_CHARS] for t in texts]
         with self._lock:
             if self.n_batch > self.n_ctx:
                 cut = [self._fit(t) for t in cut]
-            vecs = self._llm.embed(cut, normalize=False, truncate=True)
+            if n_threads == self.n_threads:
+                vecs = self._llm.embed(cut, normalize=False, truncate=True)
+            else:
+                import llama_cpp
+
+                llama_cpp.llama_set_n_threads(self._llm.ctx, n_threads, n_threads)
+                try:
+                    vecs = self._llm.embed(cut, normalize=False, truncate=True)
+                finally:
+                    llama_cpp.llama_set_n_threads(self._llm.ctx, self.n_threads, self.n_threads)
         # Normalised and rounded in numpy: per-float Python here held the GIL for ~3 ms per
         # batch of 32, which a query thread back from llama.cpp had to wait out.
         arr = np.asarray(vecs, dtype=np.float64)

@@ -22,15 +22,23 @@ from .backend import EmbedBackend, LlamaBackend, ModelUnavailable, default_prefi
 from .cache import EmbeddingCache, QueryLRU
 from .dedup import DedupWindow
 from .device import ActiveDevice, DeviceChoice, choose_device, gpu_offload_supported
-from .priority import embedding_pool
+from .priority import embedding_pool, foreign_runnable
 
 log = logging.getLogger("totalrecall.embedder")
+
+#: Looks at the machine's run queue before an exclusive query is spread, and the gap between them.
+IDLE_LOOKS = 4
+IDLE_LOOK_GAP_S = 0.00015
 
 #: (model_path, *, n_threads, n_ctx, n_batch, n_gpu_layers, flash_attn, fingerprint) → backend
 LocalFactory = Callable[..., EmbedBackend]
 RemoteFactory = Callable[["EngineConfig"], EmbedBackend]
 #: on_cache(cache, hits, misses): cache is "disk" (documents) or "query" (in-memory LRU)
 CacheHook = Callable[[str, int, int], None]
+#: on_spread(spread): an exclusive query was spread over the parallel threads, or not (busy)
+SpreadHook = Callable[[bool], None]
+#: runnable(own): tasks running besides the caller and `own` of ours (None: unknown)
+RunnableProbe = Callable[[int], "int | None"]
 Kind = Literal["query", "document"]
 
 
@@ -65,6 +73,8 @@ class EngineConfig:
     query_cache_entries: int = 1024
     #: A query is embedded from its last this many tokens at most (0: up to n_ctx, from its start)
     query_max_tokens: int = 128
+    #: Threads of an exclusive query (EmbedRequest.exclusive) while the machine is otherwise idle
+    query_parallel_threads: int = 2
     #: nice value of the ingest embedding thread (0: same priority as queries)
     ingest_nice: int = 10
 
@@ -99,7 +109,9 @@ class Engine:
                  remote_factory: RemoteFactory | None = None,
                  gpu_probe: Callable[[], bool] | None = None,
                  cache: EmbeddingCache | None = None,
-                 on_cache: CacheHook | None = None) -> None:
+                 on_cache: CacheHook | None = None,
+                 on_spread: SpreadHook | None = None,
+                 runnable: RunnableProbe | None = None) -> None:
         self.config = config
         self.ingest: EmbedBackend | None = backend
         self.query: EmbedBackend | None = query_backend or backend
@@ -118,6 +130,10 @@ class Engine:
         self.cache = cache
         self.query_cache = QueryLRU(config.query_cache_entries)
         self.on_cache = on_cache
+        self.on_spread = on_spread
+        self._runnable: RunnableProbe = runnable or foreign_runnable
+        #: ingest embeddings in flight on the ingest thread (a task of ours the probe sees)
+        self._ingest_busy = 0
         self._last_attempt = float("-inf")
         self._load_lock = asyncio.Lock()
         # Its thread starts on first use: nothing runs before the app starts.
@@ -357,8 +373,12 @@ class Engine:
     async def _on_ingest_thread(self, backend: EmbedBackend,
                                 texts: list[str]) -> Sequence[list[float]]:
         """`backend.embed` on the ingest thread (lowered priority: see `priority`)."""
-        return await asyncio.get_running_loop().run_in_executor(
-            self._ingest_pool, backend.embed, texts)
+        self._ingest_busy += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(
+                self._ingest_pool, backend.embed, texts)
+        finally:
+            self._ingest_busy -= 1
 
     def _count(self, cache: str, hits: int, misses: int) -> None:
         if self.on_cache is not None and (hits or misses):
@@ -434,9 +454,11 @@ class Engine:
         p = self.prefix("document", backend)
         return await self._embed_cached(backend, [p + t for t in texts])
 
-    def embed_query(self, texts: Sequence[str], kind: Kind = "query") -> list[list[float]]:
+    def embed_query(self, texts: Sequence[str], kind: Kind = "query", *,
+                    exclusive: bool = False) -> list[list[float]]:
         """Query RPC, blocking, on the caller's thread (the query responder's own): the query
-        context and an in-memory LRU."""
+        context and an in-memory LRU. `exclusive`: the caller waits on nothing else, so the
+        embedding may be spread over `query_parallel_threads` (see `_threads_for`)."""
         backend = self.query
         if backend is None:
             raise ModelUnavailable(self.error or "no embedding model loaded")
@@ -450,11 +472,39 @@ class Engine:
             todo = [final[i] for i in miss]
             if kind == "query":
                 todo = [p + self._query_tail(backend, t, p) for t in (texts[i] for i in miss)]
-            vecs = backend.embed(todo)
+            threads = self._threads_for(backend) if exclusive else None
+            embed_on = getattr(backend, "embed_on", None)
+            vecs = embed_on(todo, threads) if threads and embed_on else backend.embed(todo)
             for i, v in zip(miss, vecs, strict=True):
                 got[i] = v
                 self.query_cache.put(fp, final[i], v)
         return [v for v in got if v is not None]
+
+    def _threads_for(self, backend: EmbedBackend) -> int | None:
+        """More threads than the query context's own for one exclusive query, when the machine
+        has nothing else to run: a long prompt's embedding is then ~1.9x faster (2 threads on a
+        Zen 1 core pair: 128 tokens 178 -> 91 ms). Not on the GPU, nor beside anything running
+        (our ingest thread, at a lower priority, gives way; anything else would stall it)."""
+        want = self.config.query_parallel_threads
+        own = int(getattr(backend, "n_threads", 1) or 1)
+        if want <= own or getattr(backend, "device", "cpu") != "cpu":
+            return None
+        spread = self._machine_idle()
+        if self.on_spread is not None:
+            self.on_spread(spread)
+        return want if spread else None
+
+    def _machine_idle(self) -> bool:
+        """Nothing else is running: one of a few looks over ~0.4 ms finds no other task. A busy
+        process is always there; what delivered the request (nats-server, the caller's loop) is
+        gone within a tenth of a millisecond, and one look on arrival sees it a quarter of the
+        time (16 of 60 long prompts in the recall bench)."""
+        for i in range(IDLE_LOOKS):
+            if i:
+                time.sleep(IDLE_LOOK_GAP_S)
+            if self._runnable(1 if self._ingest_busy else 0) == 0:
+                return True
+        return False
 
     def _query_tail(self, backend: EmbedBackend, text: str, prefix: str) -> str:
         """A long query's end, at most `query_max_tokens` with its prefix: what the prompt asks is

@@ -34,6 +34,22 @@ def lower_this_thread(nice: int) -> int | None:
         return None
 
 
+def foreign_runnable(own: int = 0) -> int | None:
+    """How many tasks are running or waiting for a CPU right now besides the caller and `own`
+    more of this process's (Linux `/proc/loadavg`'s instantaneous count); None where unknown.
+
+    A query spread over two threads is twice as fast on an idle machine, and several times slower
+    beside one busy process at the same priority (ggml's threads wait for each other at every
+    layer: one descheduled thread stalls the query for a time slice), so it is spread only while
+    this reads 0."""
+    try:
+        with open("/proc/loadavg", encoding="ascii") as f:
+            running = int(f.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return max(0, running - 1 - own)
+
+
 def embedding_pool(name: str, nice: int = 0) -> ThreadPoolExecutor:
     """One worker thread (a backend serialises its calls anyway), at `nice` when positive."""
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix=name,
