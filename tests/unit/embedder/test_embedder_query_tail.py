@@ -159,6 +159,13 @@ def test_spreading_is_off_at_one_thread_on_the_gpu_and_for_cached_queries(tmp_pa
     assert b.threads == [1] and seen == []
 
 
+def test_a_process_pinned_to_one_cpu_never_spreads(tmp_path: Path) -> None:
+    eng, b, seen, _ = spreading(tmp_path, others=0)
+    eng._cpus = 1  # what usable_cpus() says under `taskset -c 0`
+    eng.embed_query(["a long prompt"], exclusive=True)
+    assert b.threads == [1] and seen == []
+
+
 def test_a_task_gone_within_the_looks_does_not_keep_the_query_on_one_thread(tmp_path: Path) -> None:
     b = ThreadedBackend()
     looks = iter([1, 1, 0])  # what delivered the request, still finishing; then nothing

@@ -22,7 +22,7 @@ from .backend import EmbedBackend, LlamaBackend, ModelUnavailable, default_prefi
 from .cache import EmbeddingCache, QueryLRU
 from .dedup import DedupWindow
 from .device import ActiveDevice, DeviceChoice, choose_device, gpu_offload_supported
-from .priority import embedding_pool, foreign_runnable
+from .priority import embedding_pool, foreign_runnable, usable_cpus
 
 log = logging.getLogger("totalrecall.embedder")
 
@@ -132,6 +132,7 @@ class Engine:
         self.on_cache = on_cache
         self.on_spread = on_spread
         self._runnable: RunnableProbe = runnable or foreign_runnable
+        self._cpus = usable_cpus()
         #: ingest embeddings in flight on the ingest thread (a task of ours the probe sees)
         self._ingest_busy = 0
         self._last_attempt = float("-inf")
@@ -485,7 +486,7 @@ class Engine:
         has nothing else to run: a long prompt's embedding is then ~1.9x faster (2 threads on a
         Zen 1 core pair: 128 tokens 178 -> 91 ms). Not on the GPU, nor beside anything running
         (our ingest thread, at a lower priority, gives way; anything else would stall it)."""
-        want = self.config.query_parallel_threads
+        want = min(self.config.query_parallel_threads, self._cpus)
         own = int(getattr(backend, "n_threads", 1) or 1)
         if want <= own or getattr(backend, "device", "cpu") != "cpu":
             return None

@@ -50,6 +50,14 @@ def foreign_runnable(own: int = 0) -> int | None:
     return max(0, running - 1 - own)
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity: taskset, a cpuset), else all of them."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def embedding_pool(name: str, nice: int = 0) -> ThreadPoolExecutor:
     """One worker thread (a backend serialises its calls anyway), at `nice` when positive."""
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix=name,
