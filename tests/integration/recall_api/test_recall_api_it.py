@@ -492,6 +492,65 @@ async def test_a_namespace_loaded_after_the_refresh_gets_its_own_statistics(pg_d
         await pool.close()
 
 
+class RecordingPool:
+    """A real pool that remembers the last statement it ran (to EXPLAIN it)."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+        self.last: tuple[str, tuple[Any, ...]] | None = None
+
+    async def fetch(self, sql: str, *args: Any, timeout: float | None = None) -> Any:
+        self.last = (sql, args)
+        return await self.pool.fetch(sql, *args, timeout=timeout)
+
+
+async def test_words_the_store_has_never_seen_are_looked_up_not_searched_for(pg_dsn: str) -> None:
+    """A prompt about something new: its words are rare or absent. Their matches come from the
+    GIN index, not from walking every memory of the namespace newest first (the planner cannot
+    tell that a word is absent: 126 ms at 100k memories); common words keep the walk."""
+    from totalrecall_recall_api.adapters import PostgresStore
+    from totalrecall_recall_api.termstats import TermStats
+
+    await create_memories_table(pg_dsn)
+    t0 = datetime(2024, 5, 1, 8, 0, tzinfo=UTC)
+    keys = await insert_rows(pg_dsn, [
+        {"id": "old", "namespace": "walk", "summary": "kubelet evicted the pod", "ts": t0},
+        {"id": "new", "namespace": "walk", "summary": "kubelet restarted",
+         "ts": t0 + timedelta(days=1)}])
+    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        # enough memories that walking them newest first is a plan the planner weighs
+        await conn.execute(
+            """INSERT INTO memories (key, id, namespace, ts, category, subcategory, actor, source,
+                   severity, tags, summary, detail, metadata, tier)
+               SELECT 'walk:n' || i, 'n' || i, 'walk', $1::timestamptz + i * interval '1 minute',
+                      'conversation', 'general', 'system', 'test', 'info', '{}',
+                      'nginx reloaded its config (' || i || ')', '', '{}'::jsonb, 'hot'
+               FROM generate_series(1, 20000) AS i""", t0)
+        await conn.execute("ANALYZE memories")
+        ts = TermStats(pool)
+        await ts.refresh()
+        rec = RecordingPool(pool)
+        store = PostgresStore(rec, term_stats=ts, scan_cap=100)  # type: ignore[arg-type]
+
+        async def plan() -> str:
+            assert rec.last is not None
+            sql, args = rec.last
+            return "\n".join(r[0] for r in await conn.fetch("EXPLAIN " + sql, *args))
+
+        found = await store.bm25_rows(["kubelet", "evicted"], "walk", None, None, 10)
+        assert [k for k, _, _ in found] == [keys["old"], keys["new"]]  # both words, then one
+        assert "Backward" not in await plan()
+        assert await store.bm25_rows(["zeppelin", "kubelet"], "walk", None, None, 10)
+        assert "Backward" not in await plan()
+        common = await store.bm25_rows(["nginx"], "walk", None, None, 10)
+        assert len(common) == 10 and "Backward" in await plan()  # the newest 100 matches
+    finally:
+        await conn.close()
+        await pool.close()
+
+
 def _long_text(n_words: int, seed: int = 0) -> str:
     """A text whose tsvector is several kB (distinct made-up words), like a long chat turn or a
     log excerpt."""
