@@ -176,26 +176,26 @@ class PostgresStore:
         match = where + " ORDER BY ts DESC LIMIT {cap}"
         cap = int(self.scan_cap)
         quoted = [_operand(lx, self.prefix_min_chars) for lx, _ in weighted]
+        # Words that match few memories are looked up in the GIN index, newest first after.
+        # Walking the time index for them reads every memory of the namespace before it gives up
+        # on a word it cannot find (the planner cannot tell that a word is rare or absent: 126 ms
+        # at 100k memories, a prompt about anything new; 0.2 ms this way). The inner LIMIT bounds
+        # a prefix that matches far more than its lexeme's count ("system:*" and every
+        # "systemd…"): those rank the first 2 × scan_cap matches found, not the newest.
+        def looked_up(q: str) -> str:
+            return (f"(SELECT key, tsv FROM (SELECT key, tsv, ts {where.format(q=q, fits='')} "
+                    f"LIMIT {2 * cap}) AS g ORDER BY ts DESC LIMIT {cap})")
+
         rare: list[str] = []
-        if self._few(weighted, namespace):
-            # The query's words are rare or absent (the term statistics say so): the GIN index
-            # finds their few matches, newest first after. Walking the time index for them, as
-            # below, reads every memory of the namespace before it gives up on a word it cannot
-            # find (the planner cannot tell that a word is absent: 126 ms at 100k memories, a
-            # prompt about anything new; 0.2 ms this way). The inner LIMIT bounds a prefix that
-            # matches far more than its lexeme's count ("system:*" and every "systemd…"): those
-            # rank the first 2 × scan_cap matches found, not the newest (~10 ms at 100k).
-            branches = (f"(SELECT key, tsv FROM (SELECT key, tsv, ts "
-                        f"{where.format(q='$1', fits='')} LIMIT {2 * cap}) AS g "
-                        f"ORDER BY ts DESC LIMIT {cap})")
+        if self._few(weighted, namespace):  # every word of the query is rare or absent
+            branches = looked_up("$1")
         else:
             rare = self._rare(weighted, namespace)
             branches = " UNION ALL ".join(
                 f"(SELECT key, tsv {match.format(q='$1', cap=cap, fits=fits)})"
                 for fits in (" AND tsv_fits", " AND NOT tsv_fits"))
             if rare:
-                branches += (f" UNION ALL (SELECT key, tsv "
-                             f"{match.format(q=f'${6 + 2 * n}', cap=cap, fits='')})")
+                branches += " UNION ALL " + looked_up(f"${6 + 2 * n}")
         # The ranked rows' columns come along (joined back by primary key for the `limit` winners
         # only), so fusion fetches rows for vector-only candidates alone.
         sql = f"""

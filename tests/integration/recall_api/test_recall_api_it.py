@@ -526,7 +526,7 @@ async def test_words_the_store_has_never_seen_are_looked_up_not_searched_for(pg_
                    severity, tags, summary, detail, metadata, tier)
                SELECT 'walk:n' || i, 'n' || i, 'walk', $1::timestamptz + i * interval '1 minute',
                       'conversation', 'general', 'system', 'test', 'info', '{}',
-                      'nginx reloaded its config (' || i || ')', '', '{}'::jsonb, 'hot'
+                      'nginx reloaded its config in zone' || (i % 8), '', '{}'::jsonb, 'hot'
                FROM generate_series(1, 20000) AS i""", t0)
         await conn.execute("ANALYZE memories")
         ts = TermStats(pool)
@@ -546,6 +546,11 @@ async def test_words_the_store_has_never_seen_are_looked_up_not_searched_for(pg_
         assert "Backward" not in await plan()
         common = await store.bm25_rows(["nginx"], "walk", None, None, 10)
         assert len(common) == 10 and "Backward" in await plan()  # the newest 100 matches
+        # a common word and a rare one: the common one's newest matches (two index walks, short
+        # and long memories), the rare one's looked up (no third walk)
+        mixed = await store.bm25_rows(["zone3", "kubelet"], "walk", None, None, 10)
+        assert keys["old"] in {k for k, _, _ in mixed} and keys["new"] in {k for k, _, _ in mixed}
+        assert (await plan()).count("Backward") == 2
     finally:
         await conn.close()
         await pool.close()
