@@ -108,12 +108,9 @@ class RecallService:
             hits += await search(escalation)
         return hits
 
-    async def _bm25(self, req: RecallRequest, since: datetime | None,
-                    after: asyncio.Event | None = None) -> list[tuple[str, float, Memory | None]]:
-        """Keyword hits, with their rows when the store can return them in the same query.
-        `after`: start once it is set (a long query's embedding has the CPU to itself)."""
-        if after is not None:
-            await after.wait()
+    async def _bm25(self, req: RecallRequest,
+                    since: datetime | None) -> list[tuple[str, float, Memory | None]]:
+        """Keyword hits, with their rows when the store can return them in the same query."""
         terms = query_terms(req.query)
         args = (terms, req.namespace, since, req.category, self.settings.bm25_candidates)
         if isinstance(self.store, RowsBM25):
@@ -197,7 +194,7 @@ class RecallService:
         vec_hits, bm25_found, recent = await asyncio.gather(
             self._guard("vector", self._vector(req, p.since, p.first_tiers, p.escalation_tiers,
                                                embedded)),
-            self._guard("bm25", self._bm25(req, p.since, after=embedded)),
+            self._guard("bm25", _after(embedded, self._bm25(req, p.since))),
             self._guard("recent", _after(embedded, self._recent_system(req, now))
                         if diagnostic else _nothing()),
         )
