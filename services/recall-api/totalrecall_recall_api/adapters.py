@@ -186,11 +186,14 @@ class PostgresStore:
             return (f"(SELECT key, tsv FROM (SELECT key, tsv, ts {where.format(q=q, fits='')} "
                     f"LIMIT {2 * cap}) AS g ORDER BY ts DESC LIMIT {cap})")
 
+        counts = self._matches(weighted, namespace)
         rare: list[str] = []
-        if self._few(weighted, namespace):  # every word of the query is rare or absent
+        if counts is not None and sum(counts.values()) <= cap // 2:  # every word rare or absent
             branches = looked_up("$1")
         else:
-            rare = self._rare(weighted, namespace)
+            # The words whose matches could be crowded out of the `cap` most recent matches of
+            # all while being few themselves.
+            rare = [lx for lx, c in (counts or {}).items() if 0 < c <= cap // 4]
             branches = " UNION ALL ".join(
                 f"(SELECT key, tsv {match.format(q='$1', cap=cap, fits=fits)})"
                 for fits in (" AND tsv_fits", " AND NOT tsv_fits"))
@@ -215,23 +218,13 @@ class PostgresStore:
         ideal = sum(w for _, w in weighted) or 1.0
         return [(r["key"], float(r["rank"]) / ideal, _memory(r)) for r in rows]
 
-    def _few(self, weighted: list[tuple[str, float]], namespace: str) -> bool:
-        """The term statistics say the query's words match at most `scan_cap // 2` memories."""
+    def _matches(self, weighted: list[tuple[str, float]], namespace: str) -> dict[str, int] | None:
+        """How many memories each searched lexeme is in, by the term statistics (None without
+        them; a prefix matches more than its lexeme)."""
         if self.term_stats is None or not self.term_stats.n_docs:
-            return False
+            return None
         df, _ = self.term_stats.corpus(namespace)
-        return sum(df.get(lx, 0) for lx, _ in weighted) <= self.scan_cap // 2
-
-    def _rare(self, weighted: list[tuple[str, float]], namespace: str) -> list[str]:
-        """The searched lexemes whose matches could be crowded out of the `scan_cap` most recent
-        matches of all (the query's matches may exceed it) while being few themselves."""
-        if self.term_stats is None or not self.term_stats.n_docs:
-            return []
-        df, _ = self.term_stats.corpus(namespace)
-        counts = {lx: df.get(lx, 0) for lx, _ in weighted}
-        if sum(counts.values()) <= self.scan_cap // 2:  # prefixes match more than the lexeme
-            return []
-        return [lx for lx, c in counts.items() if 0 < c <= self.scan_cap // 4]
+        return {lx: df.get(lx, 0) for lx, _ in weighted}
 
     async def _weighted(self, terms: Sequence[str], namespace: str) -> list[tuple[str, float]]:
         """The query's lexemes that are searched, with their IDF weights."""
