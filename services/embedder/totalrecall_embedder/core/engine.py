@@ -470,9 +470,8 @@ class Engine:
         miss = [i for i, v in enumerate(got) if v is None]
         self._count("query", len(final) - len(miss), len(miss))
         if miss:
-            todo = [final[i] for i in miss]
-            if kind == "query":
-                todo = [p + self._query_tail(backend, t, p) for t in (texts[i] for i in miss)]
+            todo = [p + self._query_tail(backend, texts[i], p) if kind == "query" else final[i]
+                    for i in miss]
             threads = self._threads_for(backend) if exclusive else None
             embed_on = getattr(backend, "embed_on", None)
             vecs = embed_on(todo, threads) if threads and embed_on else backend.embed(todo)
