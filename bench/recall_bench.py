@@ -236,30 +236,29 @@ def _counter(metrics: str, name: str, **labels: str) -> float:
                if line.startswith(name + want))
 
 
+def _timed(client: httpx.Client, queries: list[str], namespace: str | None = None) -> list[float]:
+    """Client-side latency (ms) of one automatic recall per query, in turn."""
+    extra = {"namespace": namespace} if namespace else {}
+    lat: list[float] = []
+    for q in queries:
+        t = time.perf_counter()
+        r = client.post("/memory/recall", json={"query": q, "timeframe": "auto", **extra})
+        lat.append((time.perf_counter() - t) * 1000)
+        r.raise_for_status()
+    return lat
+
+
 def _measure(client: httpx.Client, queries: int, namespace: str | None = None) -> list[float]:
     extra = {"namespace": namespace} if namespace else {}
     for q in ("warm-up: is the stack ready?", "warm-up: nginx", "warm-up: disk"):
         client.post("/memory/recall", json={"query": q, **extra})
-    lat: list[float] = []
-    for i in range(queries):
-        q = ALL_QUERIES[i % len(ALL_QUERIES)]  # distinct up to 315 queries
-        t = time.perf_counter()
-        r = client.post("/memory/recall", json={"query": q, "timeframe": "auto", **extra})
-        lat.append((time.perf_counter() - t) * 1000)
-        r.raise_for_status()
-    return lat
+    # distinct up to 315 queries
+    return _timed(client, [ALL_QUERIES[i % len(ALL_QUERIES)] for i in range(queries)], namespace)
 
 
 def _measure_prompts(client: httpx.Client, prompts: int,
                      namespace: str | None = None) -> list[float]:
-    extra = {"namespace": namespace} if namespace else {}
-    lat: list[float] = []
-    for q in _prompts(prompts):
-        t = time.perf_counter()
-        r = client.post("/memory/recall", json={"query": q, "timeframe": "auto", **extra})
-        lat.append((time.perf_counter() - t) * 1000)
-        r.raise_for_status()
-    return lat
+    return _timed(client, _prompts(prompts), namespace)
 
 
 def _line(what: str, lat: list[float]) -> str:
