@@ -64,7 +64,8 @@ async def handle_event_batch(msgs: Sequence[RawMsg], engine: Engine, metrics: Me
 
     plan = plan_batch([Incoming(m.subject, m.data) for m in msgs], engine.window,
                       can_embed=engine.available,
-                      skip_categories=engine.config.dedup_skip_categories)
+                      skip_categories=engine.config.dedup_skip_categories,
+                      templates=engine.templates, model=engine.fingerprint)
 
     async def dead_letter(i: int, payload: bytes) -> None:
         try:
@@ -138,6 +139,8 @@ async def handle_event_batch(msgs: Sequence[RawMsg], engine: Engine, metrics: Me
             engine.window.put(o.dkey, o.to_seen())
         metrics.events_out.labels(kind=o.kind).inc()
         metrics.dedup_dropped.inc(o.folded)
+        if o.kind == "reused":
+            metrics.vectors_reused.inc()
         counts["published"] += 1
         counts["folded"] += o.folded
     return counts

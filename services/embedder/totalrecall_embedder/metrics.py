@@ -30,14 +30,20 @@ class Metrics:
             registry=r)
         self.events_out = Counter(
             "totalrecall_embedder_events_out_total",
-            "EmbeddedEvents published (kind: embedded, fallback = no vector, repeat)",
+            "EmbeddedEvents published (kind: embedded, reused = the vector of an earlier event "
+            "of the same template, fallback = no vector, repeat)",
             ["kind"], registry=r)
         self.dead_letters = Counter(
             "totalrecall_embedder_dead_letters_total", "Invalid payloads sent to the DLQ",
             registry=r)
         self.dedup_dropped = Counter(
             "totalrecall_embedder_dedup_dropped_total",
-            "Repeated memories folded into an earlier one (not re-embedded)", registry=r)
+            "Exact repeats (equal but for timestamps) folded into an earlier memory",
+            registry=r)
+        self.vectors_reused = Counter(
+            "totalrecall_embedder_vectors_reused_total",
+            "Memories stored with the embedding of an earlier event of the same template "
+            "(differing only in numbers and ids)", registry=r)
         self.publish_errors = Counter(
             "totalrecall_embedder_publish_errors_total", "Publish failures (batch redelivered)",
             registry=r)

@@ -96,10 +96,13 @@ class Settings(BaseSettings):
     retry_delay_s: float = 2.0
     publish_timeout_s: float = 10.0
 
-    # dedup of repeated memories (same normalised content, namespace and category)
+    # dedup: events equal but for timestamps (same namespace and category) fold into one memory
     dedup_enabled: bool = True
     dedup_window_s: float = 300.0
     dedup_max_entries: int = 20_000
+    # events of one template (differing only in numbers and ids) share one embedding
+    template_vectors_enabled: bool = True
+    template_vectors_max_entries: int = 20_000
     #: Never folded: what people and the agent say (numbers there are facts, not noise).
     dedup_skip_categories: list[str] = Field(
         default_factory=lambda: ["conversation", "diagnosis", "approval", "user_pattern"])

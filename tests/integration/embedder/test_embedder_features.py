@@ -298,8 +298,9 @@ async def test_backfill_after_restart_with_the_model(settings: Settings, nc: Any
     now = datetime.now(UTC)
     events = [MemoryEvent(id=f"bf{i}", category="system.process", summary=s,
                           timestamp=now + timedelta(seconds=i))
-              for i, s in enumerate(["backup of /home failed: 3 files unreadable",
-                                     "backup of /home failed: 5 files unreadable",  # a repeat
+              for i, s in enumerate(["backup of /home failed at 10:00:01: 3 files unreadable",
+                                     # a repeat: only the time differs
+                                     "backup of /home failed at 10:00:09: 3 files unreadable",
                                      "firefox crashed after the update",
                                      "user said: always use a dark theme"])]
     out = Collector(nc, topology, topology.embedded_stream, topology.embedded_all)

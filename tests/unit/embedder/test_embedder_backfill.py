@@ -69,7 +69,7 @@ def degraded_engine(tmp_path: Path) -> Engine:
 async def test_unembedded_memories_are_journaled_then_backfilled(tmp_path: Path) -> None:
     journal = BackfillJournal(tmp_path / "bf.sqlite3")
     eng, metrics, pub = degraded_engine(tmp_path), Metrics(), FakePublisher()
-    e1, e2, e3 = ev(1, "disk 91% full"), ev(2, "disk 95% full", dt=10), ev(3, "other thing")
+    e1, e2, e3 = ev(1, "disk full at 10:00:00"), ev(2, "disk full at 10:00:10", dt=10), ev(3, "other thing")
     msgs = [msg(e1), msg(e2), msg(e3)]
     await handle_event_batch(msgs, eng, metrics, TOPO, pub, journal=journal)
     assert all(m.acked for m in msgs) and {p.key for p in journal.take(10)} == {e1.key, e3.key}
@@ -89,7 +89,7 @@ async def test_unembedded_memories_are_journaled_then_backfilled(tmp_path: Path)
     assert metrics.backfill_events.labels(outcome="embedded")._value.get() == 2
     # the dedup window now holds the vector: a later repeat folds into it, with its vector
     pub.sent.clear()
-    await handle_event_batch([msg(ev(4, "disk 97% full", dt=20))], eng, metrics, TOPO, pub,
+    await handle_event_batch([msg(ev(4, "disk full at 10:00:20", dt=20))], eng, metrics, TOPO, pub,
                              journal=journal)
     (rep,) = sent_by_id(pub).values()
     assert rep.event.key == e1.key and rep.repeat_count == 3 and rep.vector == b1.vector

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from embedder_fakes import FakeBackend, FakeMsg, FakePublisher
 from totalrecall_embedder.core.batch import Incoming, plan_batch
-from totalrecall_embedder.core.dedup import DedupWindow
+from totalrecall_embedder.core.dedup import DedupWindow, TemplateVectors
 from totalrecall_embedder.core.engine import Engine, EngineConfig
 from totalrecall_embedder.handlers import handle_event_batch
 from totalrecall_embedder.metrics import Metrics
@@ -52,8 +52,8 @@ def test_invalid_payloads_become_dead_letters() -> None:
 
 
 def test_repeats_in_one_batch_are_embedded_once() -> None:
-    es = [ev(1, "pid 10 crashed", dt=0), ev(2, "pid 11 crashed", dt=5),
-          ev(3, "pid 12 crashed", dt=3), ev(4, "pid 12 crashed", cat="security"),
+    es = [ev(1, "pid 12 crashed at 10:00:00", dt=0), ev(2, "pid 12 crashed at 10:00:05", dt=5),
+          ev(3, "pid 12 crashed at 10:00:03", dt=3), ev(4, "pid 12 crashed", cat="security"),
           ev(5, "pid 12 crashed", ns="other")]
     plan = plan_batch([inc(e) for e in es], DedupWindow())
     assert len(plan.texts) == 3 and plan.folded == 2  # category and namespace separate
@@ -67,10 +67,11 @@ def test_repeats_in_one_batch_are_embedded_once() -> None:
 
 def test_a_later_repeat_republishes_the_first_memory_with_a_new_msg_id() -> None:
     w = DedupWindow()
-    p1 = plan_batch([inc(ev(1, "disk 91% full"))], w)
+    p1 = plan_batch([inc(ev(1, "disk full (checked 10:00:00)"))], w)
     (o1,) = p1.finish([[0.6, 0.8]], "m:1", TOPO)
     w.put(o1.dkey, o1.to_seen())  # committed after its PubAck
-    p2 = plan_batch([inc(ev(2, "disk 95% full", dt=60)), inc(ev(3, "disk 97% full", dt=90))], w)
+    p2 = plan_batch([inc(ev(2, "disk full (checked 10:01:00)", dt=60)),
+                     inc(ev(3, "disk full (checked 10:01:30)", dt=90))], w)
     assert p2.texts == [] and p2.folded == 2  # not re-embedded
     (o2,) = p2.finish(None, None, TOPO)
     assert o2.kind == "repeat" and o2.sources == [0, 1]
@@ -79,8 +80,8 @@ def test_a_later_repeat_republishes_the_first_memory_with_a_new_msg_id() -> None
     assert o2.embedded.model == "m:1"
     # outside the window it is a new memory
     w.put(o2.dkey, o2.to_seen())
-    p3 = plan_batch([inc(ev(4, "disk 99% full", dt=400))], w)
-    assert p3.texts == ["disk 99% full"]
+    p3 = plan_batch([inc(ev(4, "disk full (checked 10:06:40)", dt=400))], w)
+    assert p3.texts == ["disk full (checked 10:06:40)"]
 
 
 def test_redelivery_is_settled_without_counting() -> None:
@@ -109,6 +110,49 @@ def test_conversation_is_never_folded() -> None:
     assert all(o.dkey is None for o in plan.finish([[1.0], [1.0]], "m", TOPO))
 
 
+def test_events_differing_in_an_identifier_are_kept_apart() -> None:
+    """Nothing an operator asks about is folded away: each block id stays a memory."""
+    es = [ev(i, f"PacketResponder 1 for block blk_{b} terminating", dt=i)
+          for i, b in enumerate(["38865049064139660", "-6952295868487656571", "42"])]
+    plan = plan_batch([inc(e) for e in es], DedupWindow())
+    assert plan.folded == 0
+    out = plan.finish([[1.0]] * len(plan.texts), "m:1", TOPO)
+    assert [o.embedded.event.id for o in out] == [e.id for e in es]
+    assert all(o.embedded.repeat_count == 1 for o in out)
+
+
+def test_events_of_one_template_share_one_embedding() -> None:
+    t = TemplateVectors()
+    es = [ev(1, "Failed password for root from 10.0.0.1 port 22"),
+          ev(2, "Failed password for root from 10.0.0.2 port 22"),
+          ev(3, "Invalid user admin from 10.0.0.3")]
+    plan = plan_batch([inc(e) for e in es], DedupWindow(), templates=t, model="m:1")
+    assert plan.texts == [es[0].summary, es[2].summary] and plan.reused == 1
+    out = plan.finish([[0.6, 0.8], [1.0, 0.0]], "m:1", TOPO)
+    assert [o.embedded.vector for o in out] == [[0.6, 0.8], [0.6, 0.8], [1.0, 0.0]]
+    assert [o.embedded.event.summary for o in out] == [e.summary for e in es]
+    # a later batch reuses the template's vector (same model only)
+    e4 = ev(4, "Failed password for root from 10.9.9.9 port 2222", dt=1)
+    later = plan_batch([inc(e4)], DedupWindow(), templates=t, model="m:1")
+    assert later.texts == []
+    (o4,) = later.finish(None, "m:1", TOPO)
+    assert (o4.kind, o4.embedded.vector, o4.embedded.model) == ("reused", [0.6, 0.8], "m:1")
+    assert o4.embedded.event.summary == e4.summary
+    other_model = plan_batch([inc(e4)], DedupWindow(), templates=t, model="m:2")
+    assert other_model.texts == [e4.summary]
+    # no model now: nothing reused, the memory goes out without a vector (backfilled later)
+    degraded = plan_batch([inc(e4)], DedupWindow(), templates=t, model="m:1", can_embed=False)
+    assert degraded.reused == 0
+
+
+def test_conversation_never_shares_an_embedding() -> None:
+    es = [ev(1, "my server listens on port 8080", cat="conversation"),
+          ev(2, "my server listens on port 8081", cat="conversation")]
+    plan = plan_batch([inc(e) for e in es], DedupWindow(), skip_categories={"conversation"},
+                      templates=TemplateVectors(), model="m")
+    assert len(plan.texts) == 2 and plan.reused == 0
+
+
 def test_dedup_disabled_embeds_everything() -> None:
     plan = plan_batch([inc(ev(1, "a")), inc(ev(2, "a"))], None)
     assert plan.texts == ["a", "a"] and plan.folded == 0
@@ -118,12 +162,13 @@ def test_dedup_disabled_embeds_everything() -> None:
 async def test_handler_publishes_then_acks_and_dead_letters() -> None:
     backend = FakeBackend()
     eng, metrics, pub = engine(backend), Metrics(), FakePublisher()
-    msgs = [msg(ev(1, "alpha 1")), FakeMsg("x.events.error", b"garbage"), msg(ev(2, "alpha 2")),
+    msgs = [msg(ev(1, "alpha at 10:00:01")), FakeMsg("x.events.error", b"garbage"),
+            msg(ev(2, "alpha at 10:00:02")),
             msg(ev(3, "beta"))]
     counts = await handle_event_batch(msgs, eng, metrics, TOPO, pub)
     assert counts == {"published": 2, "dead": 1, "folded": 1, "retry": 0}
     assert all(m.acked for m in msgs)
-    assert backend.calls == [["alpha 1", "beta"]]  # one batched call, repeat not embedded
+    assert backend.calls == [["alpha at 10:00:01", "beta"]]  # one batched call, repeat not embedded
     emb = [(s, EmbeddedEvent.model_validate_json(p), h, st) for s, p, h, st in pub.sent
            if st == TOPO.embedded_stream]
     assert {e.event.id for _, e, _, _ in emb} == {"e1", "e3"}

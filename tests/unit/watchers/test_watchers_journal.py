@@ -54,22 +54,37 @@ def test_kernel_messages() -> None:
 def test_identical_messages_deduplicated_within_window() -> None:
     clock = FakeClock()
     p = JournalParser(EventContext(clock=clock), dedup_window_s=300)
-    msg = "connection to 10.0.0.{n} port {n}00 failed after {n}ms (req 0x{n}abcdef)"
-    first = p.parse(line(msg.format(n=1), SYSLOG_IDENTIFIER="app"))
+    msg = "{ts} connection to 10.0.0.1 port 100 failed (req 0x1abcdef)"
+    first = p.parse(line(msg.format(ts="2026-05-01T12:00:01Z"), SYSLOG_IDENTIFIER="app"))
     assert first is not None
     for n in range(2, 50):
         clock.advance(5)
-        assert p.parse(line(msg.format(n=n), SYSLOG_IDENTIFIER="app")) is None
+        stamp = f"2026-05-01T12:{n:02d}:00Z"
+        assert p.parse(line(msg.format(ts=stamp), SYSLOG_IDENTIFIER="app")) is None
     assert p.deduplicated == 48
     # other unit: not a duplicate
-    assert p.parse(line(msg.format(n=1), SYSLOG_IDENTIFIER="other")) is not None
+    assert p.parse(line(msg.format(ts="x"), SYSLOG_IDENTIFIER="other")) is not None
     clock.advance(301)
-    assert p.parse(line(msg.format(n=7), SYSLOG_IDENTIFIER="app")) is not None
+    assert p.parse(line(msg.format(ts="y"), SYSLOG_IDENTIFIER="app")) is not None
+
+
+def test_messages_differing_in_an_identifier_are_all_kept() -> None:
+    """Which addresses attacked, which user: every failed login is an event of its own."""
+    clock = FakeClock()
+    p = JournalParser(EventContext(clock=clock), dedup_window_s=300)
+    seen = []
+    for n in range(1, 20):
+        clock.advance(1)
+        e = p.parse(line(f"Failed password for root from 183.62.140.{n} port 4{n:04d} ssh2",
+                         SYSLOG_IDENTIFIER="sshd"))
+        assert e is not None
+        seen.append(e.summary)
+    assert p.deduplicated == 0 and len(set(seen)) == 19
 
 
 def test_normalise_and_bad_input() -> None:
-    assert normalise("PID 1234 failed at 0xdeadbeef uuid 123e4567-e89b-12d3-a456-426614174000") \
-        == "pid # failed at <hex> uuid <uuid>"
+    assert normalise("2026-05-01T12:00:01Z  PID 1234 failed at 12:00:02.5") \
+        == "<ts> PID 1234 failed at <time>"
     p = JournalParser(EventContext(clock=FakeClock()))
     assert p.parse("not json") is None and p.parse("[1,2]") is None
     assert p.parse_errors == 2

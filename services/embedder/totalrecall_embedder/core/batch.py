@@ -13,7 +13,15 @@ from datetime import datetime
 from pydantic import ValidationError
 from totalrecall_schema import DeadLetter, EmbeddedEvent, MemoryEvent, Topology, utcnow
 
-from .dedup import DedupKey, DedupWindow, Seen, dedup_key
+from .dedup import (
+    DedupKey,
+    DedupWindow,
+    Seen,
+    TemplateVector,
+    TemplateVectors,
+    dedup_key,
+    event_template,
+)
 
 STAGE = "embedder"
 MAX_REASON_CHARS = 2_000
@@ -31,7 +39,7 @@ class Outgoing:
     msg_id: str
     embedded: EmbeddedEvent
     sources: list[int]                 # indices into the batch settled by this publish
-    kind: str                          # "embedded" | "fallback" | "repeat"
+    kind: str                          # "embedded" | "reused" | "fallback" | "repeat"
     dkey: DedupKey | None = None
     first_ts: datetime | None = None
     folded: int = 0                    # repeats from this batch folded into this memory
@@ -53,6 +61,8 @@ class _Group:
     added: int = 0                     # new repeats folded in from this batch
     last_seen: datetime | None = None
     text_index: int | None = None      # index into Plan.texts when it needs embedding
+    template: str | None = None        # its template, when it may share a vector
+    reused: TemplateVector | None = None  # the template's vector from an earlier batch
 
 
 @dataclass
@@ -60,6 +70,8 @@ class Plan:
     dead: list[tuple[int, DeadLetter]] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     folded: int = 0                    # repeats folded into another memory (not re-embedded)
+    reused: int = 0                    # memories whose vector is another's of their template
+    templates: TemplateVectors | None = None
     _groups: list[_Group] = field(default_factory=list)
 
     def finish(self, vectors: Sequence[list[float] | None] | None, model: str | None,
@@ -84,20 +96,28 @@ class Plan:
                                     g.added))
                 continue
             vec = tvec = None
+            vmodel, tmodel = model, technical_model
+            if g.reused is not None:
+                vec, tvec = g.reused.vector, g.reused.technical_vector
+                vmodel, tmodel = g.reused.model, g.reused.technical_model
             if vectors is not None and g.text_index is not None:
                 vec = vectors[g.text_index]
             if technical is not None and g.text_index is not None:
                 tvec = technical[g.text_index]
+            if (self.templates is not None and g.template is not None and g.reused is None
+                    and vec is not None and vmodel is not None):
+                self.templates.put(g.template, TemplateVector(
+                    vmodel, vec, tmodel if tvec is not None else None, tvec))
             count = 1 + g.added
             emb = EmbeddedEvent(
-                event=g.event, vector=vec, model=model if vec is not None else None,
+                event=g.event, vector=vec, model=vmodel if vec is not None else None,
                 dim=len(vec) if vec is not None else None, repeat_count=count,
                 last_seen=g.last_seen if count > 1 else None, embedded_at=now,
                 technical_vector=tvec,
-                technical_model=technical_model if tvec is not None else None)
+                technical_model=tmodel if tvec is not None else None)
+            kind = "fallback" if vec is None else "reused" if g.reused else "embedded"
             out.append(Outgoing(topology.embedded_subject(g.event.category), g.event.key, emb,
-                                g.sources, "embedded" if vec is not None else "fallback",
-                                g.dkey, g.event.timestamp, g.added))
+                                g.sources, kind, g.dkey, g.event.timestamp, g.added))
         return out
 
 
@@ -107,17 +127,21 @@ def dead_letter(msg: Incoming, reason: str) -> DeadLetter:
 
 
 def plan_batch(msgs: Sequence[Incoming], window: DedupWindow | None, *,
-               can_embed: bool = True, skip_categories: Collection[str] = ()) -> Plan:
+               can_embed: bool = True, skip_categories: Collection[str] = (),
+               templates: TemplateVectors | None = None, model: str | None = None) -> Plan:
     """Validate every message and group repeats.
 
     `window` None disables dedup; events of `skip_categories` are never folded (what a person
     said is not noise: "port 8080" and "port 8081" are two facts).
+    Repeats are events equal but for timestamps; events of one template (differing in numbers
+    or ids) are distinct memories that share one embedding: one text per template in the batch,
+    or the vector `templates` holds for `model` from an earlier batch (None: no sharing).
     A repeat of a memory published earlier is republished with
     `repeat_count` + n and `last_seen` (same key: the indexer upserts); a repeat inside the batch
     is folded into its first occurrence. A redelivered message (same key as the memory it matches)
     is settled by republishing, without counting it again.
     """
-    plan = Plan()
+    plan = Plan(templates=templates)
     open_groups: dict[DedupKey, _Group] = {}
     for i, msg in enumerate(msgs):
         try:
@@ -149,10 +173,25 @@ def plan_batch(msgs: Sequence[Incoming], window: DedupWindow | None, *,
         plan.folded += 1
         ts = event.timestamp
         group.last_seen = ts if group.last_seen is None else max(group.last_seen, ts)
+    by_template: dict[str, int] = {}
     for g in plan._groups:
-        if g.base is None:
-            g.text_index = len(plan.texts)
-            plan.texts.append(g.event.embedding_text())
+        if g.base is not None:
+            continue
+        if templates is not None and g.event.category not in skip_categories:
+            g.template = event_template(g.event)
+            g.reused = templates.get(g.template, model) if can_embed else None
+            if g.reused is not None:
+                plan.reused += 1
+                continue
+            shared = by_template.get(g.template)
+            if shared is not None:
+                g.text_index = shared
+                plan.reused += 1
+                continue
+        g.text_index = len(plan.texts)
+        plan.texts.append(g.event.embedding_text())
+        if g.template is not None:
+            by_template[g.template] = g.text_index
     return plan
 
 

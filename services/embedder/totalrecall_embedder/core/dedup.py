@@ -1,10 +1,16 @@
-"""Folding repeated memories: the same normalised content in the same namespace and category
-within a time window is one memory seen N times, not N memories (and is embedded once)."""
+"""Folding exact repeats, sharing embeddings between events of one template.
+
+An event whose text and metadata equal an earlier one's but for timestamps (the same
+namespace and category, within a time window) is that memory seen N times: it is folded into it
+(`repeat_count`, `last_seen`). An event that differs in anything else — a block id, an IP, a
+port, a PID — is a memory of its own, however alike: only its embedding may be reused from an
+earlier event of the same template (`TemplateVectors`), which saves the model's work and loses
+nothing (the text, and so every identifier, is stored with each event).
+"""
 
 from __future__ import annotations
 
-import hashlib
-import re
+import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -12,34 +18,23 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from totalrecall_schema import EmbeddedEvent, MemoryEvent
+from totalrecall_schema.templates import exact_form, exact_hash, template_hash
 
-_NORMALISERS: list[tuple[re.Pattern[str], str]] = [
-    # UUIDs
-    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<uuid>"),
-    # ISO-8601 / RFC-3339 date-times and dates, clock times (with fractions and zones)
-    (re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[t ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?"
-                r"(?:z|[+-]\d{2}:?\d{2})?)?\b"), "<ts>"),
-    (re.compile(r"\b\d{1,2}:\d{2}(?::\d{2})?(?:[.,]\d+)?\b"), "<time>"),
-    # hex: 0x…, and hex words of ≥7 characters containing a digit (hashes, addresses, ids)
-    (re.compile(r"\b0x[0-9a-f]+\b"), "<hex>"),
-    (re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,}\b"), "<hex>"),
-    # any remaining number: PIDs, ports, sizes, percentages, counters
-    (re.compile(r"\d+(?:[.,]\d+)*"), "<n>"),
-]
-_SPACE = re.compile(r"\s+")
-
-
-def normalise(text: str) -> str:
-    """Lower-case text with numbers, hex, UUIDs, timestamps and PIDs replaced by placeholders."""
-    out = text.lower()
-    for pattern, repl in _NORMALISERS:
-        out = pattern.sub(repl, out)
-    return _SPACE.sub(" ", out).strip()
+#: Metadata that changes between two reports of the same thing.
+_VOLATILE_METADATA = frozenset({"duration_ms"})
 
 
 def content_hash(event: MemoryEvent) -> str:
-    text = normalise(event.summary) + "\n" + normalise(event.detail)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+    """Equal for events that differ only in timestamps (in text or metadata) and spacing."""
+    meta = {k: v for k, v in event.metadata.model_dump(mode="json", exclude_none=True).items()
+            if k not in _VOLATILE_METADATA}
+    return exact_hash(event.summary, event.detail + "\n" +
+                      exact_form(json.dumps(meta, sort_keys=True, default=str)))
+
+
+def event_template(event: MemoryEvent) -> str:
+    """The template of an event's embedded text: events sharing it may share a vector."""
+    return template_hash(event.summary, event.detail)
 
 
 DedupKey = tuple[str, str, str]
@@ -100,3 +95,37 @@ class DedupWindow:
             if first.touched >= horizon and len(entries) <= self.max_entries:
                 break
             entries.popitem(last=False)
+
+
+@dataclass
+class TemplateVector:
+    model: str
+    vector: list[float]
+    technical_model: str | None = None
+    technical_vector: list[float] | None = None
+
+
+class TemplateVectors:
+    """The last vector computed for each event template, LRU-bounded (in memory: after a
+    restart a template is embedded once more)."""
+
+    def __init__(self, max_entries: int = 20_000) -> None:
+        self.max_entries = max(1, max_entries)
+        self._entries: OrderedDict[str, TemplateVector] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, template: str, model: str | None) -> TemplateVector | None:
+        """The vector of `template` made by `model` (None for another model or none)."""
+        found = self._entries.get(template)
+        if found is None or model is None or found.model != model:
+            return None
+        self._entries.move_to_end(template)
+        return found
+
+    def put(self, template: str, entry: TemplateVector) -> None:
+        self._entries[template] = entry
+        self._entries.move_to_end(template)
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)

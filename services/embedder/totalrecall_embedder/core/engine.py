@@ -20,7 +20,7 @@ from typing import Literal
 
 from .backend import EmbedBackend, LlamaBackend, ModelUnavailable, default_prefixes, tail_tokens
 from .cache import EmbeddingCache, QueryLRU
-from .dedup import DedupWindow
+from .dedup import DedupWindow, TemplateVectors
 from .device import ActiveDevice, DeviceChoice, choose_device, gpu_offload_supported
 from .priority import embedding_pool, foreign_runnable, usable_cpus
 
@@ -54,6 +54,8 @@ class EngineConfig:
     dedup_window_s: float = 300.0
     dedup_max_entries: int = 20_000
     dedup_skip_categories: frozenset[str] = frozenset()
+    template_vectors_enabled: bool = True
+    template_vectors_max_entries: int = 20_000
     rpc_batch_chunk: int = 64
     batch_max: int = 64
     # device
@@ -143,6 +145,8 @@ class Engine:
         self.changed = asyncio.Event()
         self.window = (DedupWindow(config.dedup_window_s, config.dedup_max_entries)
                        if config.dedup_enabled else None)
+        self.templates = (TemplateVectors(config.template_vectors_max_entries)
+                          if config.template_vectors_enabled else None)
 
     # --- state ----------------------------------------------------------------------------
     @property

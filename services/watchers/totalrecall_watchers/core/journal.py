@@ -1,8 +1,9 @@
 """Journal watcher: follow `journalctl -f -o json`, keep errors and warnings (PRIORITY ≤ 4).
 
 A failing systemd unit becomes `system.service/fail`, kernel messages `error/kernel`, the rest
-`error/system`. Identical messages (numbers, hex ids and UUIDs normalised away) from the same
-unit are reported once per dedup window (5 minutes by default).
+`error/system`. Identical messages from the same unit (equal but for timestamps and spacing) are
+reported once per dedup window (5 minutes by default); messages that differ in a number, an IP,
+a user or an id are different events and are all reported.
 
 Text log files are a second source (`log_files.py`): configured application logs always
 (`error/application`), and syslog files (`/var/log/syslog`, `/var/log/messages`) when there is no
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from totalrecall_schema import MemoryEvent, Severity
+from totalrecall_schema.templates import exact_form
 
 from .base import Emit, EventContext, Unavailable, Watcher
 from .log_files import LogTail, text_entry
@@ -37,22 +39,13 @@ PRIORITY_NAMES = {0: "emerg", 1: "alert", 2: "crit", 3: "err", 4: "warning", 5: 
                   6: "info", 7: "debug"}
 _UNIT_FAIL = re.compile(r"(?i)\b(failed with result|failed to start|main process exited, "
                         r"code=|start request repeated too quickly|entered failed state)")
-_NORMALISE = [
-    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I),
-     "<uuid>"),
-    (re.compile(r"\b0x[0-9a-f]+\b", re.I), "<hex>"),
-    (re.compile(r"\b[0-9a-f]{12,}\b", re.I), "<hex>"),
-    (re.compile(r"\d+"), "#"),
-    (re.compile(r"\s+"), " "),
-]
 _OOM = re.compile(r"(?i)out of memory: killed process (\d+) \(([^)]*)\)")
 MAX_DEDUP_KEYS = 5000
 
 
 def normalise(message: str) -> str:
-    for pattern, repl in _NORMALISE:
-        message = pattern.sub(repl, message)
-    return message.strip().lower()
+    """The message as the dedup window compares it: only timestamps and spacing normalised."""
+    return exact_form(message)
 
 
 def _field(entry: dict[str, Any], name: str) -> str | None:
