@@ -59,8 +59,10 @@ def test_parsed_lines_share_classification_and_dedup() -> None:
     assert ev.severity == Severity.ERROR and "hunter2" not in ev.summary + ev.detail
     assert ev.metadata.model_extra["log_file"] == "/var/log/x.log"
     clock.advance(10)
-    assert parse("2026-01-02 03:04:15 ERROR request 5678 failed password=hunter2", app=True) is None
-    assert p.deduplicated == 1
+    assert parse("2026-01-02 03:04:15 ERROR request 1234 failed password=hunter2", app=True) is None
+    assert p.deduplicated == 1  # the same line again, ten seconds later
+    assert parse("2026-01-02 03:04:16 ERROR request 5678 failed password=hunter2", app=True)
+    assert p.deduplicated == 1  # another request: an event of its own
     assert parse("2026-01-02 03:04:05 INFO all fine", app=True) is None
     ev = parse("Jan  2 03:04:05 box systemd[1]: nginx.service: Failed with result 'exit-code'.")
     assert ev is not None and (ev.category, ev.subcategory) == ("system.service", "fail")
