@@ -1,0 +1,66 @@
+"""Near-duplicates: memories of one template (the same text but for numbers and ids).
+
+A watcher that reports "python3 (PID 4182) using 97% CPU" every few minutes, or a log with one
+"PacketResponder 1 for block blk_… terminating" line per block, leaves many memories that the
+model embeds alike and that match the same words: their fused scores tie but for noise. The
+operator's rule decides instead: the memory whose identifiers the question names comes first,
+then the one with more explicit evidence (a boost: the date the question names, the actor, …),
+then the newest. The group's scores are handed out again in that order, so the group as a whole
+ranks where it did, and memories of other templates are untouched.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from datetime import datetime
+
+from totalrecall_schema.templates import template_hash
+
+from .fusion import Candidate
+
+_TOKEN = re.compile(r"[\w.:/@+-]+")
+_SPLIT = re.compile(r"[/:@,=+]+")
+_EDGE = ".-:@"
+
+
+def identifiers(text: str) -> frozenset[str]:
+    """The tokens of `text` that carry a digit (ids, IPs, ports, PIDs, block ids, versions),
+    whole and split at `/ : @ , = +` (so `/10.0.0.1:50010` also gives `10.0.0.1`)."""
+    out: set[str] = set()
+    for tok in _TOKEN.findall(text.lower()):
+        for part in (tok, *_SPLIT.split(tok)):
+            part = part.strip(_EDGE).rstrip("/")
+            if part and any(ch.isdigit() for ch in part):
+                out.add(part)
+    return frozenset(out)
+
+
+#: Score components that measure likeness (and so tie within a template), not explicit evidence.
+_LIKENESS = frozenset({"vector", "bm25", "recency", "repeat_order"})
+
+
+def _order_key(c: Candidate, named: frozenset[str]) -> tuple[int, float, datetime]:
+    boosts = sum(v for k, v in c.components.items() if k not in _LIKENESS)
+    return (len(named & identifiers(c.text)), round(boosts, 6), c.timestamp)
+
+
+def order_repeats(ranked: Iterable[Candidate], query: str) -> list[Candidate]:
+    """`ranked` best first, each template's members reordered: the most identifiers named by
+    `query` first, then the newest. Returns the candidates sorted by their new scores."""
+    cands = list(ranked)
+    groups: dict[str, list[Candidate]] = {}
+    for c in cands:
+        groups.setdefault(template_hash(c.text), []).append(c)
+    named = identifiers(query)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        scores = sorted((c.score for c in members), reverse=True)
+        for c, score in zip(sorted(members, key=lambda c: _order_key(c, named), reverse=True),
+                            scores, strict=True):
+            if score != c.score:
+                c.components["repeat_order"] = round(score - c.score, 6)
+                c.score = score
+    cands.sort(key=lambda c: c.score, reverse=True)
+    return cands

@@ -1,0 +1,59 @@
+"""Near-duplicates: the named one first, then the newest; other templates untouched."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from totalrecall_recall_api.core.fusion import Candidate
+from totalrecall_recall_api.core.repeats import identifiers, order_repeats
+
+T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+
+
+def cand(key: str, text: str, score: float, minutes: int) -> Candidate:
+    return Candidate(key, T0 + timedelta(minutes=minutes), text, score=score)
+
+
+def test_identifiers_whole_and_in_parts() -> None:
+    ids = identifiers("Received block blk_-1608999687919862906 of size 91178 from /10.250.10.6:50010")
+    assert {"blk_-1608999687919862906", "91178", "/10.250.10.6:50010", "10.250.10.6",
+            "50010"} <= ids
+    assert "received" not in ids and "block" not in ids
+    assert identifiers("what is using my CPU?") == frozenset()
+
+
+def test_newest_of_a_template_comes_first_and_the_group_keeps_its_scores() -> None:
+    ranked = [cand("old", "python3 (PID 4182) using 97% CPU", 0.80, 0),
+              cand("other", "disk / is 95% full", 0.70, 5),
+              cand("new", "python3 (PID 5120) using 93% CPU", 0.60, 30),
+              cand("mid", "python3 (PID 4990) using 99% CPU", 0.50, 10)]
+    out = order_repeats(ranked, "what's using my CPU?")
+    assert [c.key for c in out] == ["new", "other", "mid", "old"]
+    assert [c.score for c in out] == [0.80, 0.70, 0.60, 0.50]
+    assert out[0].components["repeat_order"] == 0.2
+
+
+def test_the_named_identifier_wins_over_the_newest() -> None:
+    ranked = [cand("a", "PacketResponder 1 for block blk_-5623176793330377570 terminating", 0.9, 0),
+              cand("b", "PacketResponder 0 for block blk_38865049064139660 terminating", 0.8, 9)]
+    out = order_repeats(ranked, "what happened to blk_-5623176793330377570?")
+    assert [c.key for c in out] == ["a", "b"]
+    out = order_repeats(list(reversed(ranked)), "status of block blk_38865049064139660")
+    assert [c.key for c in out] == ["b", "a"] and out[0].score == 0.9
+
+
+def test_a_single_memory_of_its_template_is_untouched() -> None:
+    ranked = [cand("a", "nginx failed", 0.9, 0), cand("b", "postgres failed", 0.8, 9)]
+    out = order_repeats(ranked, "why did it fail")
+    assert [(c.key, c.score) for c in out] == [("a", 0.9), ("b", 0.8)]
+    assert all("repeat_order" not in c.components for c in out)
+
+
+def test_explicit_evidence_wins_over_the_newest() -> None:
+    """A date the question names (or another boost) is evidence, not noise."""
+    sat = cand("sat", "got a necklace as a present", 0.7, 0)
+    sat.components = {"vector": 0.5, "recency": 0.1, "date": 0.1}
+    tue = cand("tue", "got a necklace as a present", 0.6, 60)
+    tue.components = {"vector": 0.5, "recency": 0.2}
+    out = order_repeats([sat, tue], "who gave me a necklace last Saturday?")
+    assert [c.key for c in out] == ["sat", "tue"]
