@@ -32,6 +32,7 @@ from .core.fusion import (
     fuse,
     mmr,
 )
+from .core.named import named_first
 from .core.neighbours import expand
 from .core.render import relative_time, system_memory_block
 from .core.repeats import order_repeats
@@ -264,8 +265,9 @@ class RecallService:
         # measured no better (LongMemEval turn MRR 0.708 -> 0.684).
         ranked = self._expand(ranked, by_key, found, frozenset(actors) - {s.asker_actor.lower()})
         ranked = [c for c in ranked if c.score >= s.min_score]
-        # Memories of one template tie but for noise: the one the question names, else the newest.
-        ranked = order_repeats(ranked, req.query)
+        # An identifier the question names verbatim ranks its memories first; memories of one
+        # template tie but for noise: the one the question names, else the newest.
+        ranked = order_repeats(named_first(ranked, req.query), req.query)
         t_mmr = time.perf_counter()
         chosen = mmr(ranked, k, s.mmr_lambda)
         self.metrics.stage_seconds.labels("mmr").observe(time.perf_counter() - t_mmr)
