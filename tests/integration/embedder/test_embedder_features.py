@@ -86,7 +86,9 @@ def test_gpu_style_packing_matches_the_cpu_path(model_path: Path) -> None:
 # --- cache ------------------------------------------------------------------------------------
 async def test_cache_survives_a_restart_and_serves_rebuilds(settings: Settings, nc: Any,
                                                           topology: Topology) -> None:
-    settings = settings.model_copy(update={"dedup_enabled": False})
+    # every text embedded (or read from the cache) for itself: no folding, no shared templates
+    settings = settings.model_copy(update={"dedup_enabled": False,
+                                           "template_vectors_enabled": False})
     docs = [f"rebuild document {i} about memory pressure" for i in range(40)]
     async with running(settings) as app:
         first = await rpc(nc, topology.rpc_embed_batch, docs, "document")
