@@ -51,9 +51,13 @@ async def test_error_lines_in_log_files_arrive(nats_url: str, topology: Topology
         assert extra["log_file"] == str(app_log) and extra["priority"] == 3
         assert "sk_live_4eC39HqLyjWDarjtT1zdp7dc" not in ev.summary + ev.detail
 
-        log_from_a_real_process(  # the same error again (other numbers): deduplicated
+        log_from_a_real_process(  # the same error again (only its time differs): deduplicated
+            app_log, "error", f"charge {marker} failed for order 1234: card declined "
+            "(api_key=sk_live_4eC39HqLyjWDarjtT1zdp7dc)")
+        log_from_a_real_process(  # another order: an event of its own
             app_log, "error", f"charge {marker} failed for order 5678: card declined "
             "(api_key=sk_live_4eC39HqLyjWDarjtT1zdp7dc)")
+        await reader.wait_for(lambda e: "order 5678" in e.summary, 15, "the other order's line")
         with syslog.open("a") as f:
             f.write(f"Jan  1 00:00:05 box kernel: [ 42.1] EXT4-fs error (device vdb{marker}): "
                     "bad block bitmap\n")
@@ -64,5 +68,6 @@ async def test_error_lines_in_log_files_arrive(nats_url: str, topology: Topology
         await wait_until(lambda: app.state.runner.watchers[0].parser.deduplicated >= 1, 10,
                          "the repeated error to be deduplicated")
     summaries = [e.summary for e in await reader.events()]
-    assert len([s for s in summaries if f"charge {marker}" in s]) == 1, summaries
+    charges = [s for s in summaries if f"charge {marker}" in s]
+    assert len(charges) == 2 and "order 5678" in charges[1], summaries
     assert not any("invoice" in s or "old history" in s for s in summaries), summaries
