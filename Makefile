@@ -2,7 +2,7 @@
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.bootstrapped
-PYPROJECTS := $(wildcard libs/*/pyproject.toml cli/pyproject.toml services/*/pyproject.toml integrations/*/pyproject.toml) requirements-dev.txt
+PYPROJECTS := $(wildcard libs/*/pyproject.toml cli/pyproject.toml services/*/pyproject.toml integrations/*/pyproject.toml) requirements-dev.txt eval/requirements.txt
 
 .PHONY: bootstrap run test test-plugin test-unit test-integration test-e2e bench eval lint typecheck compose-check clean
 

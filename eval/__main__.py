@@ -1,4 +1,4 @@
-"""`python -m eval [--dataset locomo|longmemeval|all] [--limit N] [--api URL] [--start-stack]`."""
+"""`python -m eval [--dataset locomo|longmemeval|logqa|all] [--limit N] [--api URL] [--start-stack]`."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ from pathlib import Path
 
 from . import report
 from .client import RecallClient
-from .datasets import load
-from .runner import run_dataset
+from .registry import RUNNERS, RunOptions
 
 
 def _log(msg: str) -> None:
@@ -30,9 +29,10 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _interrupt)
     p = argparse.ArgumentParser(prog="python -m eval", description=__doc__)
-    p.add_argument("--dataset", choices=["locomo", "longmemeval", "all"], default="all")
+    p.add_argument("--dataset", choices=[*RUNNERS, "all"], default="all")
     p.add_argument("--limit", type=int, default=None,
-                   help="only the first N haystacks (LoCoMo conversations / LongMemEval questions)")
+                   help="only the first N haystacks (LoCoMo conversations / LongMemEval "
+                        "questions) or questions per system (LogQA)")
     p.add_argument("--api", default=None,
                    help="a running recall API (e.g. http://127.0.0.1:8765); default: start a stack")
     p.add_argument("--start-stack", action="store_true",
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="ask at the real now, not at the dataset's question date (ablation)")
     args = p.parse_args(argv)
 
-    datasets = ["locomo", "longmemeval"] if args.dataset == "all" else [args.dataset]
+    datasets = list(RUNNERS) if args.dataset == "all" else [args.dataset]
     tag = args.tag or f"ev{uuid.uuid4().hex[:6]}"
     start_stack = args.start_stack or not args.api
     out_dir = args.out_dir or report.RESULTS_DIR
@@ -68,11 +68,11 @@ def main(argv: list[str] | None = None) -> int:
         assert api is not None
         client = RecallClient(api, token=os.environ.get("TOTALRECALL_API_TOKEN"))
         stack.callback(client.close)
+        options = RunOptions(limit=args.limit, max_results=args.max_results,
+                             batch_size=args.batch_size, wait_timeout=args.wait_timeout,
+                             data_dir=args.data_dir, ask_as_of=not args.no_as_of)
         for ds in datasets:
-            haystacks = load(ds, limit=args.limit, data_dir=args.data_dir)
-            result = run_dataset(client, ds, haystacks, tag=tag, max_results=args.max_results,
-                                 batch_size=args.batch_size, wait_timeout=args.wait_timeout,
-                                 log=_log, ask_as_of=not args.no_as_of)
+            result = RUNNERS[ds](client, tag, _log, options)
             result["partial"] = partial
             name = f"{ds}.limit{args.limit}.json" if partial else f"{ds}.json"
             path = report.write_json(result, out_dir / name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -81,8 +81,19 @@ class RecallClient:
 # ------------------------------------------------------------------------------------------------
 # Mapping results back to turn ids
 
+class Identified(Protocol):
+    """What a memory we ingested is known by: a turn, or a LogQA log line."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def session(self) -> str: ...
+    @property
+    def index(self) -> int: ...
+
+
 def make_id_resolver(namespace: str,
-                     turns: Sequence[Turn]) -> Callable[[Mapping[str, Any]], str | None]:
+                     turns: Sequence[Identified]) -> Callable[[Mapping[str, Any]], str | None]:
     """A function memory-dict → turn id. Accepts the event id we sent, the storage key
     (`memory_key(namespace, id)`), or metadata {session, turn}."""
     ids = {t.id for t in turns}

@@ -37,6 +37,17 @@ def default_data_dir() -> Path:
     return REPO.parent / "shared" / "eval"
 
 
+def split_summary_detail(text: str) -> tuple[str, str]:
+    """A text split to fit the API: summary ≤ `MAX_SUMMARY_CHARS` (cut at a space), the rest as
+    detail (≤ 32,000)."""
+    if len(text) <= MAX_SUMMARY_CHARS:
+        return text, ""
+    cut = text.rfind(" ", MAX_SUMMARY_CHARS // 2, MAX_SUMMARY_CHARS)
+    if cut <= 0:
+        cut = MAX_SUMMARY_CHARS
+    return text[:cut].rstrip(), text[cut:].strip()[:MAX_DETAIL_CHARS]
+
+
 @dataclass(frozen=True)
 class Turn:
     id: str                 # stable memory id: "D1:3" (LoCoMo) / "<session_id>:<idx>" (LME)
@@ -56,15 +67,7 @@ class Turn:
         return text
 
     def summary_detail(self) -> tuple[str, str]:
-        """The text split to fit the API: summary ≤ 2,000 chars (cut at a space), the rest as
-        detail (≤ 32,000)."""
-        text = self.full_text
-        if len(text) <= MAX_SUMMARY_CHARS:
-            return text, ""
-        cut = text.rfind(" ", MAX_SUMMARY_CHARS // 2, MAX_SUMMARY_CHARS)
-        if cut <= 0:
-            cut = MAX_SUMMARY_CHARS
-        return text[:cut].rstrip(), text[cut:].strip()[:MAX_DETAIL_CHARS]
+        return split_summary_detail(self.full_text)
 
     def to_ingest(self, namespace: str) -> dict[str, Any]:
         summary, detail = self.summary_detail()

@@ -76,9 +76,17 @@ def longmemeval_scores(ranked: Sequence[str], gold_turns: Iterable[str],
     return out
 
 
+def logqa_scores(ranked: Sequence[str], gold: Iterable[str]) -> dict[str, float]:
+    """LogQA: Hit@1/5/10 and MRR of the first gold line."""
+    gold = set(gold)
+    return {"Hit@1": hit_at(ranked, gold, 1), "Hit@5": hit_at(ranked, gold, 5),
+            "Hit@10": hit_at(ranked, gold, 10), "MRR": mrr(ranked, gold)}
+
+
 LOCOMO_METRICS = ("R@5", "R@10", "Hit@5", "MRR")
 LME_METRICS = ("session_any@5", "session_all@5", "session_MRR", "turn_any@5", "turn_all@5",
                "turn_MRR")
+LOGQA_METRICS = ("Hit@1", "Hit@5", "Hit@10", "MRR")
 LOCOMO_CATEGORY_NAMES = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop",
                          "5": "adversarial"}
 #: The headline set of LoCoMo: categories 1–4.

