@@ -132,6 +132,14 @@ def _operand(lexeme: str, prefix_min_chars: int = PREFIX_MIN_CHARS) -> str:
     return quoted
 
 
+_WORD_LEXEMES_SQL = ("SELECT lexeme FROM unnest(to_tsvector('english', $1)) "
+                     "ORDER BY positions[1]")
+#: The words as the english parser stores them, then the identifiers as the indexer's
+#: `tr_identifiers` (its migration 6) adds them to every memory's tsv: one definition for both.
+_LEXEMES_SQL = f"""SELECT lexeme FROM ({_WORD_LEXEMES_SQL}) AS w
+                   UNION ALL SELECT unnest(tr_identifiers($1))"""
+
+
 class PostgresStore:
     """Read-only access to the indexer's `memories` table."""
 
@@ -231,8 +239,9 @@ class PostgresStore:
         if not terms:
             return []
         lexemes = await self._lexemes(" ".join(terms))
-        if self.term_stats is not None and self.term_stats.n_docs:
+        if self.term_stats is not None:
             await self.term_stats.ensure(namespace)
+        if self.term_stats is not None and self.term_stats.n_docs:
             return self.term_stats.select(lexemes, self.max_terms, self.max_df_ratio,
                                           namespace=namespace)
         return [(lx, 1.0) for lx in lexemes[: self.max_terms]]
@@ -246,10 +255,11 @@ class PostgresStore:
         if cached is not None:
             self._lexeme_cache.move_to_end(text)
             return list(cached)
-        rows = await self.pool.fetch(
-            "SELECT lexeme FROM unnest(to_tsvector('english', $1)) ORDER BY positions[1]", text,
-            timeout=self.timeout)
-        lexemes = [r["lexeme"] for r in rows]
+        try:
+            rows = await self.pool.fetch(_LEXEMES_SQL, text, timeout=self.timeout)
+        except asyncpg.UndefinedFunctionError:  # a store from before the indexer's migration 6
+            rows = await self.pool.fetch(_WORD_LEXEMES_SQL, text, timeout=self.timeout)
+        lexemes = list(dict.fromkeys(r["lexeme"] for r in rows))
         self._lexeme_cache[text] = tuple(lexemes)
         if len(self._lexeme_cache) > LEXEME_CACHE_SIZE:
             self._lexeme_cache.popitem(last=False)

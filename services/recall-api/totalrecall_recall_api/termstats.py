@@ -77,9 +77,9 @@ class TermStats:
 
     async def ensure(self, namespace: str) -> None:
         """Reads `namespace`'s statistics now if the last refresh did not know it (see
-        `namespace_read_max_docs`); the first search of a namespace loaded since then waits for
-        it (milliseconds for a few thousand memories)."""
-        if not self.n_docs or namespace in self.ns_docs:
+        `namespace_read_max_docs`), or all of them when there are none yet; the first search of
+        a namespace loaded since then waits for it (milliseconds for a few thousand memories)."""
+        if namespace in self.ns_docs:
             return
         now = time.monotonic()
         if now - self._ns_tried.get(namespace, -math.inf) < self.namespace_retry_s:
@@ -87,6 +87,9 @@ class TermStats:
         if len(self._ns_tried) > 10_000:  # bounded: a refresh makes most entries moot
             self._ns_tried.clear()
         self._ns_tried[namespace] = now
+        if not self.n_docs:
+            await self._first_refresh()
+            return
         try:
             n = int(await self.pool.fetchval(
                 "SELECT count(*) FROM memories WHERE namespace = $1", namespace) or 0)
@@ -102,6 +105,18 @@ class TermStats:
         # Copies, not in place: `refresh` may be swapping the tables meanwhile.
         self.ns_df = {**self.ns_df, namespace: {r["word"]: int(r["ndoc"]) for r in rows}}
         self.ns_docs = {**self.ns_docs, namespace: n}
+
+    async def _first_refresh(self) -> None:
+        """No statistics yet (a new store, loaded since the refresher last looked): read them
+        now when the store is small, rather than rank its first searches without any (every
+        word equal, and a rare identifier lost behind the newest matches of a common word)."""
+        try:
+            total = int(await self.pool.fetchval("SELECT count(*) FROM memories") or 0)
+        except Exception as exc:  # no table yet, or no database: searched without statistics
+            log.warning("term stats: %s", exc)
+            return
+        if 0 < total <= self.namespace_read_max_docs:
+            await self.refresh()
 
     def stale(self) -> bool:
         return time.monotonic() - self.refreshed_at > self.refresh_s

@@ -54,7 +54,7 @@ async def test_the_old_bm25_covering_index_is_replaced(pg_dsn: str) -> None:
             applied_at timestamptz NOT NULL DEFAULT now())""")
         await conn.executemany("INSERT INTO schema_migrations (version, description) "
                                "VALUES ($1, $2)", [(v, d) for v, d, _ in MIGRATIONS[:4]])
-        assert await migrate(conn) == [5]
+        assert await migrate(conn) == [5, 6]
         indexes = {r["indexname"] for r in await conn.fetch(
             "SELECT indexname FROM pg_indexes WHERE tablename = 'memories'")}
         assert "memories_ns_ts_tsv" not in indexes
@@ -66,5 +66,63 @@ async def test_the_old_bm25_covering_index_is_replaced(pg_dsn: str) -> None:
                VALUES ('long', 'long', 'default', now(), 'conversation', 'general', 'user',
                        'api', 'info', 'a long one', $1)""", words)
         assert await conn.fetchval("SELECT tsv_fits FROM memories WHERE key = 'long'") is False
+    finally:
+        await conn.close()
+
+
+async def test_identifiers_join_the_full_text_vector_of_existing_rows(pg_dsn: str) -> None:
+    """A database at migration 5 gets identifiers (whole and in parts) into every row's tsv:
+    an IP without its slash and port, a Spark partition id whole, a path's parts, a user."""
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        for _version, _desc, sql in MIGRATIONS[:5]:
+            await conn.execute(sql)
+        await conn.execute("""CREATE TABLE schema_migrations (
+            version integer PRIMARY KEY, description text NOT NULL,
+            applied_at timestamptz NOT NULL DEFAULT now())""")
+        await conn.executemany("INSERT INTO schema_migrations (version, description) "
+                               "VALUES ($1, $2)", [(v, d) for v, d, _ in MIGRATIONS[:5]])
+        lines = {"recv": "Receiving block blk_-1608999687919862906 src: /10.250.10.6:40524",
+                 "rdd": "Partition rdd_42_18 not found, computing it",
+                 "del": "Deleting block blk_-1492 file /mnt/hadoop/dfs/data/current/subdir25/blk_-1492",
+                 "ssh": "Accepted publickey for deploy@build-07 from 183.62.140.253 port 49870"}
+        await conn.executemany(
+            """INSERT INTO memories (key, id, namespace, ts, category, subcategory, actor,
+                                     source, severity, summary)
+               VALUES ($1, $1, 'default', now(), 'system.service', 'general', 'system',
+                       'journal', 'info', $2)""", list(lines.items()))
+        before = await conn.fetchval("SELECT count(*) FROM memories WHERE tsv @@ $1::tsquery",
+                                     "'10.250.10.6'")
+        assert before == 0  # the english parser kept the slash and dropped the port
+
+        assert await migrate(conn) == [6]
+
+        async def found(lexeme: str) -> set[str]:
+            rows = await conn.fetch("SELECT key FROM memories WHERE tsv @@ $1::tsquery",
+                                    "'" + lexeme + "'")
+            return {r["key"] for r in rows}
+
+        assert await found("10.250.10.6") == {"recv"}
+        assert await found("10.250.10.6:40524") == {"recv"}
+        assert await found("rdd_42_18") == {"rdd"}
+        assert await found("subdir25") == {"del"}
+        assert await found("blk_-1492") == {"del"}
+        assert await found("deploy") == {"ssh"} == await found("deploy@build-07")
+        assert await found("183.62.140.253") == {"ssh"}
+        # the query side parses a question with the same function
+        got = await conn.fetchval("SELECT tr_identifiers($1)",
+                                  "what happened to blk_-1608999687919862906 on 10.250.10.6?")
+        assert set(got) == {"blk_-1608999687919862906", "10.250.10.6"}
+        indexes = {r["indexname"] for r in await conn.fetch(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'memories'")}
+        assert {"memories_tsv_gin", "memories_ns_ts_tsv_fits", "memories_ns_ts_tsv_big"} <= indexes
+        # new rows get it too (the generated column), and the trigger agrees with it
+        await conn.execute(
+            """INSERT INTO memories (key, id, namespace, ts, category, subcategory, actor,
+                                     source, severity, summary)
+               VALUES ('new', 'new', 'default', now(), 'system.service', 'general', 'system',
+                       'journal', 'info', 'Invalid user admin from 103.99.0.122:22')""")
+        assert await found("103.99.0.122") == {"new"}
+        assert await conn.fetchval("SELECT bool_and(tsv_fits) FROM memories")
     finally:
         await conn.close()

@@ -438,6 +438,41 @@ async def test_bm25_finds_a_rare_word_behind_many_recent_common_matches(pg_dsn: 
         await pool.close()
 
 
+@pytest.mark.parametrize(("question", "wanted"), [
+    ("what happened to blk_-6952295868487656571?", "resp"),    # a negative block id, whole
+    ("who connected from 10.250.10.6?", "recv"),               # an IP written /ip:port
+    ("is partition rdd_42_18 found?", "rdd"),                  # split in three by the parser
+    ("what stage was task 28.0 in?", "task"),                  # a decimal the words split
+])
+async def test_an_identifier_in_the_question_finds_its_line_in_a_new_store(
+        pg_dsn: str, question: str, wanted: str) -> None:
+    """Asked right after a log was loaded into a new store (no word statistics yet), behind
+    many newer lines sharing its words, a line is found by its identifier."""
+    from totalrecall_recall_api.adapters import PostgresStore
+    from totalrecall_recall_api.core.text import query_terms
+    from totalrecall_recall_api.termstats import TermStats
+
+    await create_memories_table(pg_dsn)
+    t0 = datetime(2008, 11, 9, 20, 0, tzinfo=UTC)
+    lines = {"resp": "PacketResponder 1 for block blk_-6952295868487656571 terminating",
+             "recv": "Receiving block blk_-1608999687919862906 src: /10.250.10.6:40524",
+             "rdd": "Partition rdd_42_18 not found, computing it",
+             "task": "Finished task 28.0 in stage 29.0 (TID 1348)"}
+    rows = [{"id": k, "namespace": "log", "summary": v, "ts": t0} for k, v in lines.items()]
+    rows += [{"id": f"n-{i}", "namespace": "log", "ts": t0 + timedelta(minutes=i + 1),
+              "summary": f"PacketResponder {i % 3} for block blk_{i * 7919} terminating; "
+                         f"Finished task {i}.0 in stage {i % 9}.0, partition rdd_{i}_4 found "
+                         f"from /10.250.{i % 250}.{i % 7}:50010"} for i in range(60)]
+    keys = await insert_rows(pg_dsn, rows)
+    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
+    try:
+        store = PostgresStore(pool, term_stats=TermStats(pool, refresh_s=3600), scan_cap=20)
+        found = await store.bm25_rows(query_terms(question), "log", None, None, 5)
+        assert found and found[0][0] == keys[wanted], [m.summary for _, _, m in found]
+    finally:
+        await pool.close()
+
+
 async def test_term_stats_notice_a_burst_of_inserts(pg_dsn: str) -> None:
     from totalrecall_recall_api.termstats import TermStats
 

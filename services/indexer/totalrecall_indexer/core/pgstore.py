@@ -96,6 +96,53 @@ CREATE INDEX IF NOT EXISTS memories_ns_ts_tsv_fits ON memories (namespace, ts) I
     WHERE tsv_fits;
 CREATE INDEX IF NOT EXISTS memories_ns_ts_tsv_big ON memories (namespace, ts) WHERE NOT tsv_fits;
 """),
+    # Operators ask by identifiers: a block id, an IP with its port, a user, a path. The english
+    # parser splits `rdd_42_18` into three numbers, keeps `/10.250.7.146` with its slash (so
+    # `10.250.7.146` never matches) and a path or `user@host` only whole. `tr_identifiers` is
+    # the one definition of an identifier (recall-api parses questions with it too): a token
+    # with a digit and a letter or one of `_ . : / @ -`, or a path or address with letters,
+    # edges trimmed, kept whole and also split at `/ : @ = ,`. Its lexemes join the tsv verbatim
+    # (weight A); `tr_tsv` is the tsv of a memory, for the generated column and the trigger.
+    (6, "identifiers as whole tokens and parts in the full-text vector", f"""
+CREATE OR REPLACE FUNCTION tr_identifiers(doc text) RETURNS text[]
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+WITH tok AS (
+    SELECT DISTINCT lower(btrim(m[1], '.:/@+-')) AS t
+    FROM regexp_matches(doc, '([[:alnum:]_.:/@+-]+)', 'g') AS m),
+whole AS (
+    SELECT t FROM tok
+    WHERE length(t) >= 3
+      AND ((t ~ '[0-9]' AND t ~ '[[:alpha:]_.:/@-]') OR (t ~ '[/@]' AND t ~ '[[:alpha:]]')))
+SELECT coalesce(array_agg(DISTINCT x), '{{}}'::text[]) FROM (
+    SELECT t AS x FROM whole
+    UNION ALL
+    SELECT btrim(p, '.-') FROM whole, regexp_split_to_table(t, '[/:@=,]+') AS p
+    WHERE t ~ '[/:@=,]') AS s
+WHERE length(x) >= 2
+$fn$;
+CREATE OR REPLACE FUNCTION tr_tsv(summary text, detail text) RETURNS tsvector
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+SELECT setweight(to_tsvector('english', coalesce(summary, '')), 'A')
+    || setweight(to_tsvector('english', coalesce(detail, '')), 'B')
+    || setweight(array_to_tsvector(
+           tr_identifiers(coalesce(summary, '') || ' ' || coalesce(detail, ''))), 'A')
+$fn$;
+DROP INDEX IF EXISTS memories_tsv_gin;
+DROP INDEX IF EXISTS memories_ns_ts_tsv_fits;
+ALTER TABLE memories DROP COLUMN tsv;
+ALTER TABLE memories ADD COLUMN tsv tsvector GENERATED ALWAYS AS (tr_tsv(summary, detail)) STORED;
+CREATE OR REPLACE FUNCTION memories_tsv_fits() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    -- the generated tsv is computed after BEFORE triggers: the same expression, here
+    NEW.tsv_fits := pg_column_size(tr_tsv(NEW.summary, NEW.detail)) <= {TSV_INDEX_MAX_BYTES};
+    RETURN NEW;
+END $$;
+UPDATE memories SET tsv_fits = NOT tsv_fits
+    WHERE tsv_fits <> (pg_column_size(tsv || ''::tsvector) <= {TSV_INDEX_MAX_BYTES});
+CREATE INDEX memories_tsv_gin ON memories USING GIN (tsv);
+CREATE INDEX memories_ns_ts_tsv_fits ON memories (namespace, ts) INCLUDE (key, tsv)
+    WHERE tsv_fits;
+"""),
 ]
 
 _ADVISORY_LOCK_ID = 0x7452_4D45  # "tRME"

@@ -22,20 +22,34 @@ def words(text: str) -> list[str]:
     return [w.lower().replace("’", "'") for w in _WORD.findall(text)]
 
 
+#: A token that may be an identifier (a block id, an IP:port, a path, user@host, a version): kept
+#: whole among the terms, so that the store parses it as it parsed the memories (the words
+#: alone would turn `blk_-42` into `blk` and `42`, `task 28.0` into `28` and `0`).
+_IDENTIFIER = re.compile(r"[\w.:/@+-]*\d[\w.:/@+-]*")
+
+
+def _is_identifier(tok: str) -> bool:
+    return len(tok) >= 3 and bool(re.search(r"[A-Za-z_.:/@-]", tok))
+
+
 def query_terms(text: str, limit: int = 32) -> list[str]:
-    """Content words of a query, in order, deduplicated: the OR-terms of the BM25 query."""
+    """The OR-terms of the BM25 query, deduplicated: the query's identifier-like tokens whole
+    (first, so that the limit never cuts them), then the content words of the rest in order
+    (not the pieces of an identifier: `10`, `250` of an IP would weigh as words never seen)."""
     seen: list[str] = []
-    for w in words(text):
+    rest = text
+    for raw in _IDENTIFIER.findall(text):
+        tok = raw.strip(".:/@+-")
+        if _is_identifier(tok):
+            rest = rest.replace(raw, " ")
+            if tok not in seen:
+                seen.append(tok)
+    for w in words(rest):
         w = w.split("'")[0]
         if len(w) < 2 or w in STOPWORDS or w in seen:
             continue
         seen.append(w)
     return seen[:limit]
-
-
-def tsquery_or(terms: list[str]) -> str:
-    """A to_tsquery() expression matching any term (terms are [a-z0-9] only, so safe)."""
-    return " | ".join(terms)
 
 
 def shingles(text: str) -> frozenset[str]:
