@@ -8,16 +8,21 @@ import asyncpg
 from totalrecall_indexer.core.pgstore import MIGRATIONS, migrate
 
 
+async def _database_at(conn: asyncpg.Connection, version: int) -> None:
+    """A database as the indexer left it after migration `version`."""
+    for _version, _desc, sql in MIGRATIONS[:version]:
+        await conn.execute(sql)
+    await conn.execute("""CREATE TABLE schema_migrations (
+        version integer PRIMARY KEY, description text NOT NULL,
+        applied_at timestamptz NOT NULL DEFAULT now())""")
+    await conn.executemany("INSERT INTO schema_migrations (version, description) "
+                           "VALUES ($1, $2)", [(v, d) for v, d, _ in MIGRATIONS[:version]])
+
+
 async def test_thread_column_is_filled_for_rows_written_before_it(pg_dsn: str) -> None:
     conn = await asyncpg.connect(pg_dsn)
     try:
-        for _version, _desc, sql in MIGRATIONS[:3]:  # a database from before migration 4
-            await conn.execute(sql)
-        await conn.execute("""CREATE TABLE schema_migrations (
-            version integer PRIMARY KEY, description text NOT NULL,
-            applied_at timestamptz NOT NULL DEFAULT now())""")
-        await conn.executemany("INSERT INTO schema_migrations (version, description) "
-                               "VALUES ($1, $2)", [(v, d) for v, d, _ in MIGRATIONS[:3]])
+        await _database_at(conn, 3)
         rows = [("turn", "eval", "conversation", {"session": "s1"}),
                 ("flush", "agent", "conversation", {"session_id": "chat-7"}),
                 ("unit", "journald", "system.service", {"service": "nginx"}),
@@ -45,15 +50,9 @@ async def test_the_old_bm25_covering_index_is_replaced(pg_dsn: str) -> None:
     pair, and long memories can be written again."""
     conn = await asyncpg.connect(pg_dsn)
     try:
-        for _version, _desc, sql in MIGRATIONS[:4]:
-            await conn.execute(sql)
+        await _database_at(conn, 4)
         await conn.execute("CREATE INDEX memories_ns_ts_tsv ON memories (namespace, ts) "
                            "INCLUDE (key, tsv)")  # what migration 3 used to build
-        await conn.execute("""CREATE TABLE schema_migrations (
-            version integer PRIMARY KEY, description text NOT NULL,
-            applied_at timestamptz NOT NULL DEFAULT now())""")
-        await conn.executemany("INSERT INTO schema_migrations (version, description) "
-                               "VALUES ($1, $2)", [(v, d) for v, d, _ in MIGRATIONS[:4]])
         assert await migrate(conn) == [5, 6]
         indexes = {r["indexname"] for r in await conn.fetch(
             "SELECT indexname FROM pg_indexes WHERE tablename = 'memories'")}
@@ -75,13 +74,7 @@ async def test_identifiers_join_the_full_text_vector_of_existing_rows(pg_dsn: st
     an IP without its slash and port, a Spark partition id whole, a path's parts, a user."""
     conn = await asyncpg.connect(pg_dsn)
     try:
-        for _version, _desc, sql in MIGRATIONS[:5]:
-            await conn.execute(sql)
-        await conn.execute("""CREATE TABLE schema_migrations (
-            version integer PRIMARY KEY, description text NOT NULL,
-            applied_at timestamptz NOT NULL DEFAULT now())""")
-        await conn.executemany("INSERT INTO schema_migrations (version, description) "
-                               "VALUES ($1, $2)", [(v, d) for v, d, _ in MIGRATIONS[:5]])
+        await _database_at(conn, 5)
         lines = {"recv": "Receiving block blk_-1608999687919862906 src: /10.250.10.6:40524",
                  "rdd": "Partition rdd_42_18 not found, computing it",
                  "del": "Deleting block blk_-1492 file /mnt/hadoop/dfs/data/current/subdir25/blk_-1492",
