@@ -167,8 +167,12 @@ class PostgresStore:
             return []
         # OR semantics (an AND of every question word matches almost nothing), each matched term
         # scoring its IDF (BM25 with binary term frequency: memories are short), plus a little of
-        # ts_rank for term frequency and the summary-over-detail weighting.
-        n = len(weighted)
+        # ts_rank for term frequency and the summary-over-detail weighting. The words too common
+        # to search by still score, at their small IDF, the memories the others found (as in
+        # plain BM25): of the lines naming an IP, the one that also says "received" answers
+        # "what block was received from it".
+        scored = weighted + await self._common(terms, namespace, weighted)
+        n = len(scored)
         score = " + ".join(f"(CASE WHEN tsv @@ ${6 + i}::tsquery THEN ${6 + n + i}::float8 ELSE 0 END)"
                            for i in range(n))
         # Scoring touches every match, so a query made only of common words would scan much of
@@ -216,8 +220,9 @@ class PostgresStore:
                        FROM m GROUP BY key ORDER BY rank DESC LIMIT $5)
             SELECT r.rank, {_COLUMNS_M} FROM r JOIN memories m USING (key)
             ORDER BY r.rank DESC"""
-        args: list[Any] = [" | ".join(quoted), namespace, since, category, limit, *quoted,
-                           *(w for _, w in weighted)]
+        common = [_operand(lx, self.prefix_min_chars) for lx, _ in scored[len(weighted):]]
+        args: list[Any] = [" | ".join(quoted), namespace, since, category, limit,
+                           *quoted, *common, *(w for _, w in scored)]
         if rare:
             args.append(" | ".join(_operand(lx, self.prefix_min_chars) for lx in rare))
         rows = await self.pool.fetch(sql, *args, timeout=self.timeout)
@@ -226,13 +231,20 @@ class PostgresStore:
         ideal = sum(w for _, w in weighted) or 1.0
         return [(r["key"], float(r["rank"]) / ideal, _memory(r)) for r in rows]
 
+    async def _common(self, terms: Sequence[str], namespace: str,
+                      searched: list[tuple[str, float]]) -> list[tuple[str, float]]:
+        """The query's lexemes left out of the search as too common, with their IDF weights."""
+        if self.term_stats is None or not self.term_stats.n_docs:
+            return []
+        lexemes = await self._lexemes(" ".join(terms))
+        return self.term_stats.common(lexemes, searched, self.max_terms, namespace)
+
     def _matches(self, weighted: list[tuple[str, float]], namespace: str) -> dict[str, int] | None:
         """How many memories each searched lexeme is in, by the term statistics (None without
         them; a prefix matches more than its lexeme)."""
         if self.term_stats is None or not self.term_stats.n_docs:
             return None
-        df, _ = self.term_stats.corpus(namespace)
-        return {lx: df.get(lx, 0) for lx, _ in weighted}
+        return {lx: self.term_stats.doc_freq(lx, namespace) for lx, _ in weighted}
 
     async def _weighted(self, terms: Sequence[str], namespace: str) -> list[tuple[str, float]]:
         """The query's lexemes that are searched, with their IDF weights."""

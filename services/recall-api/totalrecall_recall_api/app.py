@@ -191,7 +191,8 @@ async def _connect(settings: Settings, stack: AsyncExitStack) -> dict[str, Any]:
                                      max_size=settings.pg_pool_max, server_settings=server_settings,
                                      reset=_keep_session)
     stack.push_async_callback(pool.close)
-    term_stats = TermStats(pool, refresh_s=settings.term_stats_refresh_s)
+    term_stats = TermStats(pool, refresh_s=settings.term_stats_refresh_s,
+                           prefix_min_chars=settings.bm25_prefix_min_chars)
     refresher = asyncio.create_task(term_stats.run())
 
     async def _stop_refresher() -> None:

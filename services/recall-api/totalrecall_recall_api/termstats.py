@@ -12,10 +12,12 @@ must not reweigh another's searches.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 import math
 import time
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 import asyncpg
 
@@ -46,8 +48,15 @@ class TermStats:
     namespace_read_max_docs: int = 20_000
     #: ... at most once per this many seconds per namespace.
     namespace_retry_s: float = 30.0
+    #: Words at least this long are searched as prefixes too (the store's `PREFIX_MIN_CHARS`):
+    #: their document frequency is that of every lexeme they begin ("packet" is in no memory,
+    #: but "packet:*" matches every "PacketResponder" line).
+    prefix_min_chars: int = 4
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _ns_tried: dict[str, float] = field(default_factory=dict)
+    #: Per corpus (by identity of its df map): the sorted lexemes and their cumulative counts.
+    _prefix_index: dict[int, tuple[dict[str, int], list[str], list[int]]] = field(
+        default_factory=dict)
 
     async def refresh(self) -> None:
         async with self._lock:
@@ -159,10 +168,32 @@ class TermStats:
             return self.ns_df[namespace], n_ns
         return self.df, self.n_docs
 
+    def is_prefix(self, lexeme: str) -> bool:
+        """Whether the store searches `lexeme` as a prefix (see `adapters._operand`)."""
+        return 0 < self.prefix_min_chars <= len(lexeme) and lexeme.isalnum()
+
+    def doc_freq(self, lexeme: str, namespace: str | None = None) -> int:
+        """Memories matching `lexeme` as it is searched: for a prefix, the sum over the
+        lexemes it begins (an upper bound: a memory may hold several of them)."""
+        df_map, _ = self.corpus(namespace)
+        if not self.is_prefix(lexeme):
+            return df_map.get(lexeme, 0)
+        entry = self._prefix_index.get(id(df_map))
+        if entry is None or entry[0] is not df_map:
+            keys = sorted(df_map)
+            entry = (df_map, keys, [0, *accumulate(df_map[k] for k in keys)])
+            if len(self._prefix_index) > 64:  # old corpora after refreshes
+                self._prefix_index.clear()
+            self._prefix_index[id(df_map)] = entry
+        _, keys, cums = entry
+        lo = bisect.bisect_left(keys, lexeme)
+        hi = bisect.bisect_left(keys, lexeme + "\U0010ffff")
+        return cums[hi] - cums[lo]
+
     def idf(self, lexeme: str, namespace: str | None = None) -> float:
-        df_map, n_docs = self.corpus(namespace)
+        _, n_docs = self.corpus(namespace)
         n = max(n_docs, 1)
-        df = min(df_map.get(lexeme, 0), n)
+        df = min(self.doc_freq(lexeme, namespace), n)
         return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
     def select(self, lexemes: list[str], max_terms: int = 8, max_df_ratio: float = 0.2,
@@ -178,10 +209,18 @@ class TermStats:
         uniq = list(dict.fromkeys(lexemes))
         if not uniq:
             return []
-        df, n_docs = self.corpus(namespace)
+        _, n_docs = self.corpus(namespace)
         n = max(n_docs, 1)
+        df = {t: self.doc_freq(t, namespace) for t in uniq}
         informative = uniq
         if n >= min_docs_to_prune:
-            informative = [t for t in uniq if df.get(t, 0) / n <= max_df_ratio] or uniq
-        informative.sort(key=lambda t: df.get(t, 0))
+            informative = [t for t in uniq if df[t] / n <= max_df_ratio] or uniq
+        informative.sort(key=lambda t: df[t])
         return [(t, self.idf(t, namespace)) for t in informative[:max_terms]]
+
+    def common(self, lexemes: list[str], searched: list[tuple[str, float]], max_terms: int = 8,
+               namespace: str | None = None) -> list[tuple[str, float]]:
+        """The lexemes `select` left out as too common, with their (small) IDF weights."""
+        skip = {t for t, _ in searched}
+        left = [t for t in dict.fromkeys(lexemes) if t not in skip]
+        return [(t, self.idf(t, namespace)) for t in left[:max_terms]]

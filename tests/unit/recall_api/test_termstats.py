@@ -48,3 +48,17 @@ def test_a_burst_of_inserts_triggers_an_early_refresh() -> None:
     assert ts.grown(5200)
     small = _stats({}, 0)  # an empty store: the first 50 rows are worth a refresh
     assert not small.grown(49) and small.grown(50)
+
+
+def test_a_prefix_is_as_common_as_the_words_it_begins() -> None:
+    """"packet" is no lexeme of the store, but "packet:*" matches every PacketResponder line:
+    it must weigh as a common word, not as the rarest."""
+    ts = _stats({"packetrespond": 900, "packets": 50, "blk_42": 1, "pack": 3}, 1000)
+    assert ts.doc_freq("packet") == 950
+    assert ts.doc_freq("pack") == 953  # itself and every longer word it begins
+    assert ts.doc_freq("blk_42") == 1 and ts.doc_freq("zzz") == 0  # exact: not a prefix
+    picked = dict(ts.select(["packet", "blk_42"]))
+    assert list(picked) == ["blk_42"]  # "packet" is too common to search by
+    assert dict(ts.common(["packet", "blk_42"], list(picked.items())))["packet"] < picked["blk_42"]
+    ts.df = {**ts.df, "packetloss": 10}  # a refresh: a new corpus, a new index
+    assert ts.doc_freq("packet") == 960
