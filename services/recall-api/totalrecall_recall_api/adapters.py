@@ -132,12 +132,12 @@ def _operand(lexeme: str, prefix_min_chars: int = PREFIX_MIN_CHARS) -> str:
     return quoted
 
 
-_WORD_LEXEMES_SQL = ("SELECT lexeme FROM unnest(to_tsvector('english', $1)) "
+_WORD_LEXEMES_SQL = ("SELECT lexeme, positions FROM unnest(to_tsvector('english', $1)) "
                      "ORDER BY positions[1]")
 #: The words as the english parser stores them, then the identifiers as the indexer's
 #: `tr_identifiers` (its migration 6) adds them to every memory's tsv: one definition for both.
-_LEXEMES_SQL = f"""SELECT lexeme FROM ({_WORD_LEXEMES_SQL}) AS w
-                   UNION ALL SELECT unnest(tr_identifiers($1))"""
+_LEXEMES_SQL = f"""SELECT lexeme, positions FROM ({_WORD_LEXEMES_SQL}) AS w
+                   UNION ALL SELECT unnest(tr_identifiers($1)), NULL::smallint[]"""
 
 
 class PostgresStore:
@@ -153,7 +153,8 @@ class PostgresStore:
         self.term_stats = term_stats
         self.scan_cap = scan_cap
         self.timeout = timeout  # per statement; None = no limit
-        self._lexeme_cache: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+        self._lexeme_cache: OrderedDict[
+            str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] = OrderedDict()
 
     async def bm25(self, terms: Sequence[str], namespace: str, since: datetime | None,
                    category: str | None, limit: int) -> list[tuple[str, float]]:
@@ -172,7 +173,8 @@ class PostgresStore:
         # plain BM25): of the lines naming an IP, the one that also says "received" answers
         # "what block was received from it".
         scored = weighted + await self._common(terms, namespace, weighted)
-        n = len(scored)
+        phrases = await self._phrases(terms, namespace)
+        n = len(scored) + len(phrases)
         score = " + ".join(f"(CASE WHEN tsv @@ ${6 + i}::tsquery THEN ${6 + n + i}::float8 ELSE 0 END)"
                            for i in range(n))
         # Scoring touches every match, so a query made only of common words would scan much of
@@ -222,7 +224,8 @@ class PostgresStore:
             ORDER BY r.rank DESC"""
         common = [_operand(lx, self.prefix_min_chars) for lx, _ in scored[len(weighted):]]
         args: list[Any] = [" | ".join(quoted), namespace, since, category, limit,
-                           *quoted, *common, *(w for _, w in scored)]
+                           *quoted, *common, *(q for q, _ in phrases),
+                           *(w for _, w in scored), *(w for _, w in phrases)]
         if rare:
             args.append(" | ".join(_operand(lx, self.prefix_min_chars) for lx in rare))
         rows = await self.pool.fetch(sql, *args, timeout=self.timeout)
@@ -238,6 +241,16 @@ class PostgresStore:
             return []
         lexemes = await self._lexemes(" ".join(terms))
         return self.term_stats.common(lexemes, searched, self.max_terms, namespace)
+
+    async def _phrases(self, terms: Sequence[str], namespace: str) -> list[tuple[str, float]]:
+        """Two query words that follow each other, as a phrase (`'task' <-> '28.0'`) scored at
+        the smaller of their IDFs: "task 28.0" is the task, "stage 28.0" another line."""
+        if self.term_stats is None or not self.term_stats.n_docs:
+            return []
+        _, pairs = await self._parse(" ".join(terms))
+        return [(f"{_quote(a)} <-> {_quote(b)}",
+                 min(self.term_stats.idf(a, namespace), self.term_stats.idf(b, namespace)))
+                for a, b in pairs[: self.max_terms]]
 
     def _matches(self, weighted: list[tuple[str, float]], namespace: str) -> dict[str, int] | None:
         """How many memories each searched lexeme is in, by the term statistics (None without
@@ -259,23 +272,30 @@ class PostgresStore:
         return [(lx, 1.0) for lx in lexemes[: self.max_terms]]
 
     async def _lexemes(self, text: str) -> list[str]:
-        """The query's lexemes exactly as the index stores them (english stemming, stopwords).
+        """The query's lexemes exactly as the index stores them (english stemming, stopwords)."""
+        return list((await self._parse(text))[0])
+
+    async def _parse(self, text: str) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+        """The query's lexemes, and the pairs of them that follow each other in it.
 
         Cached per text (the parse is deterministic): a repeated question, such as an agent's
         recurring prompt, skips the round trip."""
         cached = self._lexeme_cache.get(text)
         if cached is not None:
             self._lexeme_cache.move_to_end(text)
-            return list(cached)
+            return cached
         try:
             rows = await self.pool.fetch(_LEXEMES_SQL, text, timeout=self.timeout)
         except asyncpg.UndefinedFunctionError:  # a store from before the indexer's migration 6
             rows = await self.pool.fetch(_WORD_LEXEMES_SQL, text, timeout=self.timeout)
-        lexemes = list(dict.fromkeys(r["lexeme"] for r in rows))
-        self._lexeme_cache[text] = tuple(lexemes)
+        at = {pos: r["lexeme"] for r in rows for pos in (r["positions"] or ())}
+        pairs = tuple(dict.fromkeys((at[p], at[p + 1]) for p in sorted(at)
+                                    if p + 1 in at and at[p] != at[p + 1]))
+        parsed = (tuple(dict.fromkeys(r["lexeme"] for r in rows)), pairs)
+        self._lexeme_cache[text] = parsed
         if len(self._lexeme_cache) > LEXEME_CACHE_SIZE:
             self._lexeme_cache.popitem(last=False)
-        return lexemes
+        return parsed
 
     async def rows(self, keys: Sequence[str]) -> dict[str, Memory]:
         if not keys:

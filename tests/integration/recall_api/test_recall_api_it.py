@@ -473,6 +473,36 @@ async def test_an_identifier_in_the_question_finds_its_line_in_a_new_store(
         await pool.close()
 
 
+async def test_words_that_follow_each_other_in_the_question_count_as_a_phrase(
+        pg_dsn: str) -> None:
+    """"task 28.0" is the task, not stage 28.0 of another task; "variable 4" is not 40."""
+    from totalrecall_recall_api.adapters import PostgresStore
+    from totalrecall_recall_api.core.text import query_terms
+    from totalrecall_recall_api.termstats import TermStats
+
+    await create_memories_table(pg_dsn)
+    t0 = datetime(2017, 6, 9, 20, 0, tzinfo=UTC)
+    rows = [{"id": "task", "namespace": "spark", "ts": t0,
+             "summary": "Finished task 28.0 in stage 29.0 (TID 1348)"},
+            {"id": "var", "namespace": "spark", "ts": t0,
+             "summary": "Reading broadcast variable 4 took 18 ms"}]
+    rows += [{"id": f"s-{i}", "namespace": "spark", "ts": t0 + timedelta(seconds=i + 1),
+              "summary": f"Finished task {i}.0 in stage 28.0 (TID {1300 + i})"}
+             for i in range(30) if i != 28]
+    rows += [{"id": f"v-{i}", "namespace": "spark", "ts": t0 + timedelta(seconds=i + 1),
+              "summary": f"Reading broadcast variable 4{i} took {i + 2} ms"} for i in range(10)]
+    keys = await insert_rows(pg_dsn, rows)
+    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
+    try:
+        store = PostgresStore(pool, term_stats=TermStats(pool, refresh_s=3600))
+        for question, wanted in (("What stage was the task 28.0 completed in?", "task"),
+                                 ("How long did reading broadcast variable 4 take?", "var")):
+            found = await store.bm25_rows(query_terms(question), "spark", None, None, 3)
+            assert found[0][0] == keys[wanted], [m.summary for _, _, m in found]
+    finally:
+        await pool.close()
+
+
 async def test_term_stats_notice_a_burst_of_inserts(pg_dsn: str) -> None:
     from totalrecall_recall_api.termstats import TermStats
 

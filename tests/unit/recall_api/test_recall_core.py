@@ -84,6 +84,17 @@ def test_query_terms_drop_stopwords_and_keep_order() -> None:
     assert query_terms("the a of") == []
 
 
+def test_query_terms_keep_identifiers_whole_numbers_and_the_order() -> None:
+    assert query_terms("What stage was the task 28.0 completed in?") == [
+        "stage", "task", "28.0", "completed"]
+    assert query_terms("who connected from /10.250.10.6:50010?") == [
+        "connected", "10.250.10.6:50010"]
+    assert query_terms("what happened to blk_-6952295868487656571?") == [
+        "happened", "blk_-6952295868487656571"]
+    assert query_terms("is PacketResponder 2 done? variable 4?") == [
+        "packetresponder", "2", "done", "variable", "4"]
+
+
 def test_fusion_prefers_both_signals_and_recency_breaks_ties() -> None:
     old, new = NOW - timedelta(days=30), NOW - timedelta(minutes=5)
     a = Candidate("a", new, "a", vector_sim=0.8, bm25=0.5)

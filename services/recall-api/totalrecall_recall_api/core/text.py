@@ -22,33 +22,33 @@ def words(text: str) -> list[str]:
     return [w.lower().replace("’", "'") for w in _WORD.findall(text)]
 
 
-#: A token that may be an identifier (a block id, an IP:port, a path, user@host, a version): kept
-#: whole among the terms, so that the store parses it as it parsed the memories (the words
-#: alone would turn `blk_-42` into `blk` and `42`, `task 28.0` into `28` and `0`).
-_IDENTIFIER = re.compile(r"[\w.:/@+-]*\d[\w.:/@+-]*")
+#: A run of characters that may be an identifier (a block id, an IP:port, a path, user@host, a
+#: version): kept whole among the terms, so that the store parses it as it parsed the memories
+#: (the words alone would turn `blk_-42` into `blk` and `42`, `task 28.0` into `28` and `0`).
+_RUN = re.compile(r"[\w.:/@+'’-]+")
 
 
-def _is_identifier(tok: str) -> bool:
-    return len(tok) >= 3 and bool(re.search(r"[A-Za-z_.:/@-]", tok))
+def _identifier(run: str) -> str | None:
+    tok = run.strip(".:/@+-'’")
+    if len(tok) >= 3 and re.search(r"\d", tok) and re.search(r"[A-Za-z_.:/@-]", tok):
+        return tok
+    return None
 
 
 def query_terms(text: str, limit: int = 32) -> list[str]:
-    """The OR-terms of the BM25 query, deduplicated: the query's identifier-like tokens whole
-    (first, so that the limit never cuts them), then the content words of the rest in order
-    (not the pieces of an identifier: `10`, `250` of an IP would weigh as words never seen)."""
+    """The OR-terms of the BM25 query, in the query's order, deduplicated: its identifiers whole
+    (not their pieces: the `10` and `250` of an IP would weigh as words never seen), and its
+    content words. Numbers count, however short ("PacketResponder 2", "variable 4")."""
     seen: list[str] = []
-    rest = text
-    for raw in _IDENTIFIER.findall(text):
-        tok = raw.strip(".:/@+-")
-        if _is_identifier(tok):
-            rest = rest.replace(raw, " ")
-            if tok not in seen:
-                seen.append(tok)
-    for w in words(rest):
-        w = w.split("'")[0]
-        if len(w) < 2 or w in STOPWORDS or w in seen:
-            continue
-        seen.append(w)
+    for run in _RUN.findall(text):
+        ident = _identifier(run)
+        for w in [ident] if ident else words(run):
+            if ident is None:
+                w = w.split("'")[0]
+                if (len(w) < 2 and not w.isdigit()) or w in STOPWORDS:
+                    continue
+            if w not in seen:
+                seen.append(w)
     return seen[:limit]
 
 
