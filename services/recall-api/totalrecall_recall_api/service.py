@@ -53,6 +53,12 @@ async def _after(event: asyncio.Event | None, aw: Awaitable[T]) -> T:
     return await aw
 
 
+def _after_asking(m: Memory, req: RecallRequest) -> bool:
+    """A memory from the future of the moment the question is asked at (`asOf`): never shown.
+    The rule is strict (timestamp > asOf), no same-day grace: the benchmarks ask at a minute."""
+    return req.as_of is not None and m.timestamp > req.as_of
+
+
 async def _nothing() -> list[Memory]:
     return []
 
@@ -92,6 +98,7 @@ class RecallService:
                 embedded.set()
         flt = VectorFilter(namespace=req.namespace,
                            since_ms=int(since.timestamp() * 1000) if since else None,
+                           until_ms=int(req.as_of.timestamp() * 1000) if req.as_of else None,
                            categories=[req.category] if req.category else None)
 
         async def search(tier_set: tuple[str, ...]) -> list[VectorHit]:
@@ -138,8 +145,7 @@ class RecallService:
         profile: list[Memory] = []
         if cls.max_results > 0:
             if cls.kind is QueryClass.CONTINUATION:
-                found: Awaitable[list[Memory]] = self.store.recent(
-                    req.namespace, None, req.category, cls.max_results)
+                found: Awaitable[list[Memory]] = self._continuation(req, cls.max_results)
             else:
                 found = self._hybrid(req, cls.max_results, now, clock,
                                      diagnostic=cls.kind is QueryClass.DIAGNOSTIC)
@@ -147,6 +153,9 @@ class RecallService:
             memories, profile = await asyncio.gather(found, self._guard("profile", self._profile(
                 req.namespace)))
             profile = [p for p in profile if p.id not in {m.id for m in memories}]
+            # Asked as of a moment: nothing from its future (see `_continuation`, `_hybrid`).
+            memories = [m for m in memories if not _after_asking(m, req)]
+            profile = [p for p in profile if not _after_asking(p, req)]
         for m in memories:
             m.relative_time = relative_time(m.timestamp, now)
         block = system_memory_block(memories, now, profile)
@@ -227,6 +236,8 @@ class RecallService:
             key = memory_key(m.namespace, m.id)
             by_key.setdefault(key, m)
             cands.setdefault(key, Candidate(key, m.timestamp, m.summary, tier=m.tier))
+        if req.as_of is not None:  # BM25 and recent rows: nothing after the asking moment
+            cands = {k: c for k, c in cands.items() if c.timestamp <= req.as_of}
         self._describe(cands, by_key)
         weights = Weights(s.weight_vector, s.weight_bm25, s.weight_recency, s.half_life_hours,
                           s.vector_norm, s.bm25_min_coverage, s.vector_floor)
@@ -255,6 +266,9 @@ class RecallService:
             self._guard("neighbours", self._neighbours(top, p.since, req.category,
                                                        [*by_key, *unread])))
         fetched = {k: m for k, m in vec_rows if m.namespace == req.namespace}
+        if req.as_of is not None:  # neighbours from after the asking moment are no neighbours
+            found = [(hit, [(k, m) for k, m in rows if m is None or not _after_asking(m, req)])
+                     for hit, rows in found]
         by_key.update(fetched)
         self._describe(cands, fetched)
         if fetched:  # the actors of the vector hits are known only now
@@ -332,6 +346,29 @@ class RecallService:
             keys, s.neighbour_window, s.neighbour_max_gap_s, since, category,
             s.neighbour_event_gap_s, known=list(known)))
         return list(found.items())
+
+    async def _continuation(self, req: RecallRequest, k: int) -> list[Memory]:
+        """"Where were we": the latest session, i.e. the newest memory (before `asOf`) and what
+        came before it in its thread (the conversation it belongs to, see the store's
+        `neighbours`), newest first. Memories of other sessions in between are left out."""
+        latest = [m for m in await self.store.recent(req.namespace, None, req.category, k * 4)
+                  if not _after_asking(m, req)]
+        if not latest:
+            return []
+        head = latest[0]
+        key = memory_key(head.namespace, head.id)
+        thread = await self._guard("neighbours", self._thread(key, k, req.category))
+        rows = [m for m in thread if m is not None and m.timestamp <= head.timestamp
+                and m.namespace == head.namespace and not _after_asking(m, req)]
+        session = sorted([head, *rows], key=lambda m: m.timestamp, reverse=True)
+        if len(session) == 1:  # the newest memory is in no thread: the latest memories, as before
+            return latest[:k]
+        return session[:k]
+
+    async def _thread(self, key: str, k: int, category: str | None) -> list[Memory]:
+        gap = self.settings.continuation_gap_s
+        found = await self.store.neighbours([key], k, gap, None, category, event_gap_s=gap)
+        return [m for _, m in found.get(key, []) if m is not None]
 
     async def _recent_system(self, req: RecallRequest, now: datetime) -> list[Memory]:
         cats = [req.category] if req.category else list(SYSTEM_CATEGORIES)

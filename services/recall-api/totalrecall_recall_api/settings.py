@@ -95,6 +95,8 @@ class Settings(BaseSettings):
     # The user-profile block (the namespace's `user_pattern` memories) is read at most this often
     # per namespace (s): it changes rarely, and every recall shows it. 0: read on every recall.
     profile_cache_s: float = 5.0
+    #: "Where were we": the latest session's memories at most this far apart are recalled.
+    continuation_gap_s: float = 6 * 3600.0
     # Added to memories stamped on a date the query names ("on October 13, 2023", "in July").
     date_boost: float = 0.2
     # Added to memories whose actor the query names ("what did Caroline say…").
