@@ -195,7 +195,8 @@ class RecallService:
                       diagnostic: bool = False) -> list[Memory]:
         s = self.settings
         dates = date_refs(req.query, now)
-        p = plan(req.timeframe, now, clock=clock, named=earliest_day(dates) if dates else False)
+        p = plan(req.timeframe, now, clock=clock, named=earliest_day(dates) if dates else False,
+                 policy=s.tier_policy)
         # A whole prompt: its embedding costs several times the keyword search, so the search
         # waits for it and the embedder may spread the embedding over both cores. A search
         # phrase: both at once, one core each.

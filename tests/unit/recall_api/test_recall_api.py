@@ -588,3 +588,19 @@ async def test_continuation_recalls_the_latest_session(client: httpx.AsyncClient
                                                      "maxResults": 4})).json()
     assert got["query_class"] == "continuation"
     assert [m["id"] for m in got["memories"]] == ["a-last", "a2", "a1", "a0"]
+
+
+async def test_recall_searches_the_tiers_of_the_indexers_policy(
+        world: FakeWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The indexer moves memories out of the hot tier after TR_INDEXER_HOT_MAX_AGE_S: recall
+    reads the same setting, so the last 24 h reach into the warm tier when hot holds 1 h."""
+    q = {"query": "nginx errors", "timeframe": "24h"}
+    for hot_s, tiers in ((None, ["hot"]), ("3600", ["hot", "warm"])):
+        if hot_s is not None:
+            monkeypatch.setenv("TR_INDEXER_HOT_MAX_AGE_S", hot_s)
+        c = await _client(world)
+        try:
+            assert (await c.post("/memory/recall", json=q)).status_code == 200
+        finally:
+            await c._ctx.__aexit__(None, None, None)  # type: ignore[attr-defined]
+        assert world.search_requests[-1].tiers == tiers
