@@ -41,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
         help="re-create Zvec and Postgres from the Markdown ground truth, with a progress bar "
              "(online through the running indexer, or offline: `totalrecall rebuild --help`)")
     sub.add_parser("compact", help="promote memories between tiers now")
+    p_status = sub.add_parser("status", help="health of each part: what is degraded and why")
+    p_status.add_argument("--json", action="store_true")
     p_ingest = sub.add_parser("ingest", help="store one memory")
     p_ingest.add_argument("summary")
     p_ingest.add_argument("--detail", default="")
@@ -66,6 +68,10 @@ def main(argv: list[str] | None = None) -> int:
         from .model_build import main as build_main
 
         return int(build_main(args.rest) or 0)
+    if args.cmd == "status":
+        from .status import main as status_main
+
+        return status_main(["--json"] if args.json else [])
     if args.cmd == "compact":
         return _post("/memory/compact", {})
     if args.cmd == "ingest":
