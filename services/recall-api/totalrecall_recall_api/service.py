@@ -349,11 +349,17 @@ class RecallService:
         return list(found.items())
 
     async def _continuation(self, req: RecallRequest, k: int) -> list[Memory]:
-        """"Where were we": the latest session, i.e. the newest memory (before `asOf`) and what
-        came before it in its thread (the conversation it belongs to, see the store's
-        `neighbours`), newest first. Memories of other sessions in between are left out."""
-        latest = [m for m in await self.store.recent(req.namespace, None, req.category, k * 4)
+        """"Where were we": the latest session, i.e. the newest conversation memory (before
+        `asOf`; of the request's category when it names one) and what came before it in its
+        thread (its conversation, see the store's `neighbours`), newest first. Memories of
+        other sessions in between are left out."""
+        # A session is a conversation's: the newest conversation memory, unless asked otherwise.
+        latest = [m for m in await self.store.recent(req.namespace, None,
+                                                     req.category or "conversation", k * 4)
                   if not _after_asking(m, req)]
+        if not latest and req.category is None:  # no conversation at all: the latest memories
+            return [m for m in await self.store.recent(req.namespace, None, None, k * 4)
+                    if not _after_asking(m, req)][:k]
         if not latest:
             return []
         head = latest[0]
@@ -361,10 +367,8 @@ class RecallService:
         thread = await self._guard("neighbours", self._thread(key, k, req.category))
         rows = [m for m in thread if m is not None and m.timestamp <= head.timestamp
                 and m.namespace == head.namespace and not _after_asking(m, req)]
-        session = sorted([head, *rows], key=lambda m: m.timestamp, reverse=True)
-        if len(session) == 1:  # the newest memory is in no thread: the latest memories, as before
-            return latest[:k]
-        return session[:k]
+        # A session of one memory is still the latest session (its thread holds nothing else).
+        return sorted([head, *rows], key=lambda m: m.timestamp, reverse=True)[:k]
 
     async def _thread(self, key: str, k: int, category: str | None) -> list[Memory]:
         gap = self.settings.continuation_gap_s

@@ -583,6 +583,8 @@ async def test_continuation_recalls_the_latest_session(client: httpx.AsyncClient
     events.append({"id": "a-last", "summary": "parser done, tests next",
                    "timestamp": (base + timedelta(minutes=5)).isoformat(),
                    "metadata": {"session": "a"}})
+    events.append({"id": "cron", "summary": "cron.service restarted", "category": "system.service",
+                   "timestamp": (base + timedelta(minutes=6)).isoformat()})
     assert (await client.post("/memory/ingest", json=events)).status_code == 200
     got = (await client.post("/memory/recall", json={"query": "where were we",
                                                      "maxResults": 4})).json()
