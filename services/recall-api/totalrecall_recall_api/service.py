@@ -8,6 +8,7 @@ import time
 from collections.abc import Awaitable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from datetime import time as dtime
 from typing import TypeVar
 
 from totalrecall_schema import (
@@ -53,10 +54,26 @@ async def _after(event: asyncio.Event | None, aw: Awaitable[T]) -> T:
     return await aw
 
 
+def visible_until(req: RecallRequest) -> datetime | None:
+    """The newest moment a question asked `asOf` may see: the end of the asking day.
+
+    Same-day rule: the asking day's memories count, whatever their hour. LongMemEval (the
+    benchmark that asks as of a date) stamps the turns of the asking day's sessions after the
+    minute its question date names (6 of 48 dev questions; one gold turn): a strict cut would
+    hide the conversation the question is about. Later days never show."""
+    if req.as_of is None:
+        return None
+    return datetime.combine(req.as_of.date(), dtime.max, tzinfo=req.as_of.tzinfo or UTC)
+
+
 def _after_asking(m: Memory, req: RecallRequest) -> bool:
-    """A memory from the future of the moment the question is asked at (`asOf`): never shown.
-    The rule is strict (timestamp > asOf), no same-day grace: the benchmarks ask at a minute."""
-    return req.as_of is not None and m.timestamp > req.as_of
+    """A memory from the future of the asking day (`asOf`): never shown."""
+    until = visible_until(req)
+    return until is not None and m.timestamp > until
+
+
+def _ms(t: datetime | None) -> int | None:
+    return int(t.timestamp() * 1000) if t is not None else None
 
 
 async def _nothing() -> list[Memory]:
@@ -98,7 +115,7 @@ class RecallService:
                 embedded.set()
         flt = VectorFilter(namespace=req.namespace,
                            since_ms=int(since.timestamp() * 1000) if since else None,
-                           until_ms=int(req.as_of.timestamp() * 1000) if req.as_of else None,
+                           until_ms=_ms(visible_until(req)),
                            categories=[req.category] if req.category else None)
 
         async def search(tier_set: tuple[str, ...]) -> list[VectorHit]:
@@ -237,8 +254,9 @@ class RecallService:
             key = memory_key(m.namespace, m.id)
             by_key.setdefault(key, m)
             cands.setdefault(key, Candidate(key, m.timestamp, m.summary, tier=m.tier))
-        if req.as_of is not None:  # BM25 and recent rows: nothing after the asking moment
-            cands = {k: c for k, c in cands.items() if c.timestamp <= req.as_of}
+        until = visible_until(req)
+        if until is not None:  # BM25 and recent rows: nothing after the asking day
+            cands = {k: c for k, c in cands.items() if c.timestamp <= until}
         self._describe(cands, by_key)
         weights = Weights(s.weight_vector, s.weight_bm25, s.weight_recency, s.half_life_hours,
                           s.vector_norm, s.bm25_min_coverage, s.vector_floor)
@@ -267,7 +285,7 @@ class RecallService:
             self._guard("neighbours", self._neighbours(top, p.since, req.category,
                                                        [*by_key, *unread])))
         fetched = {k: m for k, m in vec_rows if m.namespace == req.namespace}
-        if req.as_of is not None:  # neighbours from after the asking moment are no neighbours
+        if until is not None:  # neighbours from after the asking day are no neighbours
             found = [(hit, [(k, m) for k, m in rows if m is None or not _after_asking(m, req)])
                      for hit, rows in found]
         by_key.update(fetched)

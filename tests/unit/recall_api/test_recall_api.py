@@ -550,22 +550,25 @@ async def test_long_query_chars_zero_runs_both_at_once(world: FakeWorld) -> None
 
 async def test_as_of_shows_nothing_from_the_future(client: httpx.AsyncClient,
                                                    world: FakeWorld) -> None:
-    """Asked as of 2023-03-09, a memory of 2023-03-10 does not exist yet: not by vector, BM25,
-    neighbour or continuation; the vector search is asked for nothing after asOf."""
+    """Asked as of 2023-03-09 15:47, a memory of 2023-03-10 does not exist yet: not by vector,
+    BM25, neighbour or continuation; one of 20:00 that day does (the same-day rule)."""
     r = await client.post("/memory/ingest", json=[
         {"id": "past", "summary": "nginx restarted after the config change",
          "timestamp": "2023-03-08T10:00:00Z", "metadata": {"session": "s1"}},
         {"id": "future", "summary": "nginx crashed again with a segfault",
-         "timestamp": "2023-03-10T10:00:00Z", "metadata": {"session": "s1"}}])
+         "timestamp": "2023-03-10T10:00:00Z", "metadata": {"session": "s1"}},
+        {"id": "same-day", "summary": "nginx reload later that day",
+         "timestamp": "2023-03-09T20:00:00Z", "metadata": {"session": "s1"}}])
     assert r.status_code == 200, r.text
     for query in ("what happened to nginx?", "where were we"):
         got = (await client.post("/memory/recall", json={
             "query": query, "timeframe": "all", "asOf": "2023-03-09T15:47:00Z"})).json()
         ids = [m["id"] for m in got["memories"]]
-        assert "past" in ids and "future" not in ids, (query, ids)
-        assert "crashed" not in got["system_memory"]
+        assert "future" not in ids and "crashed" not in got["system_memory"], (query, ids)
+        # the same-day rule: the asking day's memories count, whatever their hour
+        assert "same-day" in ids and ("past" in ids or query == "where were we"), (query, ids)
     assert world.search_requests[-1].filter.until_ms == int(
-        datetime(2023, 3, 9, 15, 47, tzinfo=UTC).timestamp() * 1000)
+        datetime(2023, 3, 9, 23, 59, 59, 999999, tzinfo=UTC).timestamp() * 1000)
 
 
 async def test_continuation_recalls_the_latest_session(client: httpx.AsyncClient) -> None:
