@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,8 +44,11 @@ class RunningStack:
 
 @contextmanager
 def launched_stack(home: Path, *, extra_env: dict[str, str] | None = None,
-                   ready_timeout: float = 300.0) -> Iterator[RunningStack]:
-    """`totalrecall run` in `home` on free ports; stopped with SIGINT (Ctrl-C) on exit."""
+                   ready_timeout: float = 300.0,
+                   unset: Collection[str] = ()) -> Iterator[RunningStack]:
+    """`totalrecall run` in `home` on free ports; stopped with SIGINT (Ctrl-C) on exit.
+    `unset`: variables the stack does not inherit (e.g. TR_EMBEDDER_MODEL_PATH, to start it
+    exactly as a user's `make run` in a new home does)."""
     home.mkdir(parents=True, exist_ok=True)
     ports = {name: free_port() for name in PORT_NAMES}
     # The model lives in the caller's home (built once by `make bootstrap`), not the new one.
@@ -53,6 +56,8 @@ def launched_stack(home: Path, *, extra_env: dict[str, str] | None = None,
         "TR_EMBEDDER_MODEL_PATH", str(default_model_path())),
         "TOTALRECALL_HOME": str(home), **(extra_env or {})}
     env.update({f"TOTALRECALL_{k.upper()}_PORT": str(v) for k, v in ports.items()})
+    for name in unset:
+        env.pop(name, None)
     log = home / "supervisor.log"
     with open(log, "w") as out:
         proc = subprocess.Popen([str(Path(sys.executable).parent / "totalrecall"), "run"],

@@ -36,8 +36,13 @@ def main(argv: list[str] | None = None) -> int:
     p_model = sub.add_parser("model", help="embedding model management")
     p_model.add_argument("action", choices=["build"])
     p_model.add_argument("rest", nargs=argparse.REMAINDER)
-    sub.add_parser("rebuild", help="re-create Zvec and Postgres from the Markdown ground truth")
+    sub.add_parser(
+        "rebuild", add_help=False,
+        help="re-create Zvec and Postgres from the Markdown ground truth, with a progress bar "
+             "(online through the running indexer, or offline: `totalrecall rebuild --help`)")
     sub.add_parser("compact", help="promote memories between tiers now")
+    p_status = sub.add_parser("status", help="health of each part: what is degraded and why")
+    p_status.add_argument("--json", action="store_true")
     p_ingest = sub.add_parser("ingest", help="store one memory")
     p_ingest.add_argument("summary")
     p_ingest.add_argument("--detail", default="")
@@ -48,6 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     p_recall.add_argument("--timeframe", default="auto")
     p_recall.add_argument("--namespace", default="default")
     p_recall.add_argument("-n", "--max-results", type=int, default=6)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["rebuild"]:  # its own options (argparse's REMAINDER drops leading flags)
+        from .rebuild_cmd import main as rebuild_main
+
+        return int(rebuild_main(argv[1:]) or 0)
     args = parser.parse_args(argv)
 
     if args.cmd == "run":
@@ -58,8 +68,10 @@ def main(argv: list[str] | None = None) -> int:
         from .model_build import main as build_main
 
         return int(build_main(args.rest) or 0)
-    if args.cmd == "rebuild":
-        return _post("/memory/rebuild", {})
+    if args.cmd == "status":
+        from .status import main as status_main
+
+        return status_main(["--json"] if args.json else [])
     if args.cmd == "compact":
         return _post("/memory/compact", {})
     if args.cmd == "ingest":

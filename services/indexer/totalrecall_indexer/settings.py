@@ -8,6 +8,7 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from totalrecall_schema import Topology
+from totalrecall_schema.tiers import HOT_MAX_AGE_S, WARM_MAX_AGE_S
 
 
 def _default_home() -> Path:
@@ -38,8 +39,9 @@ class Settings(BaseSettings):
     retry_delay_s: float = 5.0
 
     # tiers
-    hot_max_age_s: float = 24 * 3600
-    warm_max_age_s: float = 90 * 24 * 3600
+    #: The tier policy's ages (`totalrecall_schema.tiers`): recall-api reads the same settings.
+    hot_max_age_s: float = Field(default=HOT_MAX_AGE_S, gt=0)
+    warm_max_age_s: float = Field(default=WARM_MAX_AGE_S, gt=0)
     #: Retention of the cold tier: memories older than this are forgotten from every store, with
     #: an audit line in the daily log (unset: kept forever). MEMORY.md memories never expire.
     cold_max_age_s: float | None = Field(default=None, gt=0)

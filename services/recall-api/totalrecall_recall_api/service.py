@@ -8,6 +8,7 @@ import time
 from collections.abc import Awaitable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from datetime import time as dtime
 from typing import TypeVar
 
 from totalrecall_schema import (
@@ -54,6 +55,28 @@ async def _after(event: asyncio.Event | None, aw: Awaitable[T]) -> T:
     return await aw
 
 
+def visible_until(req: RecallRequest) -> datetime | None:
+    """The newest moment a question asked `asOf` may see: the end of the asking day.
+
+    Same-day rule: the asking day's memories count, whatever their hour. LongMemEval (the
+    benchmark that asks as of a date) stamps the turns of the asking day's sessions after the
+    minute its question date names (6 of 48 dev questions; one gold turn): a strict cut would
+    hide the conversation the question is about. Later days never show."""
+    if req.as_of is None:
+        return None
+    return datetime.combine(req.as_of.date(), dtime.max, tzinfo=req.as_of.tzinfo or UTC)
+
+
+def _after_asking(m: Memory, req: RecallRequest) -> bool:
+    """A memory from the future of the asking day (`asOf`): never shown."""
+    until = visible_until(req)
+    return until is not None and m.timestamp > until
+
+
+def _ms(t: datetime | None) -> int | None:
+    return int(t.timestamp() * 1000) if t is not None else None
+
+
 async def _nothing() -> list[Memory]:
     return []
 
@@ -93,6 +116,7 @@ class RecallService:
                 embedded.set()
         flt = VectorFilter(namespace=req.namespace,
                            since_ms=int(since.timestamp() * 1000) if since else None,
+                           until_ms=_ms(visible_until(req)),
                            categories=[req.category] if req.category else None)
 
         async def search(tier_set: tuple[str, ...]) -> list[VectorHit]:
@@ -139,8 +163,7 @@ class RecallService:
         profile: list[Memory] = []
         if cls.max_results > 0:
             if cls.kind is QueryClass.CONTINUATION:
-                found: Awaitable[list[Memory]] = self.store.recent(
-                    req.namespace, None, req.category, cls.max_results)
+                found: Awaitable[list[Memory]] = self._continuation(req, cls.max_results)
             else:
                 found = self._hybrid(req, cls.max_results, now, clock,
                                      diagnostic=cls.kind is QueryClass.DIAGNOSTIC)
@@ -148,6 +171,9 @@ class RecallService:
             memories, profile = await asyncio.gather(found, self._guard("profile", self._profile(
                 req.namespace)))
             profile = [p for p in profile if p.id not in {m.id for m in memories}]
+            # Asked as of a moment: nothing from its future (see `_continuation`, `_hybrid`).
+            memories = [m for m in memories if not _after_asking(m, req)]
+            profile = [p for p in profile if not _after_asking(p, req)]
         for m in memories:
             m.relative_time = relative_time(m.timestamp, now)
         block = system_memory_block(memories, now, profile)
@@ -187,7 +213,8 @@ class RecallService:
                       diagnostic: bool = False) -> list[Memory]:
         s = self.settings
         dates = date_refs(req.query, now)
-        p = plan(req.timeframe, now, clock=clock, named=earliest_day(dates) if dates else False)
+        p = plan(req.timeframe, now, clock=clock, named=earliest_day(dates) if dates else False,
+                 policy=s.tier_policy)
         # A whole prompt: its embedding costs several times the keyword search, so the search
         # waits for it and the embedder may spread the embedding over both cores. A search
         # phrase: both at once, one core each.
@@ -228,6 +255,9 @@ class RecallService:
             key = memory_key(m.namespace, m.id)
             by_key.setdefault(key, m)
             cands.setdefault(key, Candidate(key, m.timestamp, m.summary, tier=m.tier))
+        until = visible_until(req)
+        if until is not None:  # BM25 and recent rows: nothing after the asking day
+            cands = {k: c for k, c in cands.items() if c.timestamp <= until}
         self._describe(cands, by_key)
         weights = Weights(s.weight_vector, s.weight_bm25, s.weight_recency, s.half_life_hours,
                           s.vector_norm, s.bm25_min_coverage, s.vector_floor)
@@ -256,6 +286,9 @@ class RecallService:
             self._guard("neighbours", self._neighbours(top, p.since, req.category,
                                                        [*by_key, *unread])))
         fetched = {k: m for k, m in vec_rows if m.namespace == req.namespace}
+        if until is not None:  # neighbours from after the asking day are no neighbours
+            found = [(hit, [(k, m) for k, m in rows if m is None or not _after_asking(m, req)])
+                     for hit, rows in found]
         by_key.update(fetched)
         self._describe(cands, fetched)
         if fetched:  # the actors of the vector hits are known only now
@@ -334,6 +367,33 @@ class RecallService:
             keys, s.neighbour_window, s.neighbour_max_gap_s, since, category,
             s.neighbour_event_gap_s, known=list(known)))
         return list(found.items())
+
+    async def _continuation(self, req: RecallRequest, k: int) -> list[Memory]:
+        """"Where were we": the latest session, i.e. the newest conversation memory (before
+        `asOf`; of the request's category when it names one) and what came before it in its
+        thread (its conversation, see the store's `neighbours`), newest first. Memories of
+        other sessions in between are left out."""
+        # A session is a conversation's: the newest conversation memory, unless asked otherwise.
+        latest = [m for m in await self.store.recent(req.namespace, None,
+                                                     req.category or "conversation", k * 4)
+                  if not _after_asking(m, req)]
+        if not latest and req.category is None:  # no conversation at all: the latest memories
+            return [m for m in await self.store.recent(req.namespace, None, None, k * 4)
+                    if not _after_asking(m, req)][:k]
+        if not latest:
+            return []
+        head = latest[0]
+        key = memory_key(head.namespace, head.id)
+        thread = await self._guard("neighbours", self._thread(key, k, req.category))
+        rows = [m for m in thread if m is not None and m.timestamp <= head.timestamp
+                and m.namespace == head.namespace and not _after_asking(m, req)]
+        # A session of one memory is still the latest session (its thread holds nothing else).
+        return sorted([head, *rows], key=lambda m: m.timestamp, reverse=True)[:k]
+
+    async def _thread(self, key: str, k: int, category: str | None) -> list[Memory]:
+        gap = self.settings.continuation_gap_s
+        found = await self.store.neighbours([key], k, gap, None, category, event_gap_s=gap)
+        return [m for _, m in found.get(key, []) if m is not None]
 
     async def _recent_system(self, req: RecallRequest, now: datetime) -> list[Memory]:
         cats = [req.category] if req.category else list(SYSTEM_CATEGORIES)

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
-from totalrecall_schema import Topology
+from totalrecall_schema import TierPolicy, Topology
 
 
 def _home() -> Path:
@@ -95,6 +95,11 @@ class Settings(BaseSettings):
     # The user-profile block (the namespace's `user_pattern` memories) is read at most this often
     # per namespace (s): it changes rarely, and every recall shows it. 0: read on every recall.
     profile_cache_s: float = 5.0
+    #: The indexer's tier ages (`TR_INDEXER_HOT_MAX_AGE_S`, `TR_INDEXER_WARM_MAX_AGE_S`): which
+    #: tiers hold the memories a timeframe reaches. Read from the indexer's settings, never copied.
+    tier_policy: TierPolicy = Field(default_factory=TierPolicy.from_env)
+    #: "Where were we": the latest session's memories at most this far apart are recalled.
+    continuation_gap_s: float = 6 * 3600.0
     # Added to memories stamped on a date the query names ("on October 13, 2023", "in July").
     date_boost: float = 0.2
     # Added to memories whose actor the query names ("what did Caroline say…").

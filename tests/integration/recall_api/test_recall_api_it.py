@@ -659,3 +659,32 @@ async def test_bm25_finds_long_memories_too_big_for_the_covering_index(pg_dsn: s
     finally:
         await pool.close()
         await conn.close()
+
+
+async def test_continuation_and_as_of_on_the_real_store(settings: Settings, pg_dsn: str) -> None:
+    """"where were we" recalls the latest conversation's thread (not a system event or another
+    session in between), and asked as of a moment it shows nothing from a later day."""
+    await create_memories_table(pg_dsn)
+    t0 = datetime(2024, 5, 1, 12, tzinfo=UTC)
+    day = [timedelta(0), timedelta(minutes=1), timedelta(days=1, minutes=2),
+           timedelta(days=1, minutes=3)]
+    rows = [{"id": f"a{i}", "summary": f"parser refactor step {i}", "ts": t0 + day[i],
+             "metadata": {"session": "a"}} for i in range(4)]
+    rows += [{"id": "b0", "summary": "chat about lunch", "ts": t0 + timedelta(minutes=1, seconds=30),
+              "metadata": {"session": "b"}},
+             {"id": "cron", "summary": "cron.service restarted", "category": "system.service",
+              "ts": t0 + timedelta(days=1, minutes=9), "metadata": {"service": "cron"}}]
+    await insert_rows(pg_dsn, rows)
+    async with api(settings) as c:
+        got = (await c.post("/memory/recall", json={"query": "where were we",
+                                                     "maxResults": 3})).json()
+        assert got["query_class"] == "continuation"
+        assert [m["id"] for m in got["memories"]] == ["a3", "a2"]  # a1: a day before
+        asked = (await c.post("/memory/recall", json={
+            "query": "where were we", "maxResults": 3,
+            "asOf": (t0 + timedelta(minutes=1, seconds=45)).isoformat()})).json()
+        assert [m["id"] for m in asked["memories"]] == ["b0"]  # a2, a3: the next day
+        hybrid = (await c.post("/memory/recall", json={
+            "query": "parser refactor step", "timeframe": "all", "maxResults": 10,
+            "asOf": (t0 + timedelta(minutes=1, seconds=45)).isoformat()})).json()
+        assert {m["id"] for m in hybrid["memories"]} == {"a0", "a1"}

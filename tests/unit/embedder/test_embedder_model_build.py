@@ -11,9 +11,19 @@ import pytest
 from totalrecall import model_build as mb
 
 
-def test_default_out_honours_totalrecall_home(tr_home: Path) -> None:
-    assert mb.default_out() == tr_home / "models" / "all-MiniLM-L6-v2.q8_0.gguf"
+def test_default_out_is_the_store_every_home_finds(tr_home: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build goes to the shared store (not the current home, which a new home would miss),
+    unless the home holds the model already; `home=` builds into that home."""
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    name = "all-MiniLM-L6-v2.q8_0.gguf"
+    assert mb.default_out() == tmp_path / "cache" / "totalrecall" / "models" / name
     assert mb.default_out("f16").name == "all-MiniLM-L6-v2.f16.gguf"
+    assert mb.default_out(home=tr_home) == tr_home / "models" / name
+    (tr_home / "models").mkdir()
+    (tr_home / "models" / name).write_bytes(b"gguf")
+    assert mb.default_out() == tr_home / "models" / name
 
 
 def test_the_output_name_states_the_weights_type() -> None:

@@ -66,7 +66,8 @@ class FakeWorld:
         self.search_requests.append(request)
         hits = [VectorHit(key=e.key, id=e.id, score=0.9 if "nginx" in e.summary else 0.2,
                           tier="hot", timestamp_ms=e.ts_ms, category=e.category, summary=e.summary)
-                for e in self.events.values() if e.namespace == request.filter.namespace]
+                for e in self.events.values() if e.namespace == request.filter.namespace
+                and (request.filter.until_ms is None or e.ts_ms <= request.filter.until_ms)]
         return VectorSearchReply(hits=hits, took_ms={"hot": 1.0})
 
     async def admin(self, request: AdminRequest, timeout: float) -> AdminReply:
@@ -545,3 +546,66 @@ async def test_long_query_chars_zero_runs_both_at_once(world: FakeWorld) -> None
         await c.post("/memory/recall", json={"query": LONG_PROMPT})
     assert world.embed_calls[-1] == (LONG_PROMPT, False)
     assert world.bm25_beside_embedding == [True]
+
+
+async def test_as_of_shows_nothing_from_the_future(client: httpx.AsyncClient,
+                                                   world: FakeWorld) -> None:
+    """Asked as of 2023-03-09 15:47, a memory of 2023-03-10 does not exist yet: not by vector,
+    BM25, neighbour or continuation; one of 20:00 that day does (the same-day rule)."""
+    r = await client.post("/memory/ingest", json=[
+        {"id": "past", "summary": "nginx restarted after the config change",
+         "timestamp": "2023-03-08T10:00:00Z", "metadata": {"session": "s1"}},
+        {"id": "future", "summary": "nginx crashed again with a segfault",
+         "timestamp": "2023-03-10T10:00:00Z", "metadata": {"session": "s1"}},
+        {"id": "same-day", "summary": "nginx reload later that day",
+         "timestamp": "2023-03-09T20:00:00Z", "metadata": {"session": "s1"}}])
+    assert r.status_code == 200, r.text
+    for query in ("what happened to nginx?", "where were we"):
+        got = (await client.post("/memory/recall", json={
+            "query": query, "timeframe": "all", "asOf": "2023-03-09T15:47:00Z"})).json()
+        ids = [m["id"] for m in got["memories"]]
+        assert "future" not in ids and "crashed" not in got["system_memory"], (query, ids)
+        # the same-day rule: the asking day's memories count, whatever their hour
+        assert "same-day" in ids and ("past" in ids or query == "where were we"), (query, ids)
+    assert world.search_requests[-1].filter.until_ms == int(
+        datetime(2023, 3, 9, 23, 59, 59, 999999, tzinfo=UTC).timestamp() * 1000)
+
+
+async def test_continuation_recalls_the_latest_session(client: httpx.AsyncClient) -> None:
+    """"where were we": the newest memory's session, not the newest memories of any session."""
+    base = datetime(2024, 5, 1, 12, tzinfo=UTC)
+    events = [{"id": f"a{i}", "summary": f"refactoring the parser step {i}",
+               "timestamp": (base + timedelta(minutes=i)).isoformat(),
+               "metadata": {"session": "a"}} for i in range(3)]
+    events += [{"id": f"b{i}", "summary": f"unrelated chat {i}",
+                "timestamp": (base - timedelta(minutes=30 - i)).isoformat(),
+                "metadata": {"session": "b"}} for i in range(3)]
+    events.append({"id": "b-late", "summary": "late note in another session",
+                   "timestamp": (base + timedelta(minutes=1, seconds=30)).isoformat(),
+                   "metadata": {"session": "b"}})
+    events.append({"id": "a-last", "summary": "parser done, tests next",
+                   "timestamp": (base + timedelta(minutes=5)).isoformat(),
+                   "metadata": {"session": "a"}})
+    events.append({"id": "cron", "summary": "cron.service restarted", "category": "system.service",
+                   "timestamp": (base + timedelta(minutes=6)).isoformat()})
+    assert (await client.post("/memory/ingest", json=events)).status_code == 200
+    got = (await client.post("/memory/recall", json={"query": "where were we",
+                                                     "maxResults": 4})).json()
+    assert got["query_class"] == "continuation"
+    assert [m["id"] for m in got["memories"]] == ["a-last", "a2", "a1", "a0"]
+
+
+async def test_recall_searches_the_tiers_of_the_indexers_policy(
+        world: FakeWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The indexer moves memories out of the hot tier after TR_INDEXER_HOT_MAX_AGE_S: recall
+    reads the same setting, so the last 24 h reach into the warm tier when hot holds 1 h."""
+    q = {"query": "nginx errors", "timeframe": "24h"}
+    for hot_s, tiers in ((None, ["hot"]), ("3600", ["hot", "warm"])):
+        if hot_s is not None:
+            monkeypatch.setenv("TR_INDEXER_HOT_MAX_AGE_S", hot_s)
+        c = await _client(world)
+        try:
+            assert (await c.post("/memory/recall", json=q)).status_code == 200
+        finally:
+            await c._ctx.__aexit__(None, None, None)  # type: ignore[attr-defined]
+        assert world.search_requests[-1].tiers == tiers

@@ -25,6 +25,7 @@ from totalrecall_schema import (
     VectorSearchReply,
     VectorSearchRequest,
 )
+from totalrecall_schema.tiers import HOT_MAX_AGE_S, WARM_MAX_AGE_S
 
 from ..metrics import Metrics
 from .markdown import LogRecord, MarkdownLog
@@ -57,8 +58,8 @@ class BatchResult:
 
 @dataclass
 class IndexerConfig:
-    hot_max_age_s: float = 24 * 3600
-    warm_max_age_s: float = 90 * 24 * 3600
+    hot_max_age_s: float = HOT_MAX_AGE_S
+    warm_max_age_s: float = WARM_MAX_AGE_S
     #: Retention: memories older than this are forgotten everywhere (None: kept forever).
     cold_max_age_s: float | None = None
     search_ef: int = 128

@@ -5,11 +5,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from totalrecall_schema import Tier, VectorFilter, VectorHit
+from totalrecall_schema import Tier, TierPolicy, VectorFilter, VectorHit
+from totalrecall_schema.tiers import HOT_MAX_AGE_S, TIERS, WARM_MAX_AGE_S
 
-TIERS: tuple[Tier, ...] = ("hot", "warm", "cold")
-HOT_MAX_AGE_S = 24 * 3600
-WARM_MAX_AGE_S = 90 * 24 * 3600
+__all__ = ["HOT_MAX_AGE_S", "TIERS", "WARM_MAX_AGE_S"]
 
 #: Characters a filter value may contain: what namespaces, categories and severities use.
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.:@/+= -]{1,200}$")
@@ -17,13 +16,8 @@ _SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.:@/+= -]{1,200}$")
 
 def tier_for_age(ts_ms: int, now_ms: int, hot_max_age_s: float = HOT_MAX_AGE_S,
                  warm_max_age_s: float = WARM_MAX_AGE_S) -> Tier:
-    """Where a memory of this age belongs: hot < 24 h ≤ warm < 90 d ≤ cold."""
-    age_s = (now_ms - ts_ms) / 1000.0
-    if age_s < hot_max_age_s:
-        return "hot"
-    if age_s < warm_max_age_s:
-        return "warm"
-    return "cold"
+    """Where a memory of this age belongs (the schema's tier policy)."""
+    return TierPolicy(hot_max_age_s, warm_max_age_s).tier_for_age((now_ms - ts_ms) / 1000.0)
 
 
 def _quote(value: str) -> str:

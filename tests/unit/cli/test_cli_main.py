@@ -1,0 +1,27 @@
+"""`totalrecall rebuild` is the documented rebuild (rebuild_cmd: online or offline, progress)."""
+
+from __future__ import annotations
+
+import pytest
+from totalrecall import main as cli
+from totalrecall import rebuild_cmd
+
+
+def test_rebuild_runs_the_rebuild_command_with_its_options(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[list[str] | None] = []
+
+    def fake_rebuild(argv: list[str] | None = None) -> int:
+        seen.append(argv)
+        return 3
+
+    monkeypatch.setattr(rebuild_cmd, "main", fake_rebuild)
+    assert cli.main(["rebuild", "--offline", "--progress", "plain"]) == 3
+    assert seen == [["--offline", "--progress", "plain"]]
+
+
+def test_rebuild_help_is_the_rebuild_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        cli.main(["rebuild", "--help"])
+    assert done.value.code == 0
+    assert "--offline" in capsys.readouterr().out
