@@ -11,7 +11,9 @@ read is used:
 * A unit that fails and recovers — a real process appends systemd-format lines
   (`systemd[1]: backup-X.service: Failed at step EXEC …`, `Main process exited, code=…`,
   `Failed with result 'exit-code'`, later `Started …`) to an application log the *journal*
-  watcher tails (log_files.py): the cause line and the failure carry the same unit.
+  watcher tails (log_files.py): the cause line and the failure carry the same unit. (A text
+  log has no priority field: the watcher guesses it from words, so `Main process exited` and
+  `Started` are info and skipped; the recovery is therefore not recorded.)
 * A config edited before a service broke — a real file under a watched directory is created,
   then rewritten (*filesystem* watcher), then the service's failure lines are logged as above.
 * A disk path filling — a real 8 MiB file written under the watched directory (*filesystem*).
@@ -183,6 +185,7 @@ def make_events(client: RecallClient, paths: Paths, *, log: Callable[[str], None
         syslog("systemd", 1, f"{unit}: Failed at step EXEC spawning /usr/local/bin/backup-"
                              f"{w.m['unit']}: Permission denied"),
         syslog("systemd", 1, f"{unit}: Main process exited, code=exited, status=203/EXEC"),
+        syslog("systemd", 1, f"{unit}: Failed with result 'exit-code'."),
     ])
     wait_recallable(client, f"{unit} failed", has(unit, sub="fail"), timeout)
     wait_recallable(client, f"{unit} permission denied", has(unit, "Permission denied"), timeout)
@@ -196,8 +199,9 @@ def make_events(client: RecallClient, paths: Paths, *, log: Callable[[str], None
     conf.write_text("listen = 127.0.0.1:8080\nworkers = 4\ntls_cert = /etc/missing.pem\n")
     wait_recallable(client, f"modified {conf.name}", has(str(conf), sub="modify"), timeout)
     cunit = f"{w.m['cfgsvc']}.service"
-    log_lines(paths.app_log, [syslog("systemd", 1, f"{cunit}: Main process exited, code=exited, "
-                                                   "status=1/FAILURE")])
+    log_lines(paths.app_log, [
+        syslog("systemd", 1, f"{cunit}: Main process exited, code=exited, status=1/FAILURE"),
+        syslog("systemd", 1, f"{cunit}: Failed with result 'exit-code'.")])
     wait_recallable(client, f"{cunit} failed", has(cunit, sub="fail"), timeout)
     log("[workstation] config edit + failure recorded")
 
