@@ -42,8 +42,10 @@ class Stack:
     """Context manager: `with Stack() as s: s.api` → the base URL of its recall API."""
 
     def __init__(self, *, keep_home: bool = False, with_watchers: bool = False,
-                 ready_timeout: float = 300.0, log: Callable[[str], None] = print) -> None:
+                 ready_timeout: float = 300.0, log: Callable[[str], None] = print,
+                 extra_env: dict[str, str] | None = None) -> None:
         self.keep_home, self.with_watchers = keep_home, with_watchers
+        self.extra_env = dict(extra_env or {})  # e.g. what the watchers watch
         self.ready_timeout, self.log = ready_timeout, log
         self.home = Path(tempfile.mkdtemp(prefix="tr-eval-"))
         self.ports = {name: free_port() for name in PORT_NAMES}
@@ -59,6 +61,7 @@ class Stack:
         env = {**os.environ, "TOTALRECALL_HOME": str(self.home),
                "TR_EMBEDDER_MODEL_PATH": str(model)}
         env.update({f"TOTALRECALL_{k.upper()}_PORT": str(v) for k, v in self.ports.items()})
+        env.update(self.extra_env)
         exe = Path(sys.executable).parent / "totalrecall"
         cmd = [str(exe) if exe.exists() else sys.executable, "run"]
         if not exe.exists():

@@ -37,6 +37,7 @@ from .core.named import named_first
 from .core.neighbours import expand
 from .core.render import relative_time, system_memory_block
 from .core.repeats import order_repeats
+from .core.supersede import STATE_SUBCATEGORIES, asks_about_now, ends, supersede_ended
 from .core.temporal import boost_dated, date_refs, earliest_day
 from .core.text import query_terms
 from .core.timeframe import plan
@@ -297,6 +298,8 @@ class RecallService:
         # Answers by the actors the query names; the user's replies to the agent's questions
         # measured no better (LongMemEval turn MRR 0.708 -> 0.684).
         ranked = self._expand(ranked, by_key, found, frozenset(actors) - {s.asker_actor.lower()})
+        if asks_about_now(req.query):
+            ranked = await self._supersede(ranked, by_key, req.namespace)
         ranked = [c for c in ranked if c.score >= s.min_score]
         # An identifier the question names verbatim ranks its memories first; memories of one
         # template tie but for noise: the one the question names, else the newest.
@@ -358,6 +361,20 @@ class RecallService:
         # the neighbours that were no candidates
         self._describe({c.key: c for c in out if not c.category}, by_key)
         return out
+
+    async def _supersede(self, ranked: list[Candidate], by_key: dict[str, Memory],
+                         namespace: str) -> list[Candidate]:
+        """A question about now: the state events of processes that have ended since count less
+        (one look-up of the process events since the oldest such candidate)."""
+        factor = self.settings.superseded_factor
+        states = [by_key[c.key] for c in ranked
+                  if c.key in by_key and by_key[c.key].subcategory in STATE_SUBCATEGORIES]
+        if factor >= 1 or not states:
+            return ranked
+        since = min(m.timestamp for m in states)
+        rows = await self._guard("process ends", self._timed("process ends", self.store.recent(
+            namespace, since, "system.process", 500)))
+        return supersede_ended(ranked, by_key, ends(rows), factor)
 
     async def _neighbours(self, keys: list[str], since: datetime | None, category: str | None,
                           known: Collection[str]

@@ -76,6 +76,9 @@ class Settings(BaseSettings):
     # not the actor boosts) to be recalled. 0: every candidate may fill the answer.
     min_evidence: float = 0.01
     diagnostic_boost: float = 0.08
+    # "What's using my CPU now?": a high_cpu/high_mem event of a process that has since ended
+    # keeps this share of its score (1 = off). See core/supersede.py.
+    superseded_factor: float = 0.3
     # Neighbour expansion (core/neighbours.py): the best `neighbour_hits` hits lend
     # `neighbour_weight` × their score to the `neighbour_window` memories either side of them in
     # the same thread (session, or source + service), at most `neighbour_max_gap_s` apart.
