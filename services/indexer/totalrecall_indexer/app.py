@@ -173,6 +173,8 @@ def create_app(settings: Settings, *, indexer: Indexer | None = None,
 
     async def startup() -> None:
         await asyncio.to_thread(idx.tiers.open)
+        for tier in idx.tiers.quarantined:  # logged by tiers; re-indexed by _reindex_loop
+            metrics.quarantined.labels(tier=tier).inc()
         repaired = await asyncio.to_thread(idx.markdown.recover)  # torn tails after a crash
         if repaired:
             log.warning("repaired torn daily logs after an unclean shutdown: %s", repaired)

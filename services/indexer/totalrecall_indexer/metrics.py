@@ -58,6 +58,11 @@ class Metrics:
             "totalrecall_indexer_build_repairs_total",
             "HNSW builds completed to lift a tier's write hold (its previous build was "
             "interrupted by a crash, or a Zvec write failed)", ["tier"], registry=r)
+        self.quarantined = Counter(
+            "totalrecall_indexer_zvec_quarantined_total",
+            "Zvec collections found unopenable at start (half-created by a kill, damaged "
+            "segment), moved aside and started empty; re-indexed from Postgres", ["tier"],
+            registry=r)
         self.reindexed = Counter(
             "totalrecall_indexer_reindexed_total",
             "Memories Postgres has and a Zvec tier lacked, re-embedded and re-indexed (the tier was "

@@ -103,3 +103,28 @@ async def test_unopenable_tier_is_quarantined_and_reindexed(settings: Settings,
             assert json.loads((zvec_dir / "meta.json").read_text())["reindex"] == {}
     finally:
         await sub.unsubscribe()
+
+
+async def test_tier_killed_during_its_creation_is_quarantined(settings: Settings,
+                                                              harness: Harness) -> None:
+    """Issue 25: a kill inside `create_and_open` leaves LOCK, del.0, idmap.0 and a segment
+    folder but no manifest; zvec then raises KeyError('Failed to find the version file') at
+    every start. The indexer must start anyway: the tier is moved aside, started empty and
+    counted."""
+    async with running(settings) as app:
+        await app.indexer.index_batch([make_event(0, unit_vectors(1, seed=3)[0])])
+    zvec_dir = settings.home / "zvec"
+    manifests = list((zvec_dir / "cold").glob("manifest.*"))
+    assert manifests
+    for m in manifests:
+        m.unlink()
+    async with running(settings) as app:
+        idx = app.indexer
+        assert idx.tiers.quarantined == ["cold"]
+        assert "version file" in idx.tiers.reindex["cold"]
+        assert len(list(zvec_dir.glob("cold.broken-*"))) == 1
+        assert idx.tiers.stats()["cold"]["doc_count"] == 0
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                     base_url="http://t") as http:
+            text = (await http.get("/metrics")).text
+        assert 'totalrecall_indexer_zvec_quarantined_total{tier="cold"} 1.0' in text

@@ -294,6 +294,20 @@ async def test_health_details_need_the_token(world: FakeWorld) -> None:
     assert "checks" not in (await c.get("/health")).json()
 
 
+async def test_health_is_degraded_while_an_indexer_tier_is_not_writable(
+        world: FakeWorld) -> None:
+    """Issue 25: the indexer answering is not enough; a held or refilling tier is not ready."""
+    class Held(FakeWorld):
+        async def admin(self, request: AdminRequest, timeout: float) -> AdminReply:
+            return AdminReply(ok=True, result={"writes_held": {"cold": "build interrupted"},
+                                               "reindex": {}})
+
+    c = await _client(Held())
+    body = (await c.get("/memory/health")).json()
+    assert body["status"] == "degraded"
+    assert not body["checks"]["indexer"]["ok"] and "cold" in body["checks"]["indexer"]["error"]
+
+
 async def test_request_metrics_have_bounded_labels(world: FakeWorld) -> None:
     c = await _client(world, api_token="tok")
     await c.post("/memory/recall", json={"query": "q"})

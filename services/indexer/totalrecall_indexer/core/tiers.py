@@ -139,6 +139,8 @@ class ZvecTiers:
         #: (`Indexer.finish_held_builds`); from the markers at open, or a failed write.
         self.held: dict[str, str] = {}
         self.markers = BuildMarkers(self.root)
+        #: tiers `open` found unopenable and quarantined (counted by the app's metrics)
+        self.quarantined: list[str] = []
         # A tier's writes and its HNSW build never overlap (see `build_guard`): zvec 0.8 replays
         # the writes made during a build with their vectors shifted onto other docs after a kill.
         self._tier_locks: dict[str, threading.Lock] = {t: threading.Lock() for t in TIERS}
@@ -171,10 +173,14 @@ class ZvecTiers:
                 continue
             try:
                 self.cols[tier] = zvec.open(str(path))
-            except RuntimeError as exc:
+            # zvec raises RuntimeError for a damaged segment but KeyError for a collection
+            # killed inside `create_and_open` (LOCK, del.0, idmap.0, a segment folder, no
+            # manifest: "Failed to find the version file", issue 25): both are quarantined.
+            except (RuntimeError, KeyError, ValueError, OSError) as exc:
                 if "lock" in str(exc).lower():  # another process holds it: not ours to fix
                     raise
                 self.cols[tier] = self._quarantine(tier, str(exc))
+                self.quarantined.append(tier)
                 fresh.add(tier)
         self.held = {}
         for tier, note in self.markers.pending().items():
