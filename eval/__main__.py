@@ -6,6 +6,7 @@ import argparse
 import os
 import signal
 import sys
+import tempfile
 import uuid
 from contextlib import ExitStack
 from pathlib import Path
@@ -60,17 +61,27 @@ def main(argv: list[str] | None = None) -> int:
 
     with ExitStack() as stack:
         api = args.api
+        watched = None
         if start_stack:
             from .stack import Stack
 
-            s = stack.enter_context(Stack(keep_home=args.keep_stack_home, log=_log))
+            env: dict[str, str] = {}
+            if "workstation" in datasets:  # the scenarios need watchers that watch their paths
+                from .workstation import Paths
+
+                watched = Paths.make(Path(stack.enter_context(
+                    tempfile.TemporaryDirectory(prefix="tr-ws-"))))
+                env = watched.stack_env()
+            s = stack.enter_context(Stack(keep_home=args.keep_stack_home, log=_log,
+                                          with_watchers=watched is not None, extra_env=env))
             api = s.api
         assert api is not None
         client = RecallClient(api, token=os.environ.get("TOTALRECALL_API_TOKEN"))
         stack.callback(client.close)
         options = RunOptions(limit=args.limit, max_results=args.max_results,
                              batch_size=args.batch_size, wait_timeout=args.wait_timeout,
-                             data_dir=args.data_dir, ask_as_of=not args.no_as_of)
+                             data_dir=args.data_dir, ask_as_of=not args.no_as_of,
+                             watched=watched)
         for ds in datasets:
             result = RUNNERS[ds](client, tag, _log, options)
             result["partial"] = partial

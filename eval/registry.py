@@ -26,6 +26,8 @@ class RunOptions:
     wait_timeout: float = 3600.0
     data_dir: Path | None = None        # default: ../shared/eval
     ask_as_of: bool = True              # ask at the dataset's question date where it has one
+    watched: Any = None                 # workstation.Paths the stack's watchers watch (None:
+                                        # read from the TR_WATCHERS_* environment)
 
 
 Runner = Callable[[RecallClient, str, Log, RunOptions], dict[str, Any]]
@@ -51,16 +53,17 @@ def _logqa(client: RecallClient, tag: str, log: Log, o: RunOptions) -> dict[str,
                      limit=o.limit)
 
 
-# The workstation scenario set (issue 17, part 4) goes here once `eval/workstation.py` exists:
-#
-#   def _workstation(client: RecallClient, tag: str, log: Log, o: RunOptions) -> dict[str, Any]:
-#       from .workstation import run_workstation
-#       return run_workstation(client, tag=tag, log=log)
-#
-# and `"workstation": _workstation` in RUNNERS (report.TITLES can give it a title).
+def _workstation(client: RecallClient, tag: str, log: Log, o: RunOptions) -> dict[str, Any]:
+    """Real events made on this machine, seen by the stack's watchers, then asked about."""
+    from .workstation import run_workstation
+
+    return run_workstation(client, tag=tag, log=log, paths=o.watched,
+                           max_results=o.max_results)
+
 
 RUNNERS: dict[str, Runner] = {
     "locomo": _conversations("locomo"),
     "longmemeval": _conversations("longmemeval"),
     "logqa": _logqa,
+    "workstation": _workstation,
 }

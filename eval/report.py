@@ -37,7 +37,9 @@ METRICS: dict[str, tuple[str, ...]] = {"locomo": M.LOCOMO_METRICS, "longmemeval"
                                        "logqa": M.LOGQA_METRICS}
 TITLES = {"locomo": "LoCoMo (dev, 5 conversations)",
           "longmemeval": "LongMemEval-S (dev, non-abstention questions)",
-          "logqa": "LogQA (HDFS, OpenSSH, Spark: 2,000 log lines each, train + val questions)"}
+          "logqa": "LogQA (HDFS, OpenSSH, Spark: 2,000 log lines each, train + val questions)",
+          "workstation": "Workstation scenarios (real events made on this machine, seen by the "
+                         "watchers)"}
 
 #: A line under a dataset's table: what is known beyond this run.
 NOTES = {"logqa": "Held-out LogQA questions (not in shared/, issue 17): plain BM25 gets Hit@1 0.71 / "
