@@ -34,8 +34,9 @@ def default_model_path() -> Path:
     env = os.environ.get("TR_EMBEDDER_MODEL_PATH")
     if env:
         return Path(env)
-    home = Path(os.environ.get("TOTALRECALL_HOME", "~/.local/share/totalrecall")).expanduser()
-    return home / "models" / "all-MiniLM-L6-v2.f16.gguf"
+    from totalrecall.paths import default_model_path as stack_model
+
+    return stack_model()
 
 
 class Stack:
