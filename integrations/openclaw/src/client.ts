@@ -19,8 +19,10 @@ export interface Memory {
 }
 export interface RecallResponse {
   memories: Memory[];
+  /** The block to put into the prompt, rendered (escaped, marked) by the server: used as is. */
   system_memory: string;
   took_ms?: number;
+  query_class?: string;
 }
 export interface IngestResponse {
   ids: string[];
@@ -137,12 +139,15 @@ export class TotalRecallClient {
     return parsed as T;
   }
 
+  /** `namespaces`: several read at once; the server fuses them into one list and one block. */
   recall(req: { query: string; maxResults?: number; timeframe?: Timeframe; category?: string;
-                namespace?: string }, opts?: { timeoutMs?: number; signal?: AbortSignal }) {
+                namespace?: string; namespaces?: string[] },
+         opts?: { timeoutMs?: number; signal?: AbortSignal }) {
     const body: Record<string, unknown> = { query: req.query, maxResults: req.maxResults ?? 6,
       timeframe: req.timeframe ?? "auto" };
     if (req.category) body.category = req.category;
     if (req.namespace) body.namespace = req.namespace;
+    if (req.namespaces?.length) body.namespaces = req.namespaces;
     return this.request<RecallResponse>("POST", "/memory/recall", body, opts);
   }
 

@@ -6,7 +6,7 @@
 import { PLUGIN_ID, registerTotalRecall } from "./plugin.js";
 import type { PluginApiLike } from "./types.js";
 
-export { mergeRecalls, messageText, PLUGIN_ID, registerTotalRecall, TOOL_NAMES } from "./plugin.js";
+export { messageText, PLUGIN_ID, registerTotalRecall, TOOL_NAMES } from "./plugin.js";
 export { namespaceFor, resolveConfig, type TotalRecallConfig } from "./config.js";
 export { TotalRecallClient, TotalRecallHttpError, TotalRecallUnavailableError } from "./client.js";
 

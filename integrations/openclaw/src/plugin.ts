@@ -2,7 +2,7 @@
  * Total Recall ↔ OpenClaw: memories "pop in" on every turn, and the agent can search and store.
  *
  * - `before_prompt_build`: recall with the user's message (agent namespace + shared namespaces, in
- *   parallel, within `recallTimeoutMs`) and inject the `<system_memory>` block into the prompt.
+ *   one request, within `recallTimeoutMs`) and inject the server's `<system_memory>` block as is.
  * - tools `memory_recall`, `memory_store`, `memory_timeline`, `memory_search`, `memory_get`.
  * - `session_start` → POST /memory/warm; `before_compaction` → POST /memory/flush;
  *   `agent_end` (opt-in `autoCapture`) → POST /memory/ingest of the finished turn.
@@ -11,7 +11,6 @@
  */
 
 import {
-  type Memory,
   type RecallResponse,
   TotalRecallClient,
   TotalRecallHttpError,
@@ -64,38 +63,6 @@ export function messageText(message: unknown): { role: string; text: string } | 
 function when(ts: string): string {
   const d = new Date(ts);
   return Number.isNaN(d.getTime()) ? ts : d.toISOString().replace("T", " ").slice(0, 16) + " UTC";
-}
-
-function formatMemory(m: Memory): string {
-  let head = `[${m.relative_time || when(m.timestamp)} | ${m.category}`;
-  if (m.severity && m.severity !== "info") head += ` | severity:${m.severity}`;
-  head += "]";
-  return [head, m.summary, m.detail || ""].filter(Boolean).join("\n");
-}
-
-/** One recall answer from several namespaces: the server's block when one namespace has hits,
- * otherwise the hits interleaved by rank, the agent's own namespace first (answers come in that
- * order). Scores are normalised per query and namespace, so they are not compared across them:
- * a strong match in the agent's namespace must not lose to a weak one elsewhere. */
-export function mergeRecalls(answers: RecallResponse[], maxResults: number): RecallResponse {
-  const withHits = answers.filter((a) => a.memories.length > 0);
-  if (withHits.length <= 1) {
-    return withHits[0] ?? { memories: [], system_memory: "" };
-  }
-  const seen = new Set<string>();
-  const memories: Memory[] = [];
-  const depth = Math.max(...withHits.map((a) => a.memories.length));
-  for (let rank = 0; rank < depth && memories.length < maxResults; rank++) {
-    for (const a of withHits) {
-      const m = a.memories[rank];
-      if (m === undefined || seen.has(m.id) || memories.length >= maxResults) continue;
-      seen.add(m.id);
-      memories.push(m);
-    }
-  }
-  const block = `<system_memory retrieved_at="${new Date().toISOString()}" source="totalrecall">\n`
-    + memories.map(formatMemory).join("\n\n") + "\n</system_memory>";
-  return { memories, system_memory: block };
 }
 
 function describe(err: unknown): string {
@@ -166,19 +133,14 @@ export function registerTotalRecall(api: PluginApiLike, deps: PluginDeps = {}): 
   const own = (agentId?: string) => namespaceFor(cfg.namespace, agentId);
   const readable = (agentId?: string) => [...new Set([own(agentId), ...cfg.sharedNamespaces])];
 
-  async function recallAll(agentId: string | undefined, query: string, maxResults: number,
-                           timeframe: Timeframe, category: string | undefined, timeoutMs: number,
-                           signal?: AbortSignal): Promise<RecallResponse> {
-    const settled = await Promise.allSettled(readable(agentId).map((namespace) =>
-      client.recall({ query, maxResults, timeframe, category, namespace }, { timeoutMs, signal })));
-    const answers = settled.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
-    if (answers.length === 0) {
-      throw (settled[0] as PromiseRejectedResult).reason;
-    }
-    for (const s of settled) {
-      if (s.status === "rejected") availability.failed("recall (one namespace)", s.reason);
-    }
-    return mergeRecalls(answers, maxResults);
+  /** One recall over every namespace the agent reads (its own first): the server fuses the hits
+   * and renders the one `<system_memory>` block (escaped, injection-marked, with the profile);
+   * the plugin passes it through and never builds a block itself. */
+  function recallAll(agentId: string | undefined, query: string, maxResults: number,
+                     timeframe: Timeframe, category: string | undefined, timeoutMs: number,
+                     signal?: AbortSignal): Promise<RecallResponse> {
+    return client.recall({ query, maxResults, timeframe, category, namespaces: readable(agentId) },
+      { timeoutMs, signal });
   }
 
   // --- automatic recall on every turn ------------------------------------------------------------

@@ -57,10 +57,14 @@ export async function startFakeApi(): Promise<FakeApi> {
         }
         case "/memory/recall": {
           const words = new Set(String(b.query).toLowerCase().split(/\W+/).filter((w) => w.length > 2));
-          const hits = api.memories.filter((m) => m.namespace === (b.namespace ?? "default")
+          // the server's rule: `namespaces`, plus `namespace` when given; else `namespace`
+          const scope: string[] = b.namespaces
+            ? [...new Set([...(b.namespace ? [b.namespace] : []), ...b.namespaces])]
+            : [b.namespace ?? "default"];
+          const hits = api.memories.filter((m) => scope.includes(m.namespace)
             && String(m.summary + " " + m.detail).toLowerCase().split(/\W+/).some((w) => words.has(w)))
             .slice(0, b.maxResults ?? 6);
-          const block = hits.length ? `<system_memory ns="${b.namespace}">\n`
+          const block = hits.length ? `<system_memory ns="${scope.join(",")}">\n`
             + hits.map((m) => `[${m.relative_time} | ${m.category}]\n${m.summary}`).join("\n\n")
             + "\n</system_memory>" : "";
           return send(200, { memories: hits, system_memory: block });

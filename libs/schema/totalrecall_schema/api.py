@@ -54,6 +54,12 @@ class RecallRequest(BaseModel):
     timeframe: Timeframe = "auto"
     category: str | None = None
     namespace: Namespace = "default"
+    namespaces: list[Namespace] | None = Field(
+        default=None, max_length=16,
+        description="Several namespaces recalled at once (e.g. an agent's own and a shared "
+                    "one): searched each, fused by score into one list of maxResults and one "
+                    "block. Given with an explicit `namespace`, the two are unioned; given "
+                    'alone, the default namespace is not added.')
     format: Literal["default", "openclaw"] = Field(
         default="default",
         description='"openclaw" adds `results` shaped like OpenClaw memory_search')
@@ -67,6 +73,14 @@ class RecallRequest(BaseModel):
     @classmethod
     def _zoned(cls, v: datetime | None) -> datetime | None:
         return None if v is None else assume_utc(v)
+
+    def scope(self) -> list[str]:
+        """The namespaces this request reads, in order (`namespace` first when it was given),
+        without repeats."""
+        if not self.namespaces:
+            return [self.namespace]
+        named = [self.namespace] if "namespace" in self.model_fields_set else []
+        return list(dict.fromkeys([*named, *self.namespaces]))
 
 
 class Memory(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from datetime import time as dtime
@@ -163,15 +163,17 @@ class RecallService:
         memories: list[Memory] = []
         profile: list[Memory] = []
         if cls.max_results > 0:
+            k = cls.max_results
             if cls.kind is QueryClass.CONTINUATION:
-                found: Awaitable[list[Memory]] = self._continuation(req, cls.max_results)
+                found = self._across(req, k, lambda r: self._continuation(r, k), latest=True)
             else:
-                found = self._hybrid(req, cls.max_results, now, clock,
-                                     diagnostic=cls.kind is QueryClass.DIAGNOSTIC)
+                found = self._across(req, k, lambda r: self._hybrid(
+                    r, k, now, clock, diagnostic=cls.kind is QueryClass.DIAGNOSTIC))
             # The user's patterns do not depend on the search: fetched alongside it.
-            memories, profile = await asyncio.gather(found, self._guard("profile", self._profile(
-                req.namespace)))
-            profile = [p for p in profile if p.id not in {m.id for m in memories}]
+            memories, profile = await asyncio.gather(found, self._guard(
+                "profile", self._scope_profile(req.scope())))
+            shown = {memory_key(m.namespace, m.id) for m in memories}
+            profile = [p for p in profile if memory_key(p.namespace, p.id) not in shown]
             # Asked as of a moment: nothing from its future (see `_continuation`, `_hybrid`).
             memories = [m for m in memories if not _after_asking(m, req)]
             profile = [p for p in profile if not _after_asking(p, req)]
@@ -184,6 +186,35 @@ class RecallService:
         results = self._openclaw(memories) if req.format == "openclaw" else None
         return RecallResponse(memories=memories, system_memory=block, took_ms=took * 1000,
                               query_class=cls.kind.value, results=results)
+
+    async def _across(self, req: RecallRequest, k: int,
+                      search: Callable[[RecallRequest], Awaitable[list[Memory]]], *,
+                      latest: bool = False) -> list[Memory]:
+        """`search` in each namespace the request reads (at once), fused into one list of `k`:
+        by score, or (`latest`: a continuation) the namespace whose session is the newest.
+        Ties go to the namespace named first (the agent's own)."""
+        scope = req.scope()
+        if len(scope) == 1:
+            return await search(req.model_copy(update={"namespace": scope[0], "namespaces": None}))
+        found = await asyncio.gather(*(
+            search(req.model_copy(update={"namespace": ns, "namespaces": None})) for ns in scope))
+        if latest:
+            return max(found, key=lambda ms: ms[0].timestamp if ms else datetime.min.replace(
+                tzinfo=UTC))
+        fused = sorted((m for ms in found for m in ms), key=lambda m: m.score, reverse=True)
+        return fused[:k]
+
+    async def _scope_profile(self, scope: list[str]) -> list[Memory]:
+        """The user patterns of every namespace read, each once (the same text counts once)."""
+        found = await asyncio.gather(*(self._profile(ns) for ns in scope))
+        seen: set[str] = set()
+        out: list[Memory] = []
+        for m in (m for ms in found for m in ms):
+            text = " ".join(m.summary.split()).lower()
+            if text not in seen:
+                seen.add(text)
+                out.append(m)
+        return out
 
     async def _profile(self, namespace: str) -> list[Memory]:
         """The namespace's user patterns, read at most every `profile_cache_s` seconds."""

@@ -102,6 +102,19 @@ def test_recall_as_of_a_moment(client: TotalRecallClient, fake: Recorder) -> Non
     assert fake.body()["asOf"] == "2023-03-09T15:47:00Z"
 
 
+def test_recall_of_several_namespaces(fake: Recorder) -> None:
+    TotalRecallClient("http://tr.test", transport=httpx.MockTransport(fake)).recall(
+        "q", namespaces=["agent-a", "default"])
+    assert fake.body()["namespaces"] == ["agent-a", "default"]
+    assert "namespace" not in fake.body()  # the default namespace is not read unless named
+    TotalRecallClient("http://tr.test", namespace="agent-a", transport=httpx.MockTransport(
+        fake)).recall("q", namespaces=["default"])
+    assert fake.body()["namespace"] == "agent-a" and fake.body()["namespaces"] == ["default"]
+    with pytest.raises(ValueError):
+        TotalRecallClient("http://tr.test", transport=httpx.MockTransport(fake)).recall(
+            "q", namespaces=["../etc"])
+
+
 def test_recall_validates_locally(client: TotalRecallClient, fake: Recorder) -> None:
     with pytest.raises(ValueError):
         client.recall("")
