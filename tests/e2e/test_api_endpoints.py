@@ -106,7 +106,8 @@ def test_timeline_stats_file_flush_warm_health_metrics(stack: Api) -> None:
     assert set(stats["index"]["tiers"]) == {"hot", "warm", "cold"}
 
     day = f"{now - timedelta(minutes=30):%Y-%m-%d}"
-    text = stack.post("/memory/file", {"path": f"memory/daily/{day}.md"}).json()["text"]
+    text = stack.post("/memory/file", {"path": f"memory/daily/{day}.md",
+                                       "namespace": ns}).json()["text"]
     assert "timeline step 1" in text
     assert stack.post("/memory/file", {"path": "daily/1999-01-01.md"}).json() == {
         "path": "daily/1999-01-01.md", "text": ""}
@@ -133,6 +134,41 @@ def test_timeline_stats_file_flush_warm_health_metrics(stack: Api) -> None:
     metrics = httpx.get(f"{stack.url}/metrics", timeout=10).text
     assert 'totalrecall_recall_stage_seconds_bucket{le="0.005",stage="total"}' in metrics
     assert 'stage="embed"' in metrics and 'stage="bm25"' in metrics and 'stage="vector_hot"' in metrics
+
+
+def test_a_daily_log_is_read_only_within_its_namespace(stack: Api) -> None:
+    """Two namespaces write the same day's log; each reads only its own memories there, and
+    the line ranges recall cites still hold the cited memory."""
+    mine, theirs = _ns(), _ns()
+    now = datetime.now(UTC)
+    secrets = {mine: "the staging database password hint is aubergine",
+               theirs: "the payroll export runs at 03:00 from cron on vault-2"}
+    for ns, summary in secrets.items():
+        stack.post("/memory/ingest", {"summary": summary, "namespace": ns,
+                                      "detail": f"{ns} detail line", "timestamp": now.isoformat()})
+    stack.wait_recallable("staging database password hint", "aubergine", namespace=mine)
+    stack.wait_recallable("when does the payroll export run", "payroll", namespace=theirs)
+    path = f"memory/daily/{now:%Y-%m-%d}.md"
+
+    def read(**scope: object) -> str:
+        r = stack.post("/memory/file", {"path": path, **scope})
+        assert r.status_code == 200, r.text
+        return str(r.json()["text"])
+
+    both = read(namespaces=[mine, theirs])  # the same file holds both
+    assert secrets[mine] in both and secrets[theirs] in both
+    for ns, other in ((mine, theirs), (theirs, mine)):
+        text = read(namespace=ns)
+        assert secrets[ns] in text and f"{ns} detail line" in text
+        assert secrets[other] not in text and other not in text
+        assert len(text.splitlines()) == len(both.splitlines())
+        res = stack.post("/memory/recall", {"query": secrets[ns], "namespace": ns,
+                                            "format": "openclaw"}).json()["results"][0]
+        assert res["path"] == path and res["startLine"] > 0, res
+        cited = text.splitlines()[res["startLine"] - 1: res["endLine"]]
+        assert secrets[ns] in cited[0] and f"{ns} detail line" in cited
+        assert res["citation"] == f"{path}#L{res['startLine']}-L{res['endLine']}"
+    assert secrets[mine] not in read() and secrets[theirs] not in read()  # absent → "default"
 
 
 def test_compact_and_rebuild_keep_answers(stack: Api) -> None:

@@ -172,7 +172,8 @@ def build_server(client_factory: ClientFactory | None = None) -> MCPServer[Any]:
 
     @server.tool(name="memory_get", structured_output=False, description=(
         "Read a memory Markdown file: MEMORY.md or memory/daily/YYYY-MM-DD.md (optionally a line "
-        "range). A missing file returns empty text."))
+        "range). A daily log shows only this agent's namespace (other lines are empty). A missing "
+        "file returns empty text."))
     async def memory_get(
         path: Annotated[str, Field(description="Path relative to the memory root")],
         from_line: Annotated[int | None, Field(ge=1, description="First line (1-based)")] = None,

@@ -164,8 +164,11 @@ export class TotalRecallClient {
     return this.request<{ memories: Memory[] }>("POST", "/memory/timeline", req, opts);
   }
 
-  file(path: string, opts?: { timeoutMs?: number; signal?: AbortSignal }) {
-    return this.request<{ path: string; text: string }>("POST", "/memory/file", { path }, opts);
+  /** A memory file; a daily log shows only the memories of `namespace` and `namespaces` (the
+   * server blanks other namespaces' lines, so line numbers stay those of recall's citations). */
+  file(req: { path: string; namespace?: string; namespaces?: string[] },
+       opts?: { timeoutMs?: number; signal?: AbortSignal }) {
+    return this.request<{ path: string; text: string }>("POST", "/memory/file", req, opts);
   }
 
   flush(req: { messages: unknown[]; sessionId: string; namespace?: string },

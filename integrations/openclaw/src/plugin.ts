@@ -368,7 +368,8 @@ export function registerTotalRecall(api: PluginApiLike, deps: PluginDeps = {}): 
         name: "memory_get",
         label: "Read memory file",
         description: "Read a memory Markdown file (MEMORY.md or memory/daily/YYYY-MM-DD.md), "
-          + "optionally from a line for N lines. A missing file returns empty text.",
+          + "optionally from a line for N lines. A daily log shows only the memories this agent "
+          + "may read (other lines are empty). A missing file returns empty text.",
         parameters: {
           type: "object", additionalProperties: false, required: ["path"],
           properties: {
@@ -382,7 +383,9 @@ export function registerTotalRecall(api: PluginApiLike, deps: PluginDeps = {}): 
           const path = str(p.path);
           if (!path) throw new Error("memory_get needs a path");
           try {
-            const res = await client.file(path, { signal });
+            // The namespaces this agent may read (its own and the shared ones), as recall does.
+            const res = await client.file({ path, namespace: own(agentId),
+              namespaces: readable(agentId) }, { signal });
             availability.ok();
             let body = res.text ?? "";
             if (p.from !== undefined || p.lines !== undefined) {

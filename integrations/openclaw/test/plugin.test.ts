@@ -219,6 +219,9 @@ describe("tools", () => {
     assert.equal(textOf(await tools.get("memory_get").execute("c",
       { path: "MEMORY.md", from: 2, lines: 2 })), "b\nc");
     assert.equal(textOf(await tools.get("memory_get").execute("c", { path: "nope.md" })), "");
+    // memory_get reads as this agent: its own namespace and the shared ones, nobody else's.
+    assert.deepEqual(fake.bodies("/memory/file")[0],
+      { path: "MEMORY.md", namespace: "main", namespaces: ["main", "default"] });
   });
 
   it("reports the server's reason, and a clear message when unreachable", async () => {

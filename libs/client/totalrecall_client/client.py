@@ -225,8 +225,11 @@ class _Base:
             body["namespace"] = ns
         return _Call("POST", "/memory/warm", body, _model(WarmResponse))
 
-    def _c_file(self, path: str) -> _Call[FileResponse]:
-        return _Call("POST", "/memory/file", {"path": path}, _model(FileResponse))
+    def _c_file(self, path: str, namespace: str | None) -> _Call[FileResponse]:
+        # A daily log is shown only as far as this namespace may read it (server-side).
+        return _Call("POST", "/memory/file",
+                     {"path": path, "namespace": self._ns(namespace) or "default"},
+                     _model(FileResponse))
 
     def _c_health(self) -> _Call[HealthResponse]:
         return _Call("GET", "/memory/health", None, _health, ok_statuses=(200, 503))
@@ -323,8 +326,9 @@ class TotalRecallClient(_Base):
              timeout: TimeoutLike = _UNSET, **extra: Any) -> WarmResponse:
         return self._run(self._c_warm(session_id, namespace, extra), timeout)
 
-    def file(self, path: str, *, timeout: TimeoutLike = _UNSET) -> FileResponse:
-        return self._run(self._c_file(path), timeout)
+    def file(self, path: str, *, namespace: str | None = None,
+             timeout: TimeoutLike = _UNSET) -> FileResponse:
+        return self._run(self._c_file(path, namespace), timeout)
 
     def health(self, *, timeout: TimeoutLike = _UNSET) -> HealthResponse:
         return self._run(self._c_health(), timeout)
@@ -413,8 +417,9 @@ class AsyncTotalRecallClient(_Base):
                    timeout: TimeoutLike = _UNSET, **extra: Any) -> WarmResponse:
         return await self._run(self._c_warm(session_id, namespace, extra), timeout)
 
-    async def file(self, path: str, *, timeout: TimeoutLike = _UNSET) -> FileResponse:
-        return await self._run(self._c_file(path), timeout)
+    async def file(self, path: str, *, namespace: str | None = None,
+                   timeout: TimeoutLike = _UNSET) -> FileResponse:
+        return await self._run(self._c_file(path, namespace), timeout)
 
     async def health(self, *, timeout: TimeoutLike = _UNSET) -> HealthResponse:
         return await self._run(self._c_health(), timeout)

@@ -22,6 +22,7 @@ from totalrecall_schema import (
 )
 from totalrecall_schema.events import NAMESPACE_PATTERN
 
+from .citations import scoped_text
 from .container import Container
 
 router = APIRouter(prefix="/memory")
@@ -37,6 +38,17 @@ C = Annotated[Container, Depends(container)]
 # --- request bodies that only the HTTP layer knows --------------------------------------------
 class FileRequest(BaseModel):
     path: str = Field(min_length=1, max_length=1024)
+    #: Whose memories a daily log shows (as for recall: `namespaces` adds readable ones, e.g.
+    #: a shared namespace; given alone, the default namespace is not added).
+    namespace: str = Field(default="default", pattern=NAMESPACE_PATTERN)
+    namespaces: list[Annotated[str, Field(pattern=NAMESPACE_PATTERN)]] | None = Field(
+        default=None, max_length=16)
+
+    def scope(self) -> list[str]:
+        if not self.namespaces:
+            return [self.namespace]
+        named = [self.namespace] if "namespace" in self.model_fields_set else []
+        return list(dict.fromkeys([*named, *self.namespaces]))
 
 
 class FlushMessage(BaseModel):
@@ -169,7 +181,9 @@ async def rebuild(c: C, body: AdminBody | None = None) -> JSONResponse:
 
 @router.post("/file")
 async def read_file(c: C, body: FileRequest) -> dict[str, str]:
-    """A file of the Markdown ground truth (daily logs, MEMORY.md); missing → empty text."""
+    """A file of the Markdown ground truth; missing → empty text. A daily log shows only the
+    caller's namespaces (other lines are empty, so line numbers hold); MEMORY.md, curated by
+    people, is served whole; nothing else in the memory directory is served."""
     root = c.settings.memory_dir.resolve()
     rel = body.path.removeprefix("memory/")
     target = (root / rel).resolve() if not Path(rel).is_absolute() else Path(rel).resolve()
@@ -177,7 +191,12 @@ async def read_file(c: C, body: FileRequest) -> dict[str, str]:
         raise HTTPException(400, detail="path must be inside the memory directory")
     if not target.is_file():
         return {"path": body.path, "text": ""}
-    return {"path": body.path, "text": target.read_text(encoding="utf-8", errors="replace")}
+    text = target.read_text(encoding="utf-8", errors="replace")
+    if target.parent == root / "daily":
+        return {"path": body.path, "text": scoped_text(text, body.scope())}
+    if target == root / "MEMORY.md":
+        return {"path": body.path, "text": text}
+    raise HTTPException(403, detail="only MEMORY.md and the daily logs (daily/*.md) are served")
 
 
 def _content_text(content: str | list[Any]) -> str:

@@ -176,6 +176,9 @@ def test_every_other_endpoint(client: TotalRecallClient, fake: Recorder) -> None
     assert fake.body() == {"tiers": ["hot"]}
     f = client.file("memory/daily/2026-11-22.md")
     assert f.text == "" and f.path == "memory/daily/2026-11-22.md"
+    assert fake.body() == {"path": "memory/daily/2026-11-22.md", "namespace": "default"}
+    client.file("MEMORY.md", namespace="ops")
+    assert fake.body() == {"path": "MEMORY.md", "namespace": "ops"}
     fl = client.flush([{"role": "user", "content": "hi"}], "sess-1")
     assert fl.get("stored") == 1
     assert fake.body() == {"messages": [{"role": "user", "content": "hi"}], "sessionId": "sess-1"}

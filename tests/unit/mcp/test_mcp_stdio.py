@@ -7,6 +7,7 @@ stack.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -29,7 +30,9 @@ async def mcp_session(api_url: str, **env: str) -> AsyncIterator[ClientSession]:
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "totalrecall_mcp"],
         env={"TOTALRECALL_API": api_url, "TOTALRECALL_API_TOKEN": TOKEN,
-             "TOTALRECALL_TIMEOUT": "5", **env})
+             "TOTALRECALL_TIMEOUT": "5",
+             # the server spawned must import the code under test (e.g. a worktree's packages)
+             **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}, **env})
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         yield session
@@ -88,6 +91,8 @@ async def test_store_then_recall_search_timeline_get(fake_api: FakeApi) -> None:
                      "detail": "Fix: stop the container", "category": "diagnosis",
                      "tags": ["postgres"], "actor": "agent", "source": "mcp",
                      "namespace": "claude-code"}
+    # memory_get reads daily logs as this agent's namespace only
+    assert {b["namespace"] for b in fake_api.bodies("/memory/file")} == {"claude-code"}
     recall = fake_api.bodies("/memory/recall")[0]
     assert recall == {"query": "postgres port", "maxResults": 6, "timeframe": "7d",
                       "namespace": "claude-code"}
