@@ -77,10 +77,15 @@ class RecallRequest(BaseModel):
     def scope(self) -> list[str]:
         """The namespaces this request reads, in order (`namespace` first when it was given),
         without repeats."""
-        if not self.namespaces:
-            return [self.namespace]
-        named = [self.namespace] if "namespace" in self.model_fields_set else []
-        return list(dict.fromkeys([*named, *self.namespaces]))
+        return read_scope(self.namespace, self.namespaces, "namespace" in self.model_fields_set)
+
+
+def read_scope(namespace: str, namespaces: list[str] | None, named: bool) -> list[str]:
+    """The namespaces a request reads: `namespaces` after `namespace` when it was named (`named`),
+    without repeats; `namespace` alone (its default included) when there is no list."""
+    if not namespaces:
+        return [namespace]
+    return list(dict.fromkeys([*([namespace] if named else []), *namespaces]))
 
 
 class Memory(BaseModel):

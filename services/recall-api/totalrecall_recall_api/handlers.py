@@ -21,6 +21,7 @@ from totalrecall_schema import (
     TimelineResponse,
 )
 from totalrecall_schema.events import NAMESPACE_PATTERN
+from totalrecall_schema.api import read_scope
 
 from .citations import scoped_text
 from .container import Container
@@ -45,10 +46,7 @@ class FileRequest(BaseModel):
         default=None, max_length=16)
 
     def scope(self) -> list[str]:
-        if not self.namespaces:
-            return [self.namespace]
-        named = [self.namespace] if "namespace" in self.model_fields_set else []
-        return list(dict.fromkeys([*named, *self.namespaces]))
+        return read_scope(self.namespace, self.namespaces, "namespace" in self.model_fields_set)
 
 
 class FlushMessage(BaseModel):
