@@ -20,8 +20,8 @@ from totalrecall_schema import (
     TimelineRequest,
     TimelineResponse,
 )
-from totalrecall_schema.events import NAMESPACE_PATTERN
 from totalrecall_schema.api import read_scope
+from totalrecall_schema.events import NAMESPACE_PATTERN
 
 from .citations import scoped_text
 from .container import Container
