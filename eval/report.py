@@ -109,6 +109,10 @@ def folds_table(result: dict[str, Any]) -> str:
 
 def timing_line(result: dict[str, Any]) -> str:
     t, c = result["timing"], result["counts"]
+    if "haystacks" not in c:  # events made on the machine (the workstation set), not ingested
+        return (f"{c.get('scenarios', '?')} scenarios, {c['questions']} questions. Events made "
+                f"and recallable in {t.get('events_wall_s')} s. Queries: {t['query_wall_s']} s, "
+                f"recall latency p50 {t['recall_p50_ms']} ms, p99 {t['recall_p99_ms']} ms.")
     unit = c.get("unit", "turns")
     return (f"{c['haystacks']} namespaces, {c['turns']} {unit}, {c['questions']} questions. "
             f"Ingest until searchable: {t['ingest_wall_s']} s ({t['ingest_turns_per_s']} {unit}/s; "
@@ -129,7 +133,7 @@ def targets_line(result: dict[str, Any]) -> str:
     for m, t in result.get("targets", {}).items():
         mark = "met" if t["met"] else "NOT met"
         parts.append(f"{m} {_fmt(t['value'])} (target ≥ {t['target']}: {mark})")
-    return "Targets: " + "; ".join(parts) + "."
+    return "Targets: " + "; ".join(parts) + "." if parts else "Targets: none set."
 
 
 def render(result: dict[str, Any]) -> str:

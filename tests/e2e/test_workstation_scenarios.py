@@ -22,7 +22,8 @@ def world(stack: Api) -> Iterator[tuple[RecallClient, World]]:
     if stack.watched_dir is None or stack.app_log is None:
         pytest.skip("an external stack: no watched directory / log of ours")
     client = RecallClient(stack.url, token=stack.token)
-    w = make_events(client, Paths(stack.watched_dir, stack.app_log), timeout=90)
+    # generous: events reach recall within seconds, but a loaded 2-core machine can take minutes
+    w = make_events(client, Paths(stack.watched_dir, stack.app_log), timeout=240)
     yield client, w
     w.stop()
     client.close()
