@@ -16,6 +16,7 @@ import asyncpg
 import pytest
 from indexer_it_helpers import MODEL, Harness, unit_vectors, wait_for
 from indexer_proc import IndexerProcess
+from nats.js.errors import NotFoundError
 from totalrecall_indexer.core.markdown import _iter_blocks
 from totalrecall_indexer.core.search import TIERS
 from totalrecall_indexer.core.tiers import ZvecTiers
@@ -65,12 +66,13 @@ async def test_killed_during_its_first_start_it_comes_back_and_indexes_everythin
         async def indexed() -> bool:
             assert proc.alive, proc.log_tail()
             try:
-                n = await conn.fetchval("SELECT count(*) FROM memories")
-            except asyncpg.UndefinedTableError:
+                if await conn.fetchval("SELECT count(*) FROM memories") != N:
+                    return False
+                info = await harness.js.consumer_info(topology.embedded_stream,
+                                                      topology.indexer_durable)
+            except (asyncpg.UndefinedTableError, NotFoundError):  # not created yet
                 return False
-            info = await harness.js.consumer_info(topology.embedded_stream,
-                                                  topology.indexer_durable)
-            return n == N and info.num_pending == 0 and info.num_ack_pending == 0
+            return info.num_pending == 0 and info.num_ack_pending == 0
 
         await wait_for(indexed, timeout=120, interval=0.2, what="every event indexed and acked")
 
