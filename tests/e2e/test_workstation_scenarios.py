@@ -29,8 +29,8 @@ def world(stack: Api) -> Iterator[tuple[RecallClient, World]]:
     client.close()
 
 
-def _recall(client: RecallClient, q: str) -> list[dict[str, Any]]:
-    return client.recall(q, NAMESPACE, max_results=10)[0]
+def _recall(client: RecallClient, q: str, n: int = 10) -> list[dict[str, Any]]:
+    return client.recall(q, NAMESPACE, max_results=n)[0]
 
 
 def _rank(mems: list[dict[str, Any]], pred: Any) -> int | None:
@@ -44,7 +44,9 @@ def _q(w: World, kind: str, contains: str) -> Any:
 def test_an_exited_process_is_not_using_cpu_now(world: tuple[RecallClient, World]) -> None:
     client, w = world
     q = _q(w, "now-state", "using my CPU right now")
-    mems = _recall(client, q.question)
+    # On a busy machine (the rest of the suite, a parallel run) other processes really are
+    # using the CPU now and fill the first ten: what must hold is the order of the two hogs.
+    mems = _recall(client, q.question, n=50)
     now, old = _rank(mems, q.gold), _rank(mems, q.stale)
     assert now is not None, [m["summary"] for m in mems]
     assert old is None or now < old, [m["summary"] for m in mems]

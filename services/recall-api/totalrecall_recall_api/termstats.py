@@ -218,9 +218,3 @@ class TermStats:
         informative.sort(key=lambda t: df[t])
         return [(t, self.idf(t, namespace)) for t in informative[:max_terms]]
 
-    def common(self, lexemes: list[str], searched: list[tuple[str, float]], max_terms: int = 8,
-               namespace: str | None = None) -> list[tuple[str, float]]:
-        """The lexemes `select` left out as too common, with their (small) IDF weights."""
-        skip = {t for t, _ in searched}
-        left = [t for t in dict.fromkeys(lexemes) if t not in skip]
-        return [(t, self.idf(t, namespace)) for t in left[:max_terms]]
