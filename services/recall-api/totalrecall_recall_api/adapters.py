@@ -168,12 +168,10 @@ class PostgresStore:
             return []
         # OR semantics (an AND of every question word matches almost nothing), each matched term
         # scoring its IDF (BM25 with binary term frequency: memories are short), plus a little of
-        # ts_rank for term frequency and the summary-over-detail weighting. (Scoring the words
-        # too common to search by as well, at their small IDF, measured LongMemEval turn any@5
-        # 0.896 -> 0.854: left out.)
-        scored = list(weighted)
+        # ts_rank for term frequency and the summary-over-detail weighting; the words too common
+        # to search by do not score (eval/results/notes.md, 2026-11-25).
         phrases = await self._phrases(terms, namespace)
-        n = len(scored) + len(phrases)
+        n = len(weighted) + len(phrases)
         score = " + ".join(f"(CASE WHEN tsv @@ ${6 + i}::tsquery THEN ${6 + n + i}::float8 ELSE 0 END)"
                            for i in range(n))
         # Scoring touches every match, so a query made only of common words would scan much of
@@ -221,10 +219,9 @@ class PostgresStore:
                        FROM m GROUP BY key ORDER BY rank DESC LIMIT $5)
             SELECT r.rank, {_COLUMNS_M} FROM r JOIN memories m USING (key)
             ORDER BY r.rank DESC"""
-        common = [_operand(lx, self.prefix_min_chars) for lx, _ in scored[len(weighted):]]
         args: list[Any] = [" | ".join(quoted), namespace, since, category, limit,
-                           *quoted, *common, *(q for q, _ in phrases),
-                           *(w for _, w in scored), *(w for _, w in phrases)]
+                           *quoted, *(q for q, _ in phrases),
+                           *(w for _, w in weighted), *(w for _, w in phrases)]
         if rare:
             args.append(" | ".join(_operand(lx, self.prefix_min_chars) for lx in rare))
         rows = await self.pool.fetch(sql, *args, timeout=self.timeout)
