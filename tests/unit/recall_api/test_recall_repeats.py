@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from totalrecall_recall_api.core.fusion import Candidate
-from totalrecall_recall_api.core.repeats import identifiers, order_repeats
+from totalrecall_recall_api.core.repeats import identifiers, order_repeats, value_pairs
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -57,3 +57,22 @@ def test_explicit_evidence_wins_over_the_newest() -> None:
     tue.components = {"vector": 0.5, "recency": 0.2}
     out = order_repeats([sat, tue], "who gave me a necklace last Saturday?")
     assert [c.key for c in out] == ["sat", "tue"]
+
+
+def test_the_value_in_the_questions_context_wins_over_the_newest() -> None:
+    """"task 24.0" is the task, "stage 24.0" another line that merely carries the number."""
+    ranked = [cand("stage", "Running task 43.0 in stage 24.0 (TID 1128)", 0.9, 30),
+              cand("task", "Running task 24.0 in stage 26.0 (TID 1224)", 0.8, 0)]
+    out = order_repeats(ranked, "What stage is task 24.0 running in?")
+    assert [c.key for c in out] == ["task", "stage"]
+    assert value_pairs("read broadcast variable 11?") == {("variable", "11")}
+
+
+def test_tied_scores_still_follow_the_operators_order() -> None:
+    """Members that tie (a shared vector, the same words) come out in the rule's order, not in
+    the order they came in."""
+    ranked = [cand(f"v{n}", f"Reading broadcast variable {n} took 1{n} ms", 0.9, n)
+              for n in (39, 40, 2)]
+    out = order_repeats(ranked, "How long did it take to read the variable 2?")
+    assert [c.key for c in out] == ["v2", "v40", "v39"]
+    assert out[0].score == 0.9 and out[0].score > out[1].score > out[2].score

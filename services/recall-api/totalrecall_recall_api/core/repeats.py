@@ -4,9 +4,11 @@ A watcher that reports "python3 (PID 4182) using 97% CPU" every few minutes, or 
 "PacketResponder 1 for block blk_… terminating" line per block, leaves many memories that the
 model embeds alike and that match the same words: their fused scores tie but for noise. The
 operator's rule decides instead: the memory whose identifiers the question names comes first,
-then the one with more explicit evidence (a boost: the date the question names, the actor, …),
-then the newest. The group's scores are handed out again in that order, so the group as a whole
-ranks where it did, and memories of other templates are untouched.
+then the one that has the question's values in the question's context ("task 24.0" in "Running
+task 24.0 in stage 26.0", not in "… task 43.0 in stage 24.0"), then the one with more explicit
+evidence (a boost: the date the question names, the actor, …), then the newest. The group's
+scores are handed out again in that order, so the group as a whole ranks where it did, and
+memories of other templates are untouched.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from datetime import datetime
+from itertools import pairwise
 
 from totalrecall_schema.templates import template_hash
 
@@ -36,29 +39,47 @@ def identifiers(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
+def value_pairs(text: str) -> frozenset[tuple[str, str]]:
+    """The pairs of neighbouring words of `text` of which one carries a digit: a value in its
+    context (`("task", "24.0")`, `("variable", "11")`, `("user", "test9")`)."""
+    words = [w.strip(_EDGE).rstrip("/") for w in _TOKEN.findall(text.lower())]
+    words = [w for w in words if w]
+    return frozenset((a, b) for a, b in pairwise(words)
+                     if any(ch.isdigit() for ch in a + b))
+
+
+#: How much lower each member of a template scores than the one before it where scores tie.
+_STEP = 1e-6
+
 #: Score components that measure likeness (and so tie within a template), not explicit evidence.
 _LIKENESS = frozenset({"vector", "bm25", "recency", "repeat_order"})
 
 
-def _order_key(c: Candidate, named: frozenset[str]) -> tuple[int, float, datetime]:
+def _order_key(c: Candidate, named: frozenset[str], pairs: frozenset[tuple[str, str]]
+               ) -> tuple[int, int, float, datetime]:
     boosts = sum(v for k, v in c.components.items() if k not in _LIKENESS)
-    return (len(named & identifiers(c.text)), round(boosts, 6), c.timestamp)
+    return (len(named & identifiers(c.text)), len(pairs & value_pairs(c.text)), round(boosts, 6),
+            c.timestamp)
 
 
 def order_repeats(ranked: Iterable[Candidate], query: str) -> list[Candidate]:
     """`ranked` best first, each template's members reordered: the most identifiers named by
-    `query` first, then the newest. Returns the candidates sorted by their new scores."""
+    `query` first, then the most of its values in their context, then boosts, then the newest.
+    Returns the candidates sorted by their new scores."""
     cands = list(ranked)
     groups: dict[str, list[Candidate]] = {}
     for c in cands:
         groups.setdefault(template_hash(c.text), []).append(c)
-    named = identifiers(query)
+    named, pairs = identifiers(query), value_pairs(query)
     for members in groups.values():
         if len(members) < 2:
             continue
         scores = sorted((c.score for c in members), reverse=True)
-        for c, score in zip(sorted(members, key=lambda c: _order_key(c, named), reverse=True),
-                            scores, strict=True):
+        best_first = sorted(members, key=lambda c: _order_key(c, named, pairs), reverse=True)
+        last = float("inf")
+        for c, score in zip(best_first, scores, strict=True):
+            # Tied scores would leave the members in their old order (the sort is stable).
+            score = last = min(score, last - _STEP)
             if score != c.score:
                 c.components["repeat_order"] = round(score - c.score, 6)
                 c.score = score
