@@ -77,6 +77,8 @@ async def test_unopenable_tier_is_quarantined_and_reindexed(settings: Settings,
         assert (await search(harness, probes[0]))[0] == before[0][0]
     meta = json.loads((zvec_dir / "meta.json").read_text())
     assert list(meta["reindex"]) == ["warm"]  # survives a restart
+    (newest,) = (p.name for p in zvec_dir.glob("warm.broken-*"))
+    (zvec_dir / "warm.broken-1").mkdir()  # an older quarantined copy, from an earlier break
 
     calls: list[int] = []
 
@@ -100,6 +102,8 @@ async def test_unopenable_tier_is_quarantined_and_reindexed(settings: Settings,
             assert [await search(harness, q) for q in probes] == before
             st = await idx.stats()
             assert st["reindex"] == {}
+            # only the newest quarantined copy is kept once the tier is whole again
+            assert [p.name for p in zvec_dir.glob("warm.broken-*")] == [newest]
             assert json.loads((zvec_dir / "meta.json").read_text())["reindex"] == {}
     finally:
         await sub.unsubscribe()

@@ -223,6 +223,16 @@ class ZvecTiers:
         with self._meta_lock:
             if self.reindex.pop(tier, None) is not None:
                 self._write_meta()
+        self._drop_old_quarantined(tier)
+
+    def _drop_old_quarantined(self, tier: str, keep: int = 1) -> None:
+        """Once a tier is whole again, only its newest quarantined copy stays (to look at why
+        it broke): each copy is a whole collection, and a tier that keeps breaking would
+        otherwise fill the disk."""
+        copies = sorted(self.root.glob(f"{tier}.broken-*"))  # named by time_ns: oldest first
+        for old in copies[: len(copies) - keep]:
+            shutil.rmtree(old, ignore_errors=True)
+            log.info("zvec tier %s: removed the older quarantined copy %s", tier, old.name)
 
     def close(self) -> None:
         for col in self.cols.values():
