@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Depends, HTTPException, Request
+from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from totalrecall_schema import (
@@ -21,10 +23,11 @@ from totalrecall_schema import (
     TimelineResponse,
 )
 from totalrecall_schema.api import read_scope
-from totalrecall_schema.events import NAMESPACE_PATTERN
+from totalrecall_schema.events import NAMESPACE_PATTERN, memory_key
 
 from .citations import scoped_text
 from .container import Container
+from .ports import PipelineLag
 
 router = APIRouter(prefix="/memory")
 
@@ -126,8 +129,6 @@ async def recall(c: C, body: RecallRequest) -> RecallResponse:
 @router.post("/timeline", response_model=TimelineResponse)
 async def timeline(c: C, body: TimelineRequest) -> TimelineResponse:
     since = time.time() - body.hours * 3600
-    from datetime import UTC, datetime
-
     rows = await c.store.recent(body.namespace, datetime.fromtimestamp(since, UTC), body.category,
                                 body.limit)
     return TimelineResponse(memories=list(reversed(rows)))
@@ -149,6 +150,9 @@ async def health(c: C, request: Request) -> JSONResponse:
 @router.get("/stats")
 async def stats(c: C, namespace: str | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"namespace": namespace, **await c.store.stats(namespace)}
+    if isinstance(c.publisher, PipelineLag):
+        # Events each stage has yet to process (pending + unacked), all namespaces together.
+        out["pending"] = await c.publisher.lag()
     try:
         reply = await c.index.admin(AdminRequest(verb="stats"), timeout=2.0)
         out["index"] = reply.result if reply.ok else {"error": reply.error}
@@ -195,6 +199,26 @@ async def read_file(c: C, body: FileRequest) -> dict[str, str]:
     if target == root / "MEMORY.md":
         return {"path": body.path, "text": text}
     raise HTTPException(403, detail="only MEMORY.md and the daily logs (daily/*.md) are served")
+
+
+@router.get("/source")
+async def source(c: C, memory_id: Annotated[str, Query(alias="id", min_length=1, max_length=200)],
+                 namespace: Annotated[str, Query(pattern=NAMESPACE_PATTERN)] = "default"
+                 ) -> dict[str, Any]:
+    """The Markdown record of one memory in its daily log (the ground truth), with its path
+    and line range. Only a memory of `namespace` is found; 404 when there is none (or it was
+    forgotten)."""
+    found = await c.store.rows([memory_key(namespace, memory_id)])
+    m = next(iter(found.values()), None)
+    if m is None or m.namespace != namespace:
+        raise HTTPException(404, detail=f"no memory {memory_id!r} in namespace {namespace!r}")
+    day = f"{m.timestamp.astimezone(UTC):%Y-%m-%d}"
+    record = await asyncio.to_thread(c.citations.source, namespace, memory_id, day)
+    if record is None:
+        raise HTTPException(404, detail=f"memory {memory_id!r} is not in "
+                                        f"memory/daily/{day}.md (yet)")
+    return {"id": memory_id, "namespace": namespace, "path": record.path,
+            "startLine": record.start_line, "endLine": record.end_line, "text": record.text}
 
 
 def _content_text(content: str | list[Any]) -> str:
