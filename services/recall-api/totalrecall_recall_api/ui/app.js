@@ -57,10 +57,16 @@ function el(tag, props = {}, ...children) {
   return node;
 }
 
+/** Replaces a node's children (absent ones, e.g. `cond ? node : null`, are left out). */
+function fill(node, ...children) {
+  node.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
+}
+
 function say(target, message, kind = "") {
   const node = typeof target === "string" ? $(target) : target;
   node.textContent = message;
-  node.className = `status ${kind}`.trim();
+  node.classList.remove("error", "ok");
+  if (kind) node.classList.add(kind);
 }
 
 /** Runs an action; its failure is shown in `statusTarget` instead of being lost. */
@@ -177,7 +183,7 @@ async function search(event) {
       query: text, namespace: namespace(), timeframe: $("#timeframe").value,
       maxResults: Number($("#max-results").value) || 10,
     } });
-    $("#results").replaceChildren(...result.memories.map(hitItem));
+    fill($("#results"), result.memories.map(hitItem));
     say("#search-status", `${result.memories.length} memories in ${number(result.took_ms, 1)} ms`
       + ` · query class: ${result.query_class}`);
   });
@@ -276,7 +282,7 @@ async function loadTimeline(event) {
               el("button", { type: "button", class: "link", onclick: () => showSource(memory) },
                 memory.summary)))))));
     });
-    $("#timeline").replaceChildren(...days);
+    fill($("#timeline"), days);
     say("#timeline-status", `${memories.length} memories on ${days.length} days`
       + (memories.length >= body.limit ? ` (the newest ${body.limit} only)` : ""));
   });
@@ -293,7 +299,7 @@ function table(headings, rows) {
 function renderHealth(health) {
   const checks = Object.entries(health.checks || {});
   const degraded = checks.filter(([, check]) => !check.ok);
-  $("#health .body").replaceChildren(
+  fill($("#health .body"),
     el("p", {}, "Status: ", el("strong", { class: `state ${health.status}` }, health.status)),
     checks.length ? table(["part", "state", "why"], checks.map(([part, check]) =>
       [part, check.ok ? "ok" : "not ok", check.error || ""])) : el("p", {}, "(details need the token)"),
@@ -308,14 +314,12 @@ function renderStats(stats) {
   if (index.error) problems.push(`indexer: ${index.error}`);
   for (const [tier, why] of Object.entries(index.writes_held || {})) problems.push(`${tier} writes held: ${JSON.stringify(why)}`);
   for (const [tier, state] of Object.entries(index.reindex || {})) problems.push(`${tier} being refilled: ${state.reason}`);
-  $("#stats .body").replaceChildren(
+  fill($("#stats .body"),
     el("p", {}, el("strong", {}, String(stats.total ?? 0)), ` memories in namespace ${stats.namespace}`,
       stats.oldest ? ` · ${when(stats.oldest)} to ${when(stats.newest)}` : ""),
     el("h3", {}, "Tiers"),
-    table(["tier", "memories (namespace)", "vectors (all)", "index complete"], tiers.map((tier) => [
-      tier, String(stats.by_tier?.[tier] ?? 0), String(index.docs?.[tier] ?? "–"),
-      index.index_completeness?.[tier] === undefined ? "–"
-        : `${Math.round(index.index_completeness[tier] * 100)} %`])),
+    table(["tier", "memories (this namespace)", "vectors (all namespaces)"], tiers.map((tier) => [
+      tier, String(stats.by_tier?.[tier] ?? 0), String(index.docs?.[tier] ?? "–")])),
     el("h3", {}, "Pipeline lag"),
     table(["stage", "events waiting (all namespaces)"], Object.entries(pending).map(([stage, n]) =>
       [stage, n === null ? "unknown" : String(n)])),
@@ -329,7 +333,7 @@ function renderStats(stats) {
 
 function renderAlerts(alerts) {
   const list = Array.isArray(alerts) ? alerts : alerts.alerts || [];
-  $("#alerts .body").replaceChildren(list.length
+  fill($("#alerts .body"), list.length
     ? el("ul", {}, list.map((a) => el("li", { class: `sev ${a.severity || ""}` },
       `${a.severity || "alert"}: ${a.summary || a.title || a.message || JSON.stringify(a)}`,
       a.timestamp ? ` (${when(a.timestamp)})` : "")))
@@ -344,13 +348,13 @@ async function loadStatus() {
   // A 503 from /memory/health still says which part is down.
   const healthBody = health.status === "fulfilled" ? health.value : health.reason.data;
   if (healthBody && healthBody.status) renderHealth(healthBody);
-  else $("#health .body").replaceChildren(el("p", { class: "error" }, `Unreachable: ${health.reason}`));
+  else fill($("#health .body"), el("p", { class: "error" }, `Unreachable: ${health.reason}`));
   if (stats.status === "fulfilled") renderStats(stats.value);
-  else $("#stats .body").replaceChildren(el("p", { class: "error" }, stats.reason.message));
+  else fill($("#stats .body"), el("p", { class: "error" }, stats.reason.message));
   if (alerts.status === "fulfilled") renderAlerts(alerts.value);
   else if (alerts.reason.status === 404) {
-    $("#alerts .body").replaceChildren(el("p", { class: "muted" }, "No alert source yet."));
-  } else $("#alerts .body").replaceChildren(el("p", { class: "error" }, alerts.reason.message));
+    fill($("#alerts .body"), el("p", { class: "muted" }, "No alert source yet."));
+  } else fill($("#alerts .body"), el("p", { class: "error" }, alerts.reason.message));
   const refused = [health, stats, alerts].some((r) => r.status === "rejected" && r.reason.status === 401);
   say("#status-status", refused ? "Enter the API token above." : `Updated ${when(Date.now())}`,
     refused ? "error" : "");
