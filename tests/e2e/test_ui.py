@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -21,9 +20,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
-from stacklib import Api, wait_for
-from totalrecall.infra import free_port
-from totalrecall.infra.process import spawn
+from stacklib import Api, api_with_token, wait_for
 
 CHROMIUM = os.environ.get("TOTALRECALL_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 TIMEOUT_MS = 60_000  # a loaded two-core machine: the first recall of a namespace may be slow
@@ -276,30 +273,12 @@ def test_status_shows_health_tiers_lag_and_alerts(stack: Api, page: Page, shot: 
 
 
 @pytest.fixture(scope="module")
-def token_api(stack: Api, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def token_api(stack: Api) -> Iterator[str]:
     """A second recall API on the same stack that requires a bearer token."""
     if stack.ports is None or stack.home is None:
         pytest.skip("needs a stack this test session launched (its NATS and Postgres ports)")
-    port = free_port()
-    env = {**os.environ, "TOTALRECALL_HOME": str(stack.home), "TR_RECALL_HTTP_PORT": str(port),
-           "TR_RECALL_NATS_URL": f"nats://127.0.0.1:{stack.ports['nats']}",
-           "TR_RECALL_PG_DSN": f"postgresql://postgres@127.0.0.1:{stack.ports['postgres']}/totalrecall",
-           "TR_RECALL_API_TOKEN": "ui-test-token"}
-    proc = spawn([sys.executable, "-m", "totalrecall_recall_api"],
-                 log_path=tmp_path_factory.mktemp("token-api") / "recall-api.log", env=env)
-    url = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        try:
-            return httpx.get(f"{url}/memory/health", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-    try:
-        wait_for(up, 120, "the token-protected recall API")
+    with api_with_token(stack, "ui-test-token") as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(30)
 
 
 def test_the_page_asks_for_the_token_and_sends_it(
