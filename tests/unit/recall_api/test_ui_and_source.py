@@ -179,3 +179,32 @@ async def test_the_page_fetches_nothing_off_host() -> None:
         text = f.read_text()
         assert "http://" not in text.replace("http://www.w3.org/2000/svg", "") \
             and "https://" not in text and "//cdn" not in text, f.name
+
+
+# --- GET /memory/stats: pipeline lag ---------------------------------------------------------
+class StatsStore:
+    async def stats(self, namespace: str | None) -> dict[str, Any]:
+        return {"total": 0}
+
+
+class Index:
+    async def admin(self, request: Any, timeout: float) -> Any:
+        raise TimeoutError
+
+
+class LaggingPublisher:
+    async def lag(self) -> dict[str, int | None]:
+        return {"embedder": 12, "indexer": None}
+
+
+@pytest.mark.parametrize(("publisher", "pending"), [
+    (LaggingPublisher(), {"embedder": 12, "indexer": None}), (object(), None)])
+async def test_stats_report_the_pipelines_pending_events(tmp_path: Path, publisher: object,
+                                                         pending: Any) -> None:
+    app = create_app(Settings(memory_dir=tmp_path), publisher=publisher,  # type: ignore[arg-type]
+                     store=StatsStore(), embedder=object(), index=Index())  # type: ignore[arg-type]
+    async with app.router.lifespan_context(app):
+        client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
+        body = (await client.get("/memory/stats")).json()
+    assert body.get("pending") == pending  # absent when the publisher cannot tell
+    assert body["index"] == {"error": "indexer unavailable: TimeoutError"}
