@@ -26,7 +26,7 @@ from totalrecall_schema import (
     memory_key,
 )
 from totalrecall_schema.api import read_scope
-from totalrecall_schema.events import NAMESPACE_PATTERN, memory_key
+from totalrecall_schema.events import NAMESPACE_PATTERN
 
 from .citations import scoped_text
 from .container import Container
