@@ -13,11 +13,14 @@ log() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*"; }
 
 have_pg_server() { ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null 2>&1; }
 
-# System packages: PostgreSQL's server (the stack's database) and Prometheus (promtool validates
-# the alert rules in the tests; `totalrecall run --prometheus` scrapes the local stack).
+# System packages: PostgreSQL's server (the stack's database), Prometheus (promtool validates
+# the alert rules in the tests; `totalrecall run --prometheus` scrapes the local stack) and
+# Chromium (tests/e2e/test_ui.py drives the web page in it through playwright; no browser is
+# downloaded by `playwright install`).
 APT_PKGS=()
 have_pg_server || APT_PKGS+=(postgresql)
 command -v promtool >/dev/null 2>&1 || APT_PKGS+=(prometheus)
+command -v chromium >/dev/null 2>&1 || APT_PKGS+=(chromium)
 if [ ${#APT_PKGS[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     log "installing ${APT_PKGS[*]} (Debian packages)"

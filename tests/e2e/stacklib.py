@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -96,3 +97,33 @@ def launch_stack(home: Path, model_path: Path | None) -> Iterator[Api]:
     with launched_stack(home, extra_env=env, ready_timeout=240) as running:
         yield Api(running.api, proc=running.proc, ports=running.ports, home=home,
                   watched_dir=watched_dir, app_log=log_dir / "app.log")
+
+
+@contextmanager
+def api_with_token(stack: Api, token: str) -> Iterator[str]:
+    """A second recall-api process on the stack's NATS and Postgres, bound with a bearer token
+    (as off loopback); yields its URL."""
+    assert stack.ports is not None and stack.home is not None, "needs a stack launched here"
+    from totalrecall.infra import free_port
+
+    port = free_port()
+    env = {**os.environ, "TOTALRECALL_HOME": str(stack.home), "TR_RECALL_HTTP_PORT": str(port),
+           "TR_RECALL_API_TOKEN": token,
+           "TR_RECALL_NATS_URL": f"nats://127.0.0.1:{stack.ports['nats']}",
+           "TR_RECALL_PG_DSN": f"postgresql://postgres@127.0.0.1:{stack.ports['postgres']}/totalrecall"}
+    proc = subprocess.Popen([sys.executable, "-m", "totalrecall_recall_api"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return httpx.get(f"{url}/health", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_for(up, 60, "the token-protected recall-api")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)

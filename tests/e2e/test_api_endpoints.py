@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
-from stacklib import Api, wait_for
-from totalrecall.infra import free_port
+from stacklib import Api, api_with_token, wait_for
 
 
 def _ns() -> str:
@@ -207,28 +203,8 @@ def test_oversized_body_is_rejected(stack: Api) -> None:
 @pytest.fixture
 def token_api(stack: Api) -> Iterator[str]:
     """A second recall-api process on the same stack, bound with a token (as off-loopback)."""
-    assert stack.ports is not None and stack.home is not None
-    port = free_port()
-    env = {**os.environ, "TOTALRECALL_HOME": str(stack.home), "TR_RECALL_HTTP_PORT": str(port),
-           "TR_RECALL_API_TOKEN": "e2e-token-123",
-           "TR_RECALL_NATS_URL": f"nats://127.0.0.1:{stack.ports['nats']}",
-           "TR_RECALL_PG_DSN": f"postgresql://postgres@127.0.0.1:{stack.ports['postgres']}/totalrecall"}
-    proc = subprocess.Popen([sys.executable, "-m", "totalrecall_recall_api"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        try:
-            return httpx.get(f"{url}/health", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    try:
-        wait_for(up, 30, "the token-protected recall-api")
+    with api_with_token(stack, "e2e-token-123") as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def test_bearer_token_auth_over_http(token_api: str) -> None:

@@ -87,6 +87,21 @@ class JetStreamPublisher:
     async def ping(self) -> bool:
         return bool(self.nc.is_connected)
 
+    async def lag(self) -> dict[str, int | None]:
+        topo = self.topology
+        stages = (("embedder", topo.events_stream, topo.embedder_durable),
+                  ("indexer", topo.embedded_stream, topo.indexer_durable))
+
+        async def pending(stream: str, durable: str) -> int | None:
+            try:
+                info = await self.js.consumer_info(stream, durable, timeout=1.0)
+            except Exception:  # not created yet, or NATS away: unknown, not zero
+                return None
+            return (info.num_pending or 0) + (info.num_ack_pending or 0)
+
+        found = await asyncio.gather(*(pending(stream, durable) for _, stream, durable in stages))
+        return {name: n for (name, _, _), n in zip(stages, found, strict=True)}
+
 
 _MEMORY_COLUMNS = ("key, id, namespace, ts, category, subcategory, actor, severity, tags, summary, "
                    "detail, metadata, tier")

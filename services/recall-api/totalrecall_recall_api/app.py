@@ -22,6 +22,7 @@ from .handlers import router
 from .metrics import Metrics
 from .ports import Embedder, Publisher, Store, VectorIndex
 from .settings import Settings
+from .ui_files import UI_DIR, UiFiles
 
 log = logging.getLogger("totalrecall.recall")
 
@@ -108,7 +109,7 @@ class AuthAndCount:
 
 
 _ENDPOINTS = frozenset({"ingest", "store", "recall", "timeline", "health", "stats", "compact",
-                        "rebuild", "file", "flush", "warm"})
+                        "rebuild", "file", "flush", "warm", "forget", "source"})
 
 
 def _endpoint(path: str) -> str:
@@ -161,6 +162,7 @@ def create_app(settings: Settings, *, publisher: Publisher | None = None,
         return await memory_health(request.app.state.container, request)
 
     app.include_router(router)
+    app.mount("/ui", UiFiles(directory=UI_DIR, html=True), name="ui")
     app.add_middleware(AuthAndCount, expected=expected, metrics=metrics)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     return app

@@ -121,6 +121,30 @@ def scoped_text(text: str, namespaces: Collection[str]) -> str:
     return out + "\n" if lines else ""
 
 
+def _spans(lines: list[str]) -> dict[tuple[str, str], tuple[int, int]]:
+    """(namespace, id) -> 1-based line range of each memory's record, trailing blanks left out."""
+    spans: dict[tuple[str, str], tuple[int, int]] = {}
+    for b in _blocks(lines):
+        if b.kind != "event" or b.namespace is None or b.memory_id is None:
+            continue
+        end = b.end
+        while end > b.start and not lines[end].strip():
+            end -= 1
+        # The first record of a key is the memory, as for the indexer's parser.
+        spans.setdefault((b.namespace, b.memory_id), (b.start + 1, end + 1))
+    return spans
+
+
+@dataclass(frozen=True)
+class Source:
+    """A memory's record in its daily log: the Markdown people read, with where it is."""
+
+    path: str  # relative, as in citations: memory/daily/YYYY-MM-DD.md
+    start_line: int  # 1-based, inclusive
+    end_line: int
+    text: str
+
+
 @dataclass
 class _FileIndex:
     stamp: tuple[float, int]
@@ -144,16 +168,7 @@ class Citations:
         cached = self._cache.get(path)
         if cached is not None and cached.stamp == stamp:
             return cached.spans
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-        spans: dict[tuple[str, str], tuple[int, int]] = {}
-        for b in _blocks(lines):
-            if b.kind != "event" or b.namespace is None or b.memory_id is None:
-                continue
-            end = b.end
-            while end > b.start and not lines[end].strip():
-                end -= 1
-            # The first record of a key is the memory, as for the indexer's parser.
-            spans.setdefault((b.namespace, b.memory_id), (b.start + 1, end + 1))
+        spans = _spans(path.read_text(encoding="utf-8", errors="replace").splitlines())
         self._cache[path] = _FileIndex(stamp, spans)
         return spans
 
@@ -162,3 +177,20 @@ class Citations:
         path = self.daily_path(day)
         start, end = self._index(path).get((namespace, memory_id), (0, 0))
         return f"memory/daily/{day}.md", start, end
+
+    def source(self, namespace: str, memory_id: str, day: str) -> Source | None:
+        """The Markdown record of one memory of `namespace` in the daily log of `day`; None
+        when the log holds no such record (forgotten, or not written yet). Its lines are the
+        memory's own block (heading, record comment, fields, fenced detail), nothing else."""
+        path = self.daily_path(day)
+        try:
+            # One read: the span and the text come from the same bytes, even while the indexer
+            # appends to or rewrites the file.
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except FileNotFoundError:
+            return None
+        span = _spans(lines).get((namespace, memory_id))
+        if span is None:
+            return None
+        start, end = span
+        return Source(f"memory/daily/{day}.md", start, end, "\n".join(lines[start - 1:end]) + "\n")

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Depends, HTTPException, Request
+from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from totalrecall_schema import (
     AdminRequest,
+    ForgetRequest,
+    ForgetResponse,
     IngestEvent,
     IngestResponse,
     MemoryEvent,
@@ -19,12 +23,14 @@ from totalrecall_schema import (
     RecallResponse,
     TimelineRequest,
     TimelineResponse,
+    memory_key,
 )
 from totalrecall_schema.api import read_scope
 from totalrecall_schema.events import NAMESPACE_PATTERN
 
 from .citations import scoped_text
 from .container import Container
+from .ports import PipelineLag
 
 router = APIRouter(prefix="/memory")
 
@@ -126,8 +132,6 @@ async def recall(c: C, body: RecallRequest) -> RecallResponse:
 @router.post("/timeline", response_model=TimelineResponse)
 async def timeline(c: C, body: TimelineRequest) -> TimelineResponse:
     since = time.time() - body.hours * 3600
-    from datetime import UTC, datetime
-
     rows = await c.store.recent(body.namespace, datetime.fromtimestamp(since, UTC), body.category,
                                 body.limit)
     return TimelineResponse(memories=list(reversed(rows)))
@@ -149,6 +153,9 @@ async def health(c: C, request: Request) -> JSONResponse:
 @router.get("/stats")
 async def stats(c: C, namespace: str | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"namespace": namespace, **await c.store.stats(namespace)}
+    if isinstance(c.publisher, PipelineLag):
+        # Events each stage has yet to process (pending + unacked), all namespaces together.
+        out["pending"] = await c.publisher.lag()
     try:
         reply = await c.index.admin(AdminRequest(verb="stats"), timeout=2.0)
         out["index"] = reply.result if reply.ok else {"error": reply.error}
@@ -177,6 +184,28 @@ async def rebuild(c: C, body: AdminBody | None = None) -> JSONResponse:
     return await _admin(c, "rebuild", body)
 
 
+@router.post("/forget", response_model=ForgetResponse)
+async def forget(c: C, body: ForgetRequest) -> ForgetResponse:
+    """Forget memories everywhere (Postgres, Zvec, the Markdown ground truth), for good: the
+    indexer keeps a tombstone, so a redelivered or replayed event does not bring them back.
+    Only the request's namespace is touched (the keys derive from namespace and id), as
+    ingest writes only the namespace it names."""
+    ids = list(dict.fromkeys(body.ids))
+    by_key = {memory_key(body.namespace, i): i for i in ids}
+    try:
+        reply = await c.index.admin(
+            AdminRequest(verb="forget", keys=list(by_key), namespace=body.namespace),
+            timeout=c.settings.admin_timeout_s)
+    except Exception as exc:
+        raise HTTPException(503, detail=f"indexer unavailable: {type(exc).__name__}") from None
+    if not reply.ok:  # a store the indexer needs is down (or a tier takes no writes yet)
+        raise HTTPException(503, detail=f"indexer could not forget: {reply.error}")
+    found = reply.result.get("found")
+    found_keys = set(found) if isinstance(found, list) else set()
+    return ForgetResponse(forgotten=len(found_keys & by_key.keys()),
+                          missing=[i for k, i in by_key.items() if k not in found_keys])
+
+
 @router.post("/file")
 async def read_file(c: C, body: FileRequest) -> dict[str, str]:
     """A file of the Markdown ground truth; missing → empty text. A daily log shows only the
@@ -195,6 +224,26 @@ async def read_file(c: C, body: FileRequest) -> dict[str, str]:
     if target == root / "MEMORY.md":
         return {"path": body.path, "text": text}
     raise HTTPException(403, detail="only MEMORY.md and the daily logs (daily/*.md) are served")
+
+
+@router.get("/source")
+async def source(c: C, memory_id: Annotated[str, Query(alias="id", min_length=1, max_length=200)],
+                 namespace: Annotated[str, Query(pattern=NAMESPACE_PATTERN)] = "default"
+                 ) -> dict[str, Any]:
+    """The Markdown record of one memory in its daily log (the ground truth), with its path
+    and line range. Only a memory of `namespace` is found; 404 when there is none (or it was
+    forgotten)."""
+    found = await c.store.rows([memory_key(namespace, memory_id)])
+    m = next(iter(found.values()), None)
+    if m is None or m.namespace != namespace:
+        raise HTTPException(404, detail=f"no memory {memory_id!r} in namespace {namespace!r}")
+    day = f"{m.timestamp.astimezone(UTC):%Y-%m-%d}"
+    record = await asyncio.to_thread(c.citations.source, namespace, memory_id, day)
+    if record is None:
+        raise HTTPException(404, detail=f"memory {memory_id!r} is not in "
+                                        f"memory/daily/{day}.md (yet)")
+    return {"id": memory_id, "namespace": namespace, "path": record.path,
+            "startLine": record.start_line, "endLine": record.end_line, "text": record.text}
 
 
 def _content_text(content: str | list[Any]) -> str:

@@ -66,3 +66,13 @@ class RowsBM25(Protocol):
 
     async def bm25_rows(self, terms: Sequence[str], namespace: str, since: datetime | None,
                         category: str | None, limit: int) -> list[tuple[str, float, Memory]]: ...
+
+
+@runtime_checkable
+class PipelineLag(Protocol):
+    """A publisher that can tell how far behind the pipeline's consumers are."""
+
+    async def lag(self) -> dict[str, int | None]:
+        """Stage (embedder, indexer) → messages it has yet to process or ack; None when its
+        consumer cannot be asked."""
+        ...
