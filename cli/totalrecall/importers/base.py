@@ -10,6 +10,7 @@ again stores nothing new: the indexer upserts by id, JetStream drops a repeat `N
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -90,6 +91,25 @@ def since_filter(items: Iterable[Item], since: datetime | None) -> Iterator[Item
             yield Skip("before --since", item.id)
         else:
             yield item
+
+
+def json_object(text: str, where: str) -> dict[str, Any] | Skip:
+    """One JSON object, or why the text is not one."""
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return Skip("not JSON", where)
+    return obj if isinstance(obj, dict) else Skip("not a JSON object", where)
+
+
+def json_lines(lines: Iterable[str], label: str) -> Iterator[tuple[str, dict[str, Any]] | Skip]:
+    """`(where, object)` for each non-blank line of a JSON-lines text (`where` = `label:line`),
+    a `Skip` for a line that is not a JSON object."""
+    for n, line in enumerate(lines, start=1):
+        if line.strip():
+            where = f"{label}:{n}"
+            obj = json_object(line, where)
+            yield obj if isinstance(obj, Skip) else (where, obj)
 
 
 def file_time(path: Path) -> datetime:

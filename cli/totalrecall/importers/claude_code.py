@@ -16,14 +16,13 @@ only its new records.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .base import Item, Options, Skip, expand, stable_id
+from .base import Item, Options, Skip, expand, json_lines, stable_id
 from .conversation import message_text, turn_event
 
 _COMMAND_TEXT = re.compile(r"^\s*<(command-name|command-message|local-command-stdout|"
@@ -72,19 +71,8 @@ def record_event(rec: dict[str, Any], where: str, namespace: str) -> Item:
 
 def read_transcript(path: Path, namespace: str) -> Iterator[Item]:
     with open(path, encoding="utf-8", errors="replace") as fh:
-        for n, line in enumerate(fh, start=1):
-            where = f"{path}:{n}"
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                yield Skip("not JSON", where)
-                continue
-            if not isinstance(rec, dict):
-                yield Skip("not a JSON object", where)
-                continue
-            yield record_event(rec, where, namespace)
+        for rec in json_lines(fh, str(path)):
+            yield rec if isinstance(rec, Skip) else record_event(rec[1], rec[0], namespace)
 
 
 class ClaudeCodeImporter:

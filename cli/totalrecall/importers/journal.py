@@ -12,7 +12,6 @@ overlapping range adds nothing. Binary `MESSAGE`s (journald's byte arrays) are d
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from collections.abc import Iterable, Iterator
@@ -20,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .base import Item, Options, Skip, make_event, stable_id
+from .base import Item, Options, Skip, json_lines, make_event, stable_id
 from .logs import LogRecord, log_event_fields
 
 #: journald priorities → the level word in the text (info and below say nothing).
@@ -72,19 +71,8 @@ def entry_event(entry: dict[str, Any], namespace: str, where: str) -> Item:
 
 
 def read_lines(lines: Iterable[str], label: str, namespace: str) -> Iterator[Item]:
-    for n, line in enumerate(lines, start=1):
-        where = f"{label}:{n}"
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            yield Skip("not JSON", where)
-            continue
-        if not isinstance(entry, dict):
-            yield Skip("not a JSON object", where)
-            continue
-        yield entry_event(entry, namespace, where)
+    for rec in json_lines(lines, label):
+        yield rec if isinstance(rec, Skip) else entry_event(rec[1], namespace, rec[0])
 
 
 def journalctl_command(since: datetime | None) -> list[str]:

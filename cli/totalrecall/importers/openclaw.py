@@ -26,7 +26,6 @@ an agent's sessions directory, or single files. Found in it:
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sqlite3
@@ -35,7 +34,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from .base import Item, Options, Skip, file_time, make_event, stable_id
+from .base import Item, Options, Skip, file_time, json_lines, json_object, make_event, stable_id
 from .conversation import flush_id, message_text, turn_event
 
 _NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -126,9 +125,9 @@ class Transcript:
         self.namespace = namespace
         self.label = label
 
-    def event(self, ev: Any, where: str) -> Item | None:
-        if not isinstance(ev, dict):
-            return Skip("not a JSON object", where)
+    def event(self, ev: dict[str, Any] | Skip, where: str) -> Item | None:
+        if isinstance(ev, Skip):
+            return ev
         kind = ev.get("type")
         if kind == "session":
             if ev.get("id"):
@@ -187,16 +186,8 @@ def read_transcript_file(path: Path, namespace: str) -> Iterator[Item]:
     else:
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     tr = Transcript(_session_id_of_file(path), namespace, path.name)
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{n}"
-        try:
-            ev = json.loads(line)
-        except ValueError:
-            yield Skip("not JSON", where)
-            continue
-        item = tr.event(ev, where)
+    for rec in json_lines(lines, str(path)):
+        item = rec if isinstance(rec, Skip) else tr.event(rec[1], rec[0])
         if item is not None:
             yield item
 
@@ -222,12 +213,7 @@ def read_agent_db(path: Path, namespace: str) -> Iterator[Item]:
                     yield Skip("zstd-compressed event (pip install zstandard)", where)
                     continue
                 event_json = raw.decode("utf-8", "replace")
-            try:
-                ev = json.loads(event_json)
-            except ValueError:
-                yield Skip("not JSON", where)
-                continue
-            item = tr.event(ev, where)
+            item = tr.event(json_object(event_json, where), where)
             if item is not None:
                 yield item
     finally:
