@@ -213,6 +213,11 @@ def main(argv: Sequence[str] | None = None, *, client: Any = None) -> int:
         if not re.match(NAMESPACE_PATTERN, args.namespace):
             print(f"totalrecall import: bad namespace {args.namespace!r}", file=sys.stderr)
             return 2
+    missing = [str(p) for p in args.paths if not p.exists()]
+    if missing:
+        print(f"totalrecall import: no such file or directory: {', '.join(missing)}",
+              file=sys.stderr)
+        return 2
     importer: Importer = IMPORTERS[args.source]
     opts = Options(namespace=args.namespace, since=args.since)
     summary = Summary(source=args.source, dry_run=args.dry_run)

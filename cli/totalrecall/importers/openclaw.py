@@ -250,8 +250,7 @@ def read_path(path: Path, forced_ns: str | None) -> Iterator[Item]:
             yield Skip("not an OpenClaw file (.md, .jsonl, .sqlite)", str(path))
         return
     if not path.is_dir():
-        yield Skip("no such file or directory", str(path))
-        return
+        raise FileNotFoundError(f"no OpenClaw state directory or file at {path}")
     found = False
     if is_workspace(path):
         found = True

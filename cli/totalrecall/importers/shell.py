@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from .base import Item, Options, Skip, file_time, make_event, split_summary_detail, stable_id
+from .base import Item, Options, file_time, make_event, split_summary_detail, stable_id
 
 _BASH_TS = re.compile(rb"^#(\d{9,11})\s*$")
 _ZSH_EXT = re.compile(rb"^: *(\d{9,11}):(\d+);")
@@ -209,6 +209,8 @@ class ShellImporter:
     def read(self, paths: list[Path], opts: Options) -> Iterator[Item]:
         files = paths or default_histories()
         if not files:
-            yield Skip("no shell history file found (give one: ~/.bash_history, …)")
+            raise FileNotFoundError("no shell history in your home (~/.bash_history, "
+                                    "~/.zsh_history, ~/.local/share/fish/fish_history): "
+                                    "give the file")
         for path in files:
             yield from read_history(path, opts.namespace or "default")

@@ -90,3 +90,17 @@ def test_an_unreachable_api_is_exit_1_with_the_reason(capsys: pytest.CaptureFixt
     code = cli.main(["import", "logs", str(DATA / "logs" / "app.log"), "--json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 1 and out["sent"] == 0 and "re-running the import is safe" in out["error"]
+
+
+def test_a_missing_path_is_a_usage_error_before_anything_is_read(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert cli.main(["import", "logs", str(tmp_path / "nope.log"), "--dry-run"]) == 2
+    assert "nope.log" in capsys.readouterr().err
+
+
+def test_no_default_history_is_exit_2_with_the_reason(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert cli.main(["import", "shell", "--dry-run", "--json"]) == 2
+    assert "no shell history" in json.loads(capsys.readouterr().out)["error"]

@@ -256,3 +256,26 @@ def test_since_skips_older_records() -> None:
     kept = list(since_filter(events, datetime(2020, 1, 1, tzinfo=UTC)))
     assert sum(isinstance(i, MemoryEvent) for i in kept) == 4  # the syslog line: the file's year
     assert sum(isinstance(i, Skip) and i.reason == "before --since" for i in kept) == 2
+
+
+def test_openclaw_real_gateway_transcript_gives_the_ids_the_bridge_stored(tmp_path: Path) -> None:
+    """Rows of a real OpenClaw 2026.9.6 agent database after one turn with the bridge's
+    autoCapture (tests/data/importers/openclaw-2026.9.6/): the import makes the very ids the
+    bridge's capture stored, so importing a captured session adds nothing."""
+    real = json.loads((DATA / "openclaw-2026.9.6" / "transcript_events.json").read_text())
+    db = tmp_path / "state" / "agents" / "main" / "agent" / "openclaw-agent.sqlite"
+    db.parent.mkdir(parents=True)
+    con = sqlite3.connect(db)
+    # the schema's CHECK uses octet_length (SQLite >= 3.43); Python's SQLite may be older
+    con.create_function("octet_length", 1, lambda v: None if v is None else len(str(v).encode()))
+    con.execute(real["schema"])
+    con.executemany("INSERT INTO transcript_events (session_id, seq, event_json, created_at) "
+                    "VALUES (?, ?, ?, ?)", real["rows"])
+    con.commit()
+    con.close()
+    events, skips = _read("openclaw", tmp_path / "state")
+    assert [e.id for e in events] == real["bridge_flush_ids"]
+    assert [(e.namespace, e.actor) for e in events] == [("main", "user"), ("main", "agent")]
+    assert events[0].summary.startswith("user: My favourite hiking trail is the")
+    assert sorted(s.reason for s in skips) == [
+        "custom entry", "custom entry", "model_change entry", "thinking_level_change entry"]
