@@ -14,12 +14,17 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-#: Limits of the ingest API (`totalrecall_schema.events`): longer turns are split summary/detail.
-#: The summary keeps 100 characters of headroom: secret scrubbing runs after the API's length
-#: check and may lengthen it ("[REDACTED…]"), and the embedder re-validates the scrubbed event,
-#: dead-lettering any summary over 2,000 characters (10 LongMemEval turns were lost that way).
-MAX_SUMMARY_CHARS = 1_900
-MAX_DETAIL_CHARS = 32_000
+#: Limits of the ingest API and the text split that fits them: shared with the importers
+#: (`totalrecall import`), whose events these benchmarks load as an import would.
+from totalrecall.importers.base import (
+    MAX_DETAIL_CHARS as MAX_DETAIL_CHARS,
+)
+from totalrecall.importers.base import (
+    MAX_SUMMARY_CHARS as MAX_SUMMARY_CHARS,
+)
+from totalrecall.importers.base import (
+    split_summary_detail,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -35,17 +40,6 @@ def default_data_dir() -> Path:
         if cand.is_dir():
             return cand
     return REPO.parent / "shared" / "eval"
-
-
-def split_summary_detail(text: str) -> tuple[str, str]:
-    """A text split to fit the API: summary ≤ `MAX_SUMMARY_CHARS` (cut at a space), the rest as
-    detail (≤ 32,000)."""
-    if len(text) <= MAX_SUMMARY_CHARS:
-        return text, ""
-    cut = text.rfind(" ", MAX_SUMMARY_CHARS // 2, MAX_SUMMARY_CHARS)
-    if cut <= 0:
-        cut = MAX_SUMMARY_CHARS
-    return text[:cut].rstrip(), text[cut:].strip()[:MAX_DETAIL_CHARS]
 
 
 @dataclass(frozen=True)

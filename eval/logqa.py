@@ -1,8 +1,9 @@
 """LogQA: real LogHub system logs with questions (`shared/eval/logqa/`, see its README).
 
-Each system (HDFS, OpenSSH, Spark) is loaded as a log importer would: one memory per line in one
-namespace per system, category `system.service`, source `journal`, the line's own timestamp, the
-component in metadata, the text `"<Level> <Component>[<Pid>]: <Content>"`. The gold of a question
+Each system (HDFS, OpenSSH, Spark) is loaded as `totalrecall import logs` loads a log (the same
+mapping, `cli/totalrecall/importers/logs.py`): one memory per line in one namespace per system,
+category `system.service`, source `journal`, the line's own timestamp, the component in metadata,
+the text `"<Level> <Component>[<Pid>]: <Content>"`. The gold of a question
 is every line whose Content equals its RawLog (else every line containing it); Hit@k is the first
 gold line within the first k memories recalled.
 """
@@ -17,7 +18,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .datasets import default_data_dir, split_summary_detail
+from totalrecall.importers.logs import LogRecord, log_event_fields
+
+from .datasets import default_data_dir
 
 SYSTEMS = ("HDFS", "OpenSSH", "Spark")
 SPLITS = ("train", "val")
@@ -25,8 +28,6 @@ SPLITS = ("train", "val")
 OPENSSH_YEAR = 2024
 _MONTHS = {m: i for i, m in enumerate(
     ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"], start=1)}
-#: Log levels → the API's severities (anything else is "info").
-_SEVERITY = {"WARN": "warning", "WARNING": "warning", "ERROR": "error", "FATAL": "critical"}
 
 
 def parse_log_time(system: str, row: Mapping[str, str]) -> datetime:
@@ -72,29 +73,20 @@ class LogLine:
         return self.line_id
 
     @property
+    def record(self) -> LogRecord:
+        return LogRecord(timestamp=self.timestamp, content=self.content, level=self.level,
+                         component=self.component, pid=self.pid)
+
+    @property
     def text(self) -> str:
-        """`"<Level> <Component>[<Pid>]: <Content>"`, missing parts left out with their
-        punctuation (`"LabSZ[24200]: …"`, `"INFO spark.SecurityManager: …"`)."""
-        head = " ".join(p for p in (self.level, self.component) if p)
-        if self.pid:
-            head += f"[{self.pid}]"
-        return f"{head}: {self.content}" if head else self.content
+        """`"<Level> <Component>[<Pid>]: <Content>"` (the log importer's text of a line)."""
+        return self.record.text
 
     def to_ingest(self, namespace: str) -> dict[str, Any]:
-        meta: dict[str, Any] = {"service": self.component, "system": self.system,
-                                "line": self.line_id,
-                                "severity": _SEVERITY.get(self.level.upper(), "info")}
-        if self.level:
-            meta["level"] = self.level
-        if self.pid:
-            meta["pid"] = self.pid
-        summary, detail = split_summary_detail(self.text)   # a few HDFS lines list 100s of blocks
-        event = {"id": self.id, "namespace": namespace, "summary": summary,
-                 "category": "system.service", "source": "journal",
-                 "actor": "system", "timestamp": self.timestamp.isoformat(), "metadata": meta}
-        if detail:
-            event["detail"] = detail
-        return event
+        """The event `totalrecall import logs` makes of a line (`importers/logs.py`), with the
+        LogQA system and line number in metadata."""
+        return log_event_fields(self.record, id=self.id, namespace=namespace, source="journal",
+                                metadata={"system": self.system, "line": self.line_id})
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,10 @@ def main(argv: list[str] | None = None) -> int:
         "rebuild", add_help=False,
         help="re-create Zvec and Postgres from the Markdown ground truth, with a progress bar "
              "(online through the running indexer, or offline: `totalrecall rebuild --help`)")
+    sub.add_parser(
+        "import", add_help=False,
+        help="bring history in, idempotently, with a progress bar: openclaw, claude-code, "
+             "shell, journal, logs (`totalrecall import --help`)")
     sub.add_parser("compact", help="promote memories between tiers now")
     p_status = sub.add_parser("status", help="health of each part: what is degraded and why")
     p_status.add_argument("--json", action="store_true")
@@ -58,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
         from .rebuild_cmd import main as rebuild_main
 
         return int(rebuild_main(argv[1:]) or 0)
+    if argv[:1] == ["import"]:  # likewise: its own parser, options before the source allowed
+        from .import_cmd import main as import_main
+
+        return import_main(argv[1:])
     args = parser.parse_args(argv)
 
     if args.cmd == "run":
