@@ -285,11 +285,14 @@ def test_a_finished_turn_is_captured_with_who_said_each_message(gateway: Gateway
     mine = stack.wait_recallable(f"my favourite hiking trail {marker} ridge loop", marker,
                                  namespace="main")
     assert mine["actor"] == "user", mine
-    session = mine["metadata"]["session_id"]
+    # The session is kept (a session_id key would be scrubbed as a web credential, and every
+    # captured conversation would then share one thread).
+    session = mine["metadata"]["session"]
+    assert session and "REDACTED" not in session, mine
 
     def reply() -> dict[str, Any] | None:
         return next((m for m in stack.recall("Stub reply: nothing to add", namespace="main")
-                     if m["actor"] == "agent" and m["metadata"].get("session_id") == session),
+                     if m["actor"] == "agent" and m["metadata"].get("session") == session),
                     None)
 
     wait_for(reply, 60, "the agent's reply of the captured turn")
