@@ -41,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
         help="re-create Zvec and Postgres from the Markdown ground truth, with a progress bar "
              "(online through the running indexer, or offline: `totalrecall rebuild --help`)")
     sub.add_parser("compact", help="promote memories between tiers now")
+    sub.add_parser("ledger", add_help=False,
+                   help="the agent's action ledger: `totalrecall ledger verify [--path] [--json]`")
     p_status = sub.add_parser("status", help="health of each part: what is degraded and why")
     p_status.add_argument("--json", action="store_true")
     p_ingest = sub.add_parser("ingest", help="store one memory")
@@ -58,6 +60,10 @@ def main(argv: list[str] | None = None) -> int:
         from .rebuild_cmd import main as rebuild_main
 
         return int(rebuild_main(argv[1:]) or 0)
+    if argv[:1] == ["ledger"]:
+        from .ledger_cmd import main as ledger_main
+
+        return ledger_main(argv[1:])
     args = parser.parse_args(argv)
 
     if args.cmd == "run":
