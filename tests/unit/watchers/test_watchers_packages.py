@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+from totalrecall_watchers.core import packages
 from totalrecall_watchers.core.base import EventContext, FakeClock
 from totalrecall_watchers.core.packages import (
     DpkgLog,
@@ -109,7 +111,8 @@ def test_snapshot_diff() -> None:
 
 
 def watcher(tmp_path: Path, **kw: object) -> PackagesWatcher:
-    settings = PackagesSettings(dpkg_log=str(tmp_path / "dpkg.log"), pip=False, npm=False, **kw)
+    settings = PackagesSettings(**{"dpkg_log": str(tmp_path / "dpkg.log"), "pip": False,
+                                   "npm": False, **kw})
     return PackagesWatcher(EventContext(hostname="box", clock=FakeClock()), settings,
                            tmp_path / "state" / "packages.json")
 
@@ -158,3 +161,25 @@ def test_many_changes_in_one_poll_become_one_event(tmp_path: Path) -> None:
 
 def test_no_source_is_unavailable(tmp_path: Path) -> None:
     assert "no package source" in (watcher(tmp_path).check_available() or "")
+
+
+def test_pip_is_read_only_when_its_directory_changed(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    reads: list[str] = []
+    real = packages.pip_snapshot
+    monkeypatch.setattr(packages, "pip_snapshot", lambda env: reads.append(env) or real(env))
+
+    def dist(name: str, version: str) -> None:
+        info = site / f"{name}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+    w = watcher(tmp_path, pip=True, pip_environments=[str(site)], dpkg=False)
+    assert [w.poll(), w.poll(), w.poll(), w.poll()] == [[], [], [], []]
+    assert len(reads) == 2  # the baseline, once more to let it settle, then only a stat
+    dist("tr-demo", "1.0")
+    (e,) = w.poll()
+    assert e.summary == f"pip in {site}: installed tr-demo 1.0"
+    assert w.poll() == [] and w.poll() == [] and len(reads) == 4

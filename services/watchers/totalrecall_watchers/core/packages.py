@@ -26,6 +26,7 @@ import re
 import shutil
 import subprocess
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata as importlib_metadata
@@ -246,6 +247,9 @@ class PackagesWatcher(Watcher):
         self.state_file = state_file
         self._state: dict[str, Any] = self._load()
         self._dirty = False
+        self._seen: dict[str, tuple[Any, ...]] = {}
+        self._settled: dict[str, tuple[Any, ...] | None] = {}
+        self._npm_root: str | None = None
 
     def _load(self) -> dict[str, Any]:
         try:
@@ -295,10 +299,49 @@ class PackagesWatcher(Watcher):
             changes += self._poll_dpkg()
         if self.s.pip:
             for env in self._pip_environments():
-                changes += self._poll_snapshot("pip", env, pip_snapshot(env))
-        if self.s.npm:
+                if self._changed(f"pip:{env}", site_dirs(env)):
+                    changes += self._poll_snapshot("pip", env, pip_snapshot(env))
+        if self.s.npm and self._changed("npm", [self._npm_global_root()]):
             changes += self._poll_snapshot("npm", "global", npm_snapshot(self.s.npm_command))
         return self._events(changes)
+
+    def _changed(self, key: str, dirs: Sequence[str | None]) -> bool:
+        """Whether the directories holding a source's packages may have changed: their mtimes
+        differ from the last read that saw them settle (an install adds or removes an entry).
+        A change is read twice (now and next poll), because a package's metadata may still be
+        being written when its directory appears. Unknown directories: always read."""
+        if any(d is None for d in dirs):
+            return True
+        stamp: list[Any] = []
+        for d in dirs:
+            try:
+                stamp.append((d, os.stat(str(d)).st_mtime_ns))
+            except OSError:
+                stamp.append((d, None))
+        cur = tuple(stamp)
+        if cur == self._settled.get(key):
+            return False
+        self._settled[key] = cur if cur == self._seen.get(key) else None
+        self._seen[key] = cur
+        return True
+
+    def _npm_global_root(self) -> str | None:
+        """npm's global node_modules (`npm root -g`, with the command's --prefix), asked once:
+        `npm ls` costs ~0.5 s of CPU, so it runs only when this directory changed."""
+        if self._npm_root is None:
+            cmd = self.s.npm_command
+            if not cmd or shutil.which(cmd[0]) is None:
+                return None
+            extra = [a for i, a in enumerate(cmd) if a == "--prefix" or (
+                i > 0 and cmd[i - 1] == "--prefix")]
+            try:
+                r = subprocess.run([cmd[0], "root", "-g", *extra], capture_output=True,
+                                   text=True, timeout=60, check=False)
+            except (OSError, subprocess.TimeoutExpired):
+                return None
+            root = r.stdout.strip()
+            self._npm_root = root if r.returncode == 0 and root else None
+        return self._npm_root
 
     def _poll_dpkg(self) -> list[PackageChange]:
         st = self._state.setdefault("dpkg", {})
