@@ -22,9 +22,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
-from .events import MAX_SUMMARY_CHARS, EventMetadata, MemoryEvent
+from .events import (
+    MAX_FUTURE_SKEW,
+    MAX_SUMMARY_CHARS,
+    EventMetadata,
+    MemoryEvent,
+    assume_utc,
+    utcnow,
+)
 from .scrub import scrub_text
 
 GENESIS_HASH = "0" * 64
@@ -46,6 +53,17 @@ class LedgerAppend(BaseModel):
                         description="What was acted on: a command line, a path, a unit, a package")
     detail: str = Field(default="", max_length=MAX_DETAIL_CHARS)
     ts: datetime | None = Field(default=None, description="When it happened; default now")
+
+    @field_validator("ts")
+    @classmethod
+    def _plausible_ts(cls, v: datetime | None) -> datetime | None:
+        # The same bounds as a MemoryEvent's: every entry must be able to become a memory.
+        if v is None:
+            return v
+        v = assume_utc(v)
+        if v.year < 1971 or v > utcnow() + MAX_FUTURE_SKEW:
+            raise ValueError("ts must be after 1970 and at most 24 hours in the future")
+        return v
 
 
 class LedgerEntry(BaseModel):

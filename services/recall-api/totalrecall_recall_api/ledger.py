@@ -52,9 +52,14 @@ class Ledger:
                 pending = [entry]
             else:  # an earlier publish failed, or a watermark from before a restart
                 pending = await asyncio.to_thread(self.file.read, self._published)
+            events = []
+            for e in pending:
+                try:
+                    events.append(memory_event(e, self.namespace))
+                except ValueError as exc:  # e.g. written by hand: it can never be a memory
+                    log.error("ledger entry %s cannot become a memory, skipped: %s", e["seq"], exc)
             try:
-                await self.publisher.publish(
-                    [memory_event(e, self.namespace) for e in pending])
+                await self.publisher.publish(events)
             except Exception as exc:  # the entry is durable: report, publish it next time
                 log.warning("ledger entries %d..%d not published yet: %s",
                             pending[0]["seq"], entry["seq"], exc)

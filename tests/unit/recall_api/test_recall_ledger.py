@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import httpx
 from totalrecall_recall_api.app import create_app
 from totalrecall_recall_api.settings import Settings
 from totalrecall_schema import MemoryEvent
-from totalrecall_schema.ledger import verify_file
+from totalrecall_schema.ledger import LedgerAppend, LedgerFile, verify_file
 
 
 class FakePublisher:
@@ -84,3 +85,18 @@ async def test_a_broken_chain_is_refused_with_409(tmp_path: Path) -> None:
         path.write_bytes(path.read_bytes() + b'{"seq":2,"ts')
         r = await c.post("/memory/ledger", json=action(2))
         assert r.status_code == 409 and "torn" in r.json()["detail"]
+
+
+async def test_an_entry_that_cannot_be_a_memory_does_not_block_the_rest(tmp_path: Path) -> None:
+    path, pub = tmp_path / "ledger.jsonl", FakePublisher()
+    # stamped far in the future by another writer: valid in the chain, never a memory
+    LedgerFile(path).append(LedgerAppend(action="command.run"),
+                            now=datetime(2100, 1, 1, tzinfo=UTC))
+    async with client(path, pub) as c:
+        future = (datetime.now(UTC) + timedelta(days=3)).isoformat()
+        bad = await c.post("/memory/ledger", json={**action(0), "ts": future})
+        assert bad.status_code == 422 and "24 hours" in bad.text
+        r = await c.post("/memory/ledger", json=action(2))
+        assert r.json()["published"] and r.json()["entry"]["seq"] == 2
+    assert [e.metadata.model_dump()["ledger_seq"] for e in pub.events] == [2]
+    assert verify_file(path).entries == 2
