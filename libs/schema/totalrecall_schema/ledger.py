@@ -258,7 +258,7 @@ class LedgerFile:
         try:
             entry = json.loads(raw)
             ok = (isinstance(entry, dict) and sorted(entry) == sorted(ENTRY_FIELDS)
-                  and entry_hash(entry) == entry["hash"])
+                  and isinstance(entry["seq"], int) and entry_hash(entry) == entry["hash"])
         except ValueError:
             ok = False
         if not ok:
@@ -274,7 +274,9 @@ class LedgerFile:
             try:
                 seq, prev = self._tip(f)
                 entry = make_entry(req, seq=seq + 1, prev_hash=prev, now=now)
-                f.write(encode_line(entry))  # one write: O_APPEND puts it whole at the end
+                line = memoryview(encode_line(entry))
+                while line:  # O_APPEND: each write lands at the end, after the one before
+                    line = line[f.write(line):]
                 os.fsync(f.fileno())
             finally:
                 fcntl.flock(f.fileno(), fcntl.LOCK_UN)
