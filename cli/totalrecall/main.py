@@ -45,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
         help="bring history in, idempotently, with a progress bar: openclaw, claude-code, "
              "shell, journal, logs (`totalrecall import --help`)")
     sub.add_parser("compact", help="promote memories between tiers now")
+    sub.add_parser("ledger", add_help=False,
+                   help="the agent's action ledger: `totalrecall ledger verify [--path] [--json]`")
     p_status = sub.add_parser("status", help="health of each part: what is degraded and why")
     p_status.add_argument("--json", action="store_true")
     p_ingest = sub.add_parser("ingest", help="store one memory")
@@ -66,6 +68,10 @@ def main(argv: list[str] | None = None) -> int:
         from .import_cmd import main as import_main
 
         return import_main(argv[1:])
+    if argv[:1] == ["ledger"]:
+        from .ledger_cmd import main as ledger_main
+
+        return ledger_main(argv[1:])
     args = parser.parse_args(argv)
 
     if args.cmd == "run":

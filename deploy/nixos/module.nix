@@ -5,11 +5,15 @@
 #     enable = true;
 #     package = totalrecallEnv;   # a Python environment with the workspace packages (see README)
 #     embedding.device = "cuda";
-#     tiers.warm.retentionDays = 60;
+#     tiers.warm.maxAge = "60d";
 #     recall.weights = { vector = 0.35; bm25 = 0.50; recency = 0.15; };
 #     watchers.process.interval = 15;
-#     watchers.filesystem.paths = [ "/etc/nixos" "/home/me/src" ];
+#     watchers.filesystem.watchPaths = [ "/etc/nixos" "/home/me/src" ];
 #   };
+#
+# Option names follow the design (docs/design/total-recall.md §14). The earlier names
+# (tiers.hot.retentionHours, tiers.warm.retentionDays, recall.halfLifeHours,
+# watchers.services.*, watchers.filesystem.paths) still work as aliases, with a warning.
 #
 # It generates the systemd services totalrecall-{nats,embedder,indexer,recall-api,watchers}
 # (grouped by totalrecall.target), a local Postgres database, the service user, and optionally
@@ -21,6 +25,16 @@
 let
   cfg = config.services.agentos.memory;
   inherit (lib) mkEnableOption mkOption mkIf mkMerge types literalExpression;
+  prefix = [ "services" "agentos" "memory" ];
+
+  # "24h", "90d", … (the design's maxAge) → seconds.
+  durationType = types.strMatching "[0-9]+[smhdw]";
+  durationSeconds = s:
+    let
+      m = builtins.match "([0-9]+)([smhdw])" s;
+      unit = { s = 1; m = 60; h = 3600; d = 86400; w = 604800; };
+    in
+    lib.toInt (builtins.elemAt m 0) * unit.${builtins.elemAt m 1};
 
   python = "${cfg.package}/bin/python";
   natsUrl = "nats://127.0.0.1:${toString cfg.nats.port}";
@@ -29,7 +43,8 @@ let
   # Fixed HTTP ports of the worker services (conventions.md); the recall API's is an option.
   ports = { embedder = 8766; indexer = 8767; watchers = 8768; };
 
-  # Watchers that poll, with their default interval in seconds (the service's own defaults).
+  # Watchers that poll, by their name in the watchers' settings (TR_WATCHERS_<NAME>__*), with
+  # their default interval in seconds (the service's own defaults).
   polledWatchers = {
     process = 30;
     services = 60;
@@ -37,9 +52,12 @@ let
     storage = 60;
     network = 60;
     nixos = 30;
+    packages = 30;
     sessions = 30;
     hardware = 30;
   };
+  # The option's name where the design spells it differently from the setting.
+  watcherOption = name: if name == "services" then "service" else name;
 
   mkPolledWatcher = name: interval: {
     enable = mkOption {
@@ -57,7 +75,7 @@ let
   watcherEnv = lib.listToAttrs (lib.concatMap
     (name:
       let
-        w = cfg.watchers.${name};
+        w = cfg.watchers.${watcherOption name};
         up = lib.toUpper name;
       in
       [
@@ -73,13 +91,14 @@ let
       TR_EMBEDDER_MODEL_PATH = cfg.embedding.model;
       TR_EMBEDDER_DEVICE = cfg.embedding.device;
       TR_EMBEDDER_N_THREADS = toString cfg.embedding.threads;
+      TR_EMBEDDER_BATCH_MAX = toString cfg.embedding.batchSize;
     };
     indexer = {
       TR_INDEXER_NATS_URL = natsUrl;
       TR_INDEXER_PG_DSN = cfg.postgres.dsn;
       TR_INDEXER_HTTP_PORT = toString ports.indexer;
-      TR_INDEXER_HOT_MAX_AGE_S = toString (cfg.tiers.hot.retentionHours * 3600);
-      TR_INDEXER_WARM_MAX_AGE_S = toString (cfg.tiers.warm.retentionDays * 86400);
+      TR_INDEXER_HOT_MAX_AGE_S = toString (durationSeconds cfg.tiers.hot.maxAge);
+      TR_INDEXER_WARM_MAX_AGE_S = toString (durationSeconds cfg.tiers.warm.maxAge);
     } // lib.optionalAttrs (cfg.tiers.cold.retentionDays != null) {
       TR_INDEXER_COLD_MAX_AGE_S = toString (cfg.tiers.cold.retentionDays * 86400);
     };
@@ -91,7 +110,7 @@ let
       TR_RECALL_WEIGHT_VECTOR = toString cfg.recall.weights.vector;
       TR_RECALL_WEIGHT_BM25 = toString cfg.recall.weights.bm25;
       TR_RECALL_WEIGHT_RECENCY = toString cfg.recall.weights.recency;
-      TR_RECALL_HALF_LIFE_HOURS = toString cfg.recall.halfLifeHours;
+      TR_RECALL_HALF_LIFE_HOURS = toString cfg.recall.recencyHalfLifeHours;
       TR_RECALL_MMR_LAMBDA = toString cfg.recall.mmrLambda;
     };
     watchers = {
@@ -99,7 +118,7 @@ let
       TR_WATCHERS_HTTP_PORT = toString ports.watchers;
       TR_WATCHERS_JOURNAL__ENABLED = lib.boolToString cfg.watchers.journal.enable;
       TR_WATCHERS_FILESYSTEM__ENABLED = lib.boolToString cfg.watchers.filesystem.enable;
-      TR_WATCHERS_FILESYSTEM__PATHS = builtins.toJSON cfg.watchers.filesystem.paths;
+      TR_WATCHERS_FILESYSTEM__PATHS = builtins.toJSON cfg.watchers.filesystem.watchPaths;
       TR_WATCHERS_JOURNAL__LOG_FILES = builtins.toJSON cfg.watchers.journal.logFiles;
       TR_WATCHERS_STORAGE__THRESHOLDS = builtins.toJSON cfg.watchers.storage.thresholds;
     } // watcherEnv;
@@ -153,6 +172,24 @@ let
     extra;
 in
 {
+  # The names before the design's spelling (issue 21): aliases that warn.
+  imports = [
+    (lib.mkChangedOptionModule (prefix ++ [ "tiers" "hot" "retentionHours" ])
+      (prefix ++ [ "tiers" "hot" "maxAge" ])
+      (config: "${toString config.services.agentos.memory.tiers.hot.retentionHours}h"))
+    (lib.mkChangedOptionModule (prefix ++ [ "tiers" "warm" "retentionDays" ])
+      (prefix ++ [ "tiers" "warm" "maxAge" ])
+      (config: "${toString config.services.agentos.memory.tiers.warm.retentionDays}d"))
+    (lib.mkRenamedOptionModule (prefix ++ [ "recall" "halfLifeHours" ])
+      (prefix ++ [ "recall" "recencyHalfLifeHours" ]))
+    (lib.mkRenamedOptionModule (prefix ++ [ "watchers" "services" "enable" ])
+      (prefix ++ [ "watchers" "service" "enable" ]))
+    (lib.mkRenamedOptionModule (prefix ++ [ "watchers" "services" "interval" ])
+      (prefix ++ [ "watchers" "service" "interval" ]))
+    (lib.mkRenamedOptionModule (prefix ++ [ "watchers" "filesystem" "paths" ])
+      (prefix ++ [ "watchers" "filesystem" "watchPaths" ]))
+  ];
+
   options.services.agentos.memory = {
     enable = mkEnableOption "Total Recall, the memory system of the OS agent";
 
@@ -241,17 +278,23 @@ in
         default = 1;
         description = "llama.cpp threads of the ingest model.";
       };
+      batchSize = mkOption {
+        type = types.ints.positive;
+        default = 64;
+        description = "Events embedded per batch at most (TR_EMBEDDER_BATCH_MAX; larger on a GPU).";
+      };
     };
 
     tiers = {
-      hot.retentionHours = mkOption {
-        type = types.ints.positive;
-        default = 24;
-        description = "How long a memory stays in the hot tier (fastest search).";
+      hot.maxAge = mkOption {
+        type = durationType;
+        default = "24h";
+        example = "48h";
+        description = "How long a memory stays in the hot tier (fastest search): a number and s, m, h, d or w.";
       };
-      warm.retentionDays = mkOption {
-        type = types.ints.positive;
-        default = 90;
+      warm.maxAge = mkOption {
+        type = durationType;
+        default = "90d";
         description = "How long a memory stays in the warm tier before it moves to cold.";
       };
       cold.retentionDays = mkOption {
@@ -292,10 +335,10 @@ in
           description = "Weight of recency in the fused score.";
         };
       };
-      halfLifeHours = mkOption {
+      recencyHalfLifeHours = mkOption {
         type = types.float;
         default = 168.0;
-        description = "Half-life of the recency score.";
+        description = "Half-life of the recency score, in hours.";
       };
       mmrLambda = mkOption {
         type = types.float;
@@ -305,7 +348,9 @@ in
     };
 
     # recursiveUpdate: `storage` gets its thresholds beside the polled watcher's enable/interval.
-    watchers = lib.recursiveUpdate (lib.mapAttrs mkPolledWatcher polledWatchers) {
+    watchers = lib.recursiveUpdate
+      (lib.mapAttrs' (name: interval: lib.nameValuePair (watcherOption name)
+        (mkPolledWatcher (watcherOption name) interval)) polledWatchers) {
       enable = mkOption {
         type = types.bool;
         default = true;
@@ -334,9 +379,9 @@ in
         enable = mkOption {
           type = types.bool;
           default = true;
-          description = "Whether to watch `paths` for file changes (inotify).";
+          description = "Whether to watch `watchPaths` for file changes (inotify).";
         };
-        paths = mkOption {
+        watchPaths = mkOption {
           type = types.listOf types.str;
           default = [ "/etc/nixos" ];
           description = "Trees whose file changes become memories (read-only access).";

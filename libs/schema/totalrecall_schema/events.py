@@ -182,10 +182,11 @@ class EmbeddedEvent(BaseModel):
     repeat_count: int = Field(default=1, ge=1)
     last_seen: datetime | None = None
     embedded_at: datetime = Field(default_factory=utcnow)
-    technical_vector: list[float] | None = Field(
-        default=None, description="Optional second vector from the embedder's technical model")
-    technical_model: str | None = Field(
-        default=None, description="Fingerprint of the technical model")
+    # Retired (issue 21): the embedder no longer computes a second "technical" vector (the
+    # indexer never used it). Still accepted so that messages of older embedders decode;
+    # never written again.
+    technical_vector: list[float] | None = Field(default=None, exclude=True, deprecated=True)
+    technical_model: str | None = Field(default=None, exclude=True, deprecated=True)
 
     @property
     def embedded(self) -> bool:

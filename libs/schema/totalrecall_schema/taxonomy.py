@@ -29,6 +29,10 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "error": ("application", "system", "kernel", "agent"),
     "cron": ("scheduled", "executed", "failed", "skipped"),
     "user_pattern": ("work_session", "preference", "habit"),
+    # What the agent itself did to the machine, fed from the hash-chained ledger (design §12);
+    # the subcategory is the ledger entry's action.
+    "agent.action": ("command.run", "file.write", "file.delete", "service.restart",
+                     "package.install", "config.edit"),
 }
 
 DEFAULT_CATEGORY = "conversation"

@@ -41,7 +41,6 @@ async def _raw_decoder(msg: Any) -> Any:
 
 def build_engine(settings: Settings, *, backend: EmbedBackend | None = None,
                  query_backend: EmbedBackend | None = None,
-                 technical_backend: EmbedBackend | None = None,
                  local_factory: LocalFactory | None = None,
                  remote_factory: RemoteFactory | None = None,
                  gpu_probe: Callable[[], bool] | None = None,
@@ -63,7 +62,6 @@ def build_engine(settings: Settings, *, backend: EmbedBackend | None = None,
         device=settings.device, gpu_n_batch=settings.gpu_n_batch,
         gpu_batch_max=settings.gpu_batch_max, gpu_rpc_batch_chunk=settings.gpu_rpc_batch_chunk,
         query_prefix=settings.query_prefix, document_prefix=settings.document_prefix,
-        technical_model_path=settings.technical_model_path,
         fallback_url=settings.fallback_url, fallback_model=settings.fallback_model,
         fallback_api_key=key,
         fallback_timeout_s=settings.fallback_timeout_s,
@@ -71,27 +69,24 @@ def build_engine(settings: Settings, *, backend: EmbedBackend | None = None,
         query_max_tokens=settings.query_max_tokens,
         query_parallel_threads=settings.query_parallel_threads)
     return Engine(cfg, backend=backend, query_backend=query_backend,
-                  technical_backend=technical_backend, local_factory=local_factory,
-                  remote_factory=remote_factory, gpu_probe=gpu_probe, on_cache=on_cache,
-                  on_spread=on_spread)
+                  local_factory=local_factory, remote_factory=remote_factory,
+                  gpu_probe=gpu_probe, on_cache=on_cache, on_spread=on_spread)
 
 
 def create_app(settings: Settings, *, embedder_backend: EmbedBackend | None = None,
                query_backend: EmbedBackend | None = None,
-               technical_backend: EmbedBackend | None = None,
                local_factory: LocalFactory | None = None,
                remote_factory: RemoteFactory | None = None,
                gpu_probe: Callable[[], bool] | None = None,
                metrics: Metrics | None = None) -> AsgiFastStream:
     """`embedder_backend` (a fake in unit tests) replaces the llama.cpp model for both paths;
-    `query_backend` overrides the query path only, `technical_backend` the technical model;
+    `query_backend` overrides the query path only;
     `local_factory` / `remote_factory` / `gpu_probe` replace how models are loaded (device
     selection tests). Nothing is loaded, opened or connected here."""
     topo = settings.topology
     metrics = metrics or Metrics()
     engine = build_engine(settings, backend=embedder_backend, query_backend=query_backend,
-                          technical_backend=technical_backend, local_factory=local_factory,
-                          remote_factory=remote_factory, gpu_probe=gpu_probe,
+                          local_factory=local_factory, remote_factory=remote_factory, gpu_probe=gpu_probe,
                           on_cache=metrics.cache_hook, on_spread=metrics.spread_hook)
     broker = NatsBroker(settings.nats_url, log_level=logging.DEBUG)
     state: dict[str, Any] = {"ready": False, "consuming": False, "consumer": None,
@@ -314,8 +309,6 @@ def create_app(settings: Settings, *, embedder_backend: EmbedBackend | None = No
             "model_path": str(settings.resolved_model_path),
             "model_error": engine.error,
             "query_prefix": engine.prefix("query"), "document_prefix": engine.prefix("document"),
-            "technical_model": engine.technical_fingerprint,
-            "technical_error": engine.technical_error,
             "cache": None if cache is None else {
                 "entries": len(cache), "hits": cache.hits, "misses": cache.misses,
                 "path": str(cache.path)},

@@ -85,19 +85,17 @@ async def handle_event_batch(msgs: Sequence[RawMsg], engine: Engine, metrics: Me
     for _i, dl in plan.dead:
         log.info("dead letter from %s: %s", dl.subject, dl.reason[:200])
 
-    vectors = technical = None
+    vectors = None
     if plan.texts:
         t0 = time.perf_counter()
-        vectors, technical = await asyncio.gather(engine.embed_ingest(plan.texts),
-                                                  engine.embed_technical(plan.texts))
+        vectors = await engine.embed_ingest(plan.texts)
         if vectors is not None:
             took = time.perf_counter() - t0
             metrics.embed_batch_seconds.observe(took)
             per_item = took / len(plan.texts)
             for _ in plan.texts:
                 metrics.embed_item_seconds.observe(per_item)
-    outgoing = plan.finish(vectors, engine.fingerprint, topology, technical,
-                           engine.technical_fingerprint)
+    outgoing = plan.finish(vectors, engine.fingerprint, topology)
 
     async def send(o: Any) -> Any:
         return await publish(o.subject, o.embedded.model_dump_json().encode(),
@@ -166,8 +164,7 @@ async def handle_backfill(engine: Engine, journal: BackfillJournal, metrics: Met
             await asyncio.to_thread(journal.done, e.key, e.version)
             metrics.backfill_events.labels(outcome="dropped").inc()
     texts = [emb.event.embedding_text() for _, emb in good]
-    vectors, technical = await asyncio.gather(engine.embed_ingest(texts),
-                                              engine.embed_technical(texts))
+    vectors = await engine.embed_ingest(texts)
     if vectors is None:  # the model went away again
         return 0
     now = utcnow()
@@ -182,9 +179,6 @@ async def handle_backfill(engine: Engine, journal: BackfillJournal, metrics: Met
             return
         update: dict[str, Any] = {"vector": vec, "model": engine.fingerprint, "dim": len(vec),
                                   "embedded_at": now}
-        tvec = technical[i] if technical is not None else None
-        if tvec is not None:
-            update.update(technical_vector=tvec, technical_model=engine.technical_fingerprint)
         full = emb.model_copy(update=update)
         msg_id = f"{emb.event.key}:backfill"
         try:

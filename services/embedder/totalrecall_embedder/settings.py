@@ -35,9 +35,6 @@ class Settings(BaseSettings):
     #: contains "nomic", else none. "" = explicitly none.
     query_prefix: str | None = None
     document_prefix: str | None = None
-    #: Optional second ("technical") model: when set, every EmbeddedEvent also carries
-    #: `technical_vector` / `technical_model` (documents only; same device as the main model).
-    technical_model_path: Path | None = None
 
     # device: "auto" offloads every layer to the GPU when llama.cpp was built with GPU support
     # (CUDA, Metal, …) and falls back to the CPU otherwise (or when loading on the GPU fails);

@@ -109,7 +109,7 @@ class AuthAndCount:
 
 
 _ENDPOINTS = frozenset({"ingest", "store", "recall", "timeline", "health", "stats", "compact",
-                        "rebuild", "file", "flush", "warm", "forget", "source"})
+                        "rebuild", "file", "flush", "warm", "forget", "source", "ledger"})
 
 
 def _endpoint(path: str) -> str:

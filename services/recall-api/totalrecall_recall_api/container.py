@@ -9,6 +9,7 @@ from typing import Any
 from totalrecall_schema import AdminRequest
 
 from .citations import Citations
+from .ledger import Ledger
 from .metrics import Metrics
 from .ports import Embedder, Publisher, Store, VectorIndex
 from .service import RecallService
@@ -26,6 +27,8 @@ class Container:
 
     def __post_init__(self) -> None:
         self.citations = Citations(self.settings.memory_dir)
+        self.ledger = Ledger(self.settings.ledger_path, self.publisher,
+                             self.settings.ledger_namespace)
         self.service = RecallService(self.settings, self.embedder, self.index, self.store,
                                      self.metrics, self.citations)
 

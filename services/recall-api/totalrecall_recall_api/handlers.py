@@ -27,6 +27,13 @@ from totalrecall_schema import (
 )
 from totalrecall_schema.api import read_scope
 from totalrecall_schema.events import NAMESPACE_PATTERN
+from totalrecall_schema.ledger import (
+    LedgerAppend,
+    LedgerAppendResponse,
+    LedgerBroken,
+    LedgerEntry,
+    LedgerReadResponse,
+)
 
 from .citations import scoped_text
 from .container import Container
@@ -286,3 +293,23 @@ async def warm(c: C, body: WarmRequest | None = None) -> dict[str, Any]:
     warmed["postgres"] = await c.store.ping()
     return {"ok": all(warmed.values()), "warmed": warmed,
             "took_ms": round((time.perf_counter() - t0) * 1000, 2)}
+
+
+@router.post("/ledger", response_model=LedgerAppendResponse)
+async def ledger_append(c: C, body: LedgerAppend) -> LedgerAppendResponse:
+    """Append one action of the agent to the hash-chained ledger (durable on return) and feed it
+    to memory (category `agent.action`)."""
+    try:
+        entry, published = await c.ledger.append(body)
+    except LedgerBroken as exc:
+        raise HTTPException(409, detail=str(exc)) from None
+    c.metrics.ingested.labels("agent.action").inc()
+    return LedgerAppendResponse(entry=LedgerEntry(**entry), published=published)
+
+
+@router.get("/ledger", response_model=LedgerReadResponse)
+async def ledger_read(c: C, since_seq: Annotated[int, Query(ge=0)] = 0,
+                      limit: Annotated[int, Query(ge=1, le=10_000)] = 1000) -> LedgerReadResponse:
+    """Entries after `since_seq`, oldest first (not verified: `totalrecall ledger verify`)."""
+    entries = await c.ledger.read(since_seq, limit)
+    return LedgerReadResponse(entries=[LedgerEntry(**e) for e in entries])

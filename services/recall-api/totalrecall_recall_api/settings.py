@@ -24,6 +24,10 @@ class Settings(BaseSettings):
     http_port: int = 8765
     api_token: str | None = Field(default=None, description="Bearer token; required off loopback")
     memory_dir: Path = Field(default_factory=lambda: _home() / "memory")
+    #: The agent's hash-chained action ledger (POST/GET /memory/ledger; `totalrecall ledger
+    #: verify`), and the namespace its entries are remembered in.
+    ledger_path: Path = Field(default_factory=lambda: _home() / "ledger.jsonl")
+    ledger_namespace: str = Field(default="default", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
     # Python's cyclic garbage collector: allocations between collections of the youngest
     # generation (Python's default is 700). A recall allocates thousands of short-lived objects:

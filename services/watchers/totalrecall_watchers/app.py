@@ -24,7 +24,7 @@ from .settings import Settings
 log = logging.getLogger("totalrecall_watchers")
 
 WATCHER_NAMES = ("process", "journal", "services", "storage", "filesystem", "network", "nixos",
-                 "sessions", "timers", "hardware")
+                 "packages", "sessions", "timers", "hardware")
 
 
 def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher], list[str]]:
@@ -34,6 +34,7 @@ def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher]
     from .core.journal import JournalWatcher
     from .core.network import NetworkWatcher
     from .core.nixos import NixosWatcher
+    from .core.packages import PackagesWatcher
     from .core.process import ProcessThresholds, ProcessWatcher
     from .core.sessions import SessionsWatcher
     from .core.storage import StorageWatcher
@@ -55,6 +56,7 @@ def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher]
         "filesystem": lambda: FilesystemWatcher(ctx, s.filesystem),
         "network": lambda: NetworkWatcher(ctx, s.network),
         "nixos": lambda: NixosWatcher(ctx, s.nixos),
+        "packages": lambda: PackagesWatcher(ctx, s.packages, s.packages_state_file),
         "sessions": lambda: SessionsWatcher(ctx, interval_s=s.sessions.interval_s),
         "timers": lambda: TimersWatcher(ctx, interval_s=s.timers.interval_s),
         "hardware": lambda: HardwareWatcher(ctx, s.hardware),

@@ -122,6 +122,27 @@ class NixosSettings(WatcherSettings):
     diff_closures: bool = True
 
 
+class PackagesSettings(WatcherSettings):
+    """Package installs/upgrades/removals on any distribution (core/packages.py)."""
+
+    interval_s: float = Field(default=30.0, gt=0)
+    #: dpkg/apt: the log tailed from a persisted offset (rotation to `<log>.1` followed).
+    dpkg: bool = True
+    dpkg_log: str = "/var/log/dpkg.log"
+    #: pip: environments (venv/prefix roots or site-packages directories) diffed against a
+    #: snapshot. None: `/usr/local/lib/python3*/*-packages` and `~/.local/lib/python3*/...`.
+    pip: bool = True
+    pip_environments: list[str] | None = None
+    #: npm global packages (`npm ls -g --json --depth=0`); skipped when npm is not installed.
+    npm: bool = True
+    npm_command: list[str] = Field(default_factory=lambda: [
+        "npm", "ls", "-g", "--json", "--depth=0"])
+    #: More changes than this of one manager in one poll (an `apt upgrade`) become one event.
+    max_individual: int = Field(default=10, ge=1)
+    #: Offsets and snapshots; default `$TOTALRECALL_HOME/state/watchers/packages.json`.
+    state_file: str | None = None
+
+
 class SessionsSettings(WatcherSettings):
     interval_s: float = Field(default=30.0, gt=0)
 
@@ -188,6 +209,7 @@ class Settings(BaseSettings):
     network: NetworkSettings = Field(default_factory=NetworkSettings)
     nixos: NixosSettings = Field(default_factory=NixosSettings)
     sessions: SessionsSettings = Field(default_factory=SessionsSettings)
+    packages: PackagesSettings = Field(default_factory=PackagesSettings)
     hardware: HardwareSettings = Field(default_factory=HardwareSettings)
     rate_limit: RateLimitSettings = Field(default_factory=RateLimitSettings)
     spool: SpoolSettings = Field(default_factory=SpoolSettings)
@@ -195,6 +217,12 @@ class Settings(BaseSettings):
     @property
     def topology(self) -> Topology:
         return Topology(prefix=self.subject_prefix, stream_prefix=self.stream_prefix)
+
+    @property
+    def packages_state_file(self) -> Path:
+        if self.packages.state_file:
+            return Path(self.packages.state_file).expanduser()
+        return _home() / "state" / "watchers" / "packages.json"
 
     @property
     def spool_dir(self) -> Path:

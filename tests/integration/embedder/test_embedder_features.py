@@ -1,4 +1,4 @@
-"""Device report, embedding cache, endpoint fallback, technical model, prefixes, backfill — against
+"""Device report, embedding cache, endpoint fallback, prefixes, backfill — against
 a real nats-server and the real GGUF (and a real tiny HTTP embeddings server)."""
 
 from __future__ import annotations
@@ -193,24 +193,6 @@ async def test_endpoint_fallback_when_the_model_is_missing(
     assert all(r["path"] == "/v1/embeddings" for r in reqs)
     assert all(r["auth"] == "Bearer sk-local-test" for r in reqs)
     assert all(r["body"]["model"] == "text-embedding-test" for r in reqs)
-
-
-# --- technical model ----------------------------------------------------------------------------
-async def test_technical_vector_from_a_second_model(settings: Settings, nc: Any,
-                                                    topology: Topology, model_path: Path) -> None:
-    settings = settings.model_copy(update={"technical_model_path": model_path})
-    out = Collector(nc, topology, topology.embedded_stream, topology.embedded_all)
-    ev = MemoryEvent(id="tech", category="error",
-                     summary="kernel: nvme0: I/O 123 QID 4 timeout, aborting")
-    async with running(settings) as app:
-        await publish_events(nc, topology, [ev])
-        (m,) = await out.wait(1)
-        health = await get_json(app, "/health")
-    e = EmbeddedEvent.model_validate_json(m.data)
-    assert e.vector is not None and e.technical_vector is not None
-    assert len(e.technical_vector) == DIM and e.technical_model == e.model  # the same GGUF
-    assert cos(e.vector, e.technical_vector) > 0.9999
-    assert health["technical_model"] == e.model
 
 
 # --- prefixes -------------------------------------------------------------------------------------

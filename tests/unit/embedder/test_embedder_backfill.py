@@ -1,4 +1,4 @@
-"""The backfill journal and handler, the technical vector, the endpoint backend (fakes only)."""
+"""The backfill journal and handler, the retired technical vector, the endpoint backend (fakes only)."""
 
 from __future__ import annotations
 
@@ -144,20 +144,20 @@ async def test_journal_write_failure_naks_unvectored_sources(tmp_path: Path) -> 
     assert m.naked == 0.1 and not m.acked and counts["retry"] == 1
 
 
-# --- technical vector -------------------------------------------------------------------------
-async def test_events_carry_the_technical_vector(tmp_path: Path) -> None:
-    main, tech = FakeBackend(dim=8), FakeBackend(dim=4, fingerprint="tech:1")
-    eng = Engine(EngineConfig(model_path=tmp_path / "x"), backend=main,
-                 technical_backend=tech)
+# --- the retired technical vector --------------------------------------------------------------
+async def test_events_carry_no_technical_vector_and_old_messages_still_decode(
+        tmp_path: Path) -> None:
+    eng = Engine(EngineConfig(model_path=tmp_path / "x"), backend=FakeBackend(dim=8))
     pub = FakePublisher()
     await handle_event_batch([msg(ev(1, "kernel oops in nvme driver"))], eng, Metrics(), TOPO,
                              pub)
     (e,) = sent_by_id(pub).values()
-    assert e.vector is not None and len(e.vector) == 8 and e.model == main.fingerprint
-    assert e.technical_vector is not None and len(e.technical_vector) == 4
-    assert e.technical_model == "tech:1" and tech.calls == [["kernel oops in nvme driver"]]
-    # the schema accepts it back (the indexer parses the same model)
-    assert EmbeddedEvent.model_validate_json(e.model_dump_json()).technical_model == "tech:1"
+    raw = json.loads(e.model_dump_json())
+    assert "technical_vector" not in raw and "technical_model" not in raw
+    # a message of an older embedder (issue 21 retired the field) is still read, then dropped
+    raw.update(technical_vector=[0.5] * 4, technical_model="tech:1")
+    old = EmbeddedEvent.model_validate_json(json.dumps(raw))
+    assert old.vector == e.vector and "technical_vector" not in old.model_dump_json()
 
 
 # --- the endpoint backend (httpx MockTransport: no network) ----------------------------------

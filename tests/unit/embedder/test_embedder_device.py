@@ -141,36 +141,6 @@ async def test_endpoint_unusable_means_no_vectors(tmp_path: Path) -> None:
     assert await eng.embed_ingest(["x"]) is None
 
 
-async def test_technical_model_loads_beside_the_main_one(tmp_path: Path) -> None:
-    tech = tmp_path / "tech.gguf"
-    tech.write_bytes(b"t")
-    f = FakeFactory()
-    eng = engine(tmp_path, f, gpu=False, technical_model_path=tech)
-    await eng.load()
-    assert eng.technical is not None and eng.technical_fingerprint == "tech:abc"
-    vecs = await eng.embed_technical(["a"])
-    assert vecs is not None and vecs[0] is not None
-
-
-async def test_missing_technical_model_is_retried(tmp_path: Path) -> None:
-    tech = tmp_path / "later.gguf"
-    f = FakeFactory()
-    real = f.__call__
-
-    def factory(path: Path, **kw: Any) -> Any:
-        if not path.exists():
-            raise ModelUnavailable(f"model file not found: {path}")
-        return real(path, **kw)
-
-    eng = engine(tmp_path, factory, gpu=False, technical_model_path=tech)
-    await eng.load()
-    assert eng.local and eng.technical is None and "not found" in (eng.technical_error or "")
-    assert await eng.embed_technical(["a"]) is None
-    tech.write_bytes(b"t")
-    await eng.maybe_reload()
-    assert eng.technical is not None and eng.technical_error is None
-
-
 async def test_a_failing_endpoint_is_dropped_not_retried_per_text(tmp_path: Path) -> None:
     remote = FakeBackend(dim=16, fingerprint="remote:emb", device="remote", fail_on="")
     eng = engine(tmp_path, FakeFactory(fail=True), gpu=False, remote=lambda c: remote,

@@ -75,10 +75,8 @@ class Plan:
     _groups: list[_Group] = field(default_factory=list)
 
     def finish(self, vectors: Sequence[list[float] | None] | None, model: str | None,
-               topology: Topology, technical: Sequence[list[float] | None] | None = None,
-               technical_model: str | None = None) -> list[Outgoing]:
-        """Build the messages to publish; `vectors[i]` belongs to `texts[i]` (None: no model),
-        `technical[i]` likewise (the optional second model)."""
+               topology: Topology) -> list[Outgoing]:
+        """Build the messages to publish; `vectors[i]` belongs to `texts[i]` (None: no model)."""
         out: list[Outgoing] = []
         now = utcnow()
         for g in self._groups:
@@ -95,26 +93,20 @@ class Plan:
                                     msg_id, emb, g.sources, "repeat", g.dkey, base.first_ts,
                                     g.added))
                 continue
-            vec = tvec = None
-            vmodel, tmodel = model, technical_model
+            vec = None
+            vmodel = model
             if g.reused is not None:
-                vec, tvec = g.reused.vector, g.reused.technical_vector
-                vmodel, tmodel = g.reused.model, g.reused.technical_model
+                vec, vmodel = g.reused.vector, g.reused.model
             if vectors is not None and g.text_index is not None:
                 vec = vectors[g.text_index]
-            if technical is not None and g.text_index is not None:
-                tvec = technical[g.text_index]
             if (self.templates is not None and g.template is not None and g.reused is None
                     and vec is not None and vmodel is not None):
-                self.templates.put(g.template, TemplateVector(
-                    vmodel, vec, tmodel if tvec is not None else None, tvec))
+                self.templates.put(g.template, TemplateVector(vmodel, vec))
             count = 1 + g.added
             emb = EmbeddedEvent(
                 event=g.event, vector=vec, model=vmodel if vec is not None else None,
                 dim=len(vec) if vec is not None else None, repeat_count=count,
-                last_seen=g.last_seen if count > 1 else None, embedded_at=now,
-                technical_vector=tvec,
-                technical_model=tmodel if tvec is not None else None)
+                last_seen=g.last_seen if count > 1 else None, embedded_at=now)
             kind = "fallback" if vec is None else "reused" if g.reused else "embedded"
             out.append(Outgoing(topology.embedded_subject(g.event.category), g.event.key, emb,
                                 g.sources, kind, g.dkey, g.event.timestamp, g.added))

@@ -101,8 +101,6 @@ class DedupWindow:
 class TemplateVector:
     model: str
     vector: list[float]
-    technical_model: str | None = None
-    technical_vector: list[float] | None = None
 
 
 class TemplateVectors:

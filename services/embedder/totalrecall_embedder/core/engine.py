@@ -1,4 +1,4 @@
-"""The embedder's state: backends (ingest, query, technical), device selection and the fallback
+"""The embedder's state: backends (ingest, query), device selection and the fallback
 chain, the caches, the dedup window.
 
 Fallback chain: GPU (every layer offloaded, when llama.cpp can) → CPU → an OpenAI-compatible
@@ -66,7 +66,6 @@ class EngineConfig:
     # prefixes (None: automatic by model name)
     query_prefix: str | None = None
     document_prefix: str | None = None
-    technical_model_path: Path | None = None
     # remote fallback
     fallback_url: str | None = None
     fallback_model: str | None = None
@@ -100,13 +99,12 @@ def _device_of(backend: EmbedBackend | None) -> ActiveDevice:
 
 class Engine:
     """Backends with their own contexts: `ingest` (events, document RPC, backfill), `query`
-    (query RPC: a query never waits behind an ingest batch) and the optional `technical` model
-    (a second vector per event). With no model at all `ingest`/`query` are None and the service
-    runs degraded: events flow on without vectors, query RPCs get an error."""
+    (query RPC: a query never waits behind an ingest batch). With no model at all
+    `ingest`/`query` are None and the service runs degraded: events flow on without vectors,
+    query RPCs get an error."""
 
     def __init__(self, config: EngineConfig, *, backend: EmbedBackend | None = None,
                  query_backend: EmbedBackend | None = None,
-                 technical_backend: EmbedBackend | None = None,
                  local_factory: LocalFactory | None = None,
                  remote_factory: RemoteFactory | None = None,
                  gpu_probe: Callable[[], bool] | None = None,
@@ -117,13 +115,10 @@ class Engine:
         self.config = config
         self.ingest: EmbedBackend | None = backend
         self.query: EmbedBackend | None = query_backend or backend
-        self.technical: EmbedBackend | None = technical_backend
         self._injected = backend is not None
-        self._tech_injected = technical_backend is not None
         self.device: ActiveDevice = _device_of(backend)
         self.device_reason = "injected backend" if backend is not None else "not loaded yet"
         self.error: str | None = None
-        self.technical_error: str | None = None
         #: a GPU was asked for (device=cuda) or is usable (device=auto, GPU build)
         self.gpu_wanted = False
         self._local_factory: LocalFactory = local_factory or LlamaBackend
@@ -167,10 +162,6 @@ class Engine:
         return self.ingest.dim if self.ingest is not None else None
 
     @property
-    def technical_fingerprint(self) -> str | None:
-        return self.technical.fingerprint if self.technical is not None else None
-
-    @property
     def fallback_state(self) -> int:
         """0: running as asked; 1: no model (events go without vectors, backfilled later);
         2: a GPU was wanted but the model runs on the CPU; 3: the fallback endpoint."""
@@ -191,13 +182,10 @@ class Engine:
         c = self.config
         return max(1, c.gpu_rpc_batch_chunk if self.device == "gpu" else c.rpc_batch_chunk)
 
-    def prefix(self, kind: Kind, backend: EmbedBackend | None = None) -> str:
-        """The prefix of `kind` for the main model (explicit settings win) or, given `backend`
-        (the technical model), that model's automatic one."""
-        name = str(getattr(backend or self.ingest, "model_name", "") or "")
+    def prefix(self, kind: Kind) -> str:
+        """The prefix of `kind` for the model (explicit settings win over the automatic one)."""
+        name = str(getattr(self.ingest, "model_name", "") or "")
         q, d = default_prefixes(name)
-        if backend is not None:
-            return q if kind == "query" else d
         c = self.config
         if kind == "query":
             return c.query_prefix if c.query_prefix is not None else q
@@ -258,37 +246,13 @@ class Engine:
             return ingest, query, choice.device, reason
         raise ModelUnavailable(errors[-1])
 
-    def _load_technical_sync(self) -> EmbedBackend:
-        c = self.config
-        assert c.technical_model_path is not None
-        last: Exception | None = None
-        for choice in self._choices():
-            try:
-                return self._local(c.technical_model_path, choice, n_threads=c.n_threads,
-                                   n_batch=c.gpu_n_batch if choice.device == "gpu" else c.n_ctx)
-            except ModelUnavailable as exc:
-                last = exc
-        assert last is not None
-        raise last
-
     async def load(self) -> bool:
-        """Load what is missing (in a thread): the main model along the fallback chain, the
-        technical model. False, with `error` set, when no vectors can be made."""
+        """Load what is missing (in a thread): the model along the fallback chain. False, with
+        `error` set, when no vectors can be made."""
         async with self._load_lock:
             self._last_attempt = time.monotonic()
             if not self._injected and not self.local:
                 await self._load_main()
-            c = self.config
-            if (c.technical_model_path is not None and self.technical is None
-                    and not self._tech_injected):
-                try:
-                    self.technical = await asyncio.to_thread(self._load_technical_sync)
-                    self.technical_error = None
-                    log.info("technical model loaded: %s (%d dims)", self.technical.fingerprint,
-                             self.technical.dim)
-                except ModelUnavailable as exc:
-                    self.technical_error = str(exc)
-                    log.warning("technical model unavailable (events go without it): %s", exc)
             return self.available
 
     async def _load_main(self) -> None:
@@ -338,13 +302,9 @@ class Engine:
             self.changed.set()
 
     async def maybe_reload(self) -> None:
-        """While not on the local model (or without the configured technical model), look for
-        it again every `model_retry_s`."""
+        """While not on the local model, look for it again every `model_retry_s`."""
         c = self.config
-        need_main = not self._injected and not self.local
-        need_tech = (c.technical_model_path is not None and self.technical is None
-                     and not self._tech_injected)
-        if not (need_main or need_tech):
+        if self._injected or self.local:
             return
         if time.monotonic() - self._last_attempt >= c.model_retry_s:
             await self.load()
@@ -366,10 +326,10 @@ class Engine:
             return True
 
     def close(self) -> None:
-        backends = (self.ingest, self.query, self.technical)
+        backends = (self.ingest, self.query)
         for b in {id(b): b for b in backends if b is not None}.values():
             b.close()
-        self.ingest = self.query = self.technical = None
+        self.ingest = self.query = None
         self.device = "none"
         self._ingest_pool.shutdown(wait=False)
         self._ingest_pool = embedding_pool("embed-ingest", self.config.ingest_nice)
@@ -449,14 +409,6 @@ class Engine:
         if backend is None or not texts:
             return None
         p = self.prefix("document")
-        return await self._embed_cached(backend, [p + t for t in texts])
-
-    async def embed_technical(self, texts: Sequence[str]) -> list[list[float] | None] | None:
-        """The second ("technical") vectors of event texts; None when that model is off."""
-        backend = self.technical
-        if backend is None or not texts:
-            return None
-        p = self.prefix("document", backend)
         return await self._embed_cached(backend, [p + t for t in texts])
 
     def embed_query(self, texts: Sequence[str], kind: Kind = "query", *,
