@@ -89,7 +89,7 @@ class JetStreamPublisher:
 
 
 _MEMORY_COLUMNS = ("key, id, namespace, ts, category, subcategory, actor, severity, tags, summary, "
-                   "detail, metadata, tier")
+                   "detail, metadata, tier, superseded_by")
 
 
 _COLUMNS_M = ", ".join(f"m.{c.strip()}" for c in _MEMORY_COLUMNS.split(","))
@@ -107,6 +107,8 @@ def _memory(row: asyncpg.Record, score: float = 0.0) -> Memory:
     metadata = row["metadata"]
     if isinstance(metadata, str):
         metadata = json.loads(metadata)
+    if row.get("superseded_by"):  # the indexer's migration 7: a newer memory replaced this one
+        metadata = {**(metadata or {}), "superseded_by": row["superseded_by"]}
     return Memory(id=row["id"], score=score, timestamp=row["ts"], category=row["category"],
                   subcategory=row["subcategory"], summary=row["summary"], detail=row["detail"],
                   tier=row["tier"] if row["tier"] in ("hot", "warm", "cold") else "hot",
@@ -351,6 +353,37 @@ class PostgresStore:
             namespace, since, category, limit, list(categories) if categories else None,
             timeout=self.timeout)
         return [_memory(r) for r in rows]
+
+    async def session(self, namespace: str, session_id: str, limit: int) -> list[Memory]:
+        """The memories of one conversation (its thread, the indexer's migration 4), oldest
+        first: the session's turns, a walk of the (namespace, thread, ts) index."""
+        rows = await self.pool.fetch(
+            f"""SELECT {_MEMORY_COLUMNS} FROM (
+                    SELECT {_MEMORY_COLUMNS} FROM memories WHERE namespace = $1 AND thread = $2
+                    ORDER BY ts DESC LIMIT $3) AS s ORDER BY ts""",
+            namespace, _CONVERSATION_THREAD + session_id, limit, timeout=self.timeout)
+        return [_memory(r) for r in rows]
+
+    async def current_facts(self, namespace: str, limit: int) -> list[Memory]:
+        """The newest memories with a subject that nothing superseded (patterns, stated
+        preferences, facts): the indexer's partial index of subjects (migration 7)."""
+        rows = await self.pool.fetch(
+            f"""SELECT {_MEMORY_COLUMNS} FROM memories
+                WHERE namespace = $1 AND metadata ? 'subject' AND superseded_by IS NULL
+                ORDER BY ts DESC LIMIT $2""", namespace, limit, timeout=self.timeout)
+        return [_memory(r) for r in rows]
+
+    async def namespaces(self) -> list[str]:
+        """Every namespace that holds memories: a skip scan of the (namespace, ts) index, one
+        short lookup per namespace however many memories each holds."""
+        rows = await self.pool.fetch(
+            """WITH RECURSIVE ns AS (
+                   (SELECT namespace FROM memories ORDER BY namespace LIMIT 1)
+                   UNION ALL
+                   SELECT (SELECT namespace FROM memories WHERE namespace > ns.namespace
+                           ORDER BY namespace LIMIT 1) FROM ns WHERE ns.namespace IS NOT NULL)
+               SELECT namespace FROM ns WHERE namespace IS NOT NULL""", timeout=self.timeout)
+        return [r["namespace"] for r in rows]
 
     async def stats(self, namespace: str | None) -> dict[str, Any]:
         rows = await self.pool.fetch(

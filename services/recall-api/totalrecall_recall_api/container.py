@@ -9,6 +9,7 @@ from typing import Any
 from totalrecall_schema import AdminRequest
 
 from .citations import Citations
+from .learning import PatternLearner
 from .metrics import Metrics
 from .ports import Embedder, Publisher, Store, VectorIndex
 from .service import RecallService
@@ -28,6 +29,7 @@ class Container:
         self.citations = Citations(self.settings.memory_dir)
         self.service = RecallService(self.settings, self.embedder, self.index, self.store,
                                      self.metrics, self.citations)
+        self.learner = PatternLearner(self.settings, self.store, self.publisher)
 
     async def health(self) -> dict[str, dict[str, Any]]:
         async def check(name: str, coro: Any) -> tuple[str, dict[str, Any]]:

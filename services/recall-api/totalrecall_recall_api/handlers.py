@@ -19,12 +19,14 @@ from totalrecall_schema import (
     RecallResponse,
     TimelineRequest,
     TimelineResponse,
+    memory_key,
 )
 from totalrecall_schema.api import read_scope
 from totalrecall_schema.events import NAMESPACE_PATTERN
 
 from .citations import scoped_text
 from .container import Container
+from .core.supersede import subject_of
 
 router = APIRouter(prefix="/memory")
 
@@ -73,9 +75,15 @@ def _to_event(e: IngestEvent, *, actor: str, category: str, subcategory: str) ->
     metadata = dict(e.metadata)
     if e.tags:
         metadata["tags"] = [*metadata.get("tags", []), *e.tags]
+    category, subcategory = e.category or category, e.subcategory or subcategory
+    # A fact a later one may replace ("the user now prefers neovim"): its subject, for the
+    # indexer to mark the older memories of that subject superseded.
+    subject = subject_of(e.summary, category, subcategory, metadata)
+    if subject:
+        metadata["subject"] = subject
     fields: dict[str, Any] = {
-        "summary": e.summary, "detail": e.detail, "category": e.category or category,
-        "subcategory": e.subcategory or subcategory, "actor": e.actor or actor,
+        "summary": e.summary, "detail": e.detail, "category": category,
+        "subcategory": subcategory, "actor": e.actor or actor,
         "source": e.source or "api", "metadata": metadata,
     }
     for name in ("id", "timestamp", "namespace"):
@@ -116,6 +124,34 @@ async def store(c: C, body: IngestEvent) -> IngestResponse:
     """The agent's explicit "remember this"."""
     return await _publish(c, [_to_event(body, actor="agent", category="conversation",
                                         subcategory="note")])
+
+
+class SupersedeRequest(BaseModel):
+    #: the memory replaced (an id of `namespace`), and the one that replaces it
+    old_id: str = Field(min_length=1, max_length=200)
+    new: IngestEvent
+    namespace: str = Field(default="default", pattern=NAMESPACE_PATTERN)
+
+
+@router.post("/supersede", response_model=IngestResponse)
+async def supersede(c: C, body: SupersedeRequest) -> IngestResponse:
+    """Store `new` as replacing `old_id`: recall ranks the old memory far below from then on
+    (it stays, as history). `new` takes the old memory's category, subcategory and subject unless
+    it names its own; 404 when there is no such memory."""
+    namespace = body.new.namespace or body.namespace
+    old = (await c.store.rows([memory_key(namespace, body.old_id)])).get(
+        memory_key(namespace, body.old_id))
+    if old is None:
+        raise HTTPException(404, detail=f"no memory {body.old_id!r} in namespace {namespace!r}")
+    new = body.new.model_copy(update={"namespace": namespace})
+    metadata = dict(new.metadata)
+    named = metadata.get("supersedes")
+    metadata["supersedes"] = [*(named if isinstance(named, list) else []), body.old_id]
+    if old.metadata.get("subject") and "subject" not in metadata:
+        metadata["subject"] = old.metadata["subject"]
+    new.metadata = metadata
+    event = _to_event(new, actor="agent", category=old.category, subcategory=old.subcategory)
+    return await _publish(c, [event])
 
 
 @router.post("/recall", response_model=RecallResponse)
@@ -237,3 +273,25 @@ async def warm(c: C, body: WarmRequest | None = None) -> dict[str, Any]:
     warmed["postgres"] = await c.store.ping()
     return {"ok": all(warmed.values()), "warmed": warmed,
             "took_ms": round((time.perf_counter() - t0) * 1000, 2)}
+
+
+# --- learned user patterns ---------------------------------------------------------------------
+class PatternsRequest(BaseModel):
+    #: one namespace; none: every namespace (or `TR_RECALL_PATTERNS_NAMESPACES`)
+    namespace: str | None = Field(default=None, pattern=NAMESPACE_PATTERN)
+
+
+@router.post("/patterns/refresh")
+async def refresh_patterns(c: C, body: PatternsRequest | None = None) -> dict[str, Any]:
+    """Learn the user's patterns now (the background refresh runs the same daily); answers the
+    pattern memories stored by this refresh (new or changed), each with its evidence."""
+    namespaces = [body.namespace] if body and body.namespace else await c.learner.namespaces()
+    stored: list[dict[str, Any]] = []
+    for ns in namespaces:
+        for e in await c.learner.refresh(ns):
+            md = e.metadata.model_extra or {}
+            stored.append({"id": e.id, "namespace": ns, "subcategory": e.subcategory,
+                           "summary": e.summary, "confidence": md.get("confidence"),
+                           "observations": md.get("observations"),
+                           "evidence": md.get("evidence", [])})
+    return {"namespaces": namespaces, "stored": stored}
