@@ -24,6 +24,7 @@ from totalrecall_schema import (
     VectorSearchRequest,
 )
 
+from .core.continuity import NOTABLE_CATEGORIES, NOTABLE_SUBCATEGORIES
 from .termstats import TermStats
 
 
@@ -363,6 +364,35 @@ class PostgresStore:
                     ORDER BY ts DESC LIMIT $3) AS s ORDER BY ts""",
             namespace, _CONVERSATION_THREAD + session_id, limit, timeout=self.timeout)
         return [_memory(r) for r in rows]
+
+    async def notable(self, namespace: str, since: datetime, limit: int) -> list[Memory]:
+        """What a new session starts with (core/continuity.py): since `since`, the warnings and
+        errors, diagnoses, changes to the machine, patterns, notes and session summaries."""
+        rows = await self.pool.fetch(
+            f"""SELECT {_MEMORY_COLUMNS} FROM memories
+                WHERE namespace = $1 AND ts >= $2
+                  AND (severity IN ('warning', 'error', 'critical')
+                       OR category = ANY($3::text[]) OR subcategory = ANY($4::text[]))
+                ORDER BY ts DESC LIMIT $5""",
+            namespace, since, sorted(NOTABLE_CATEGORIES), sorted(NOTABLE_SUBCATEGORIES), limit,
+            timeout=self.timeout)
+        return [_memory(r) for r in rows]
+
+    async def latest(self, namespace: str, category: str, subcategory: str) -> Memory | None:
+        """The newest memory of a category and subcategory (e.g. the last session summary)."""
+        row = await self.pool.fetchrow(
+            f"""SELECT {_MEMORY_COLUMNS} FROM memories
+                WHERE namespace = $1 AND category = $2 AND subcategory = $3
+                ORDER BY ts DESC LIMIT 1""", namespace, category, subcategory,
+            timeout=self.timeout)
+        return _memory(row) if row is not None else None
+
+    async def warm_terms(self, namespace: str) -> bool:
+        """Load the namespace's term statistics (BM25 weights) before the first recall."""
+        if self.term_stats is None:
+            return False
+        await self.term_stats.ensure(namespace)
+        return True
 
     async def current_facts(self, namespace: str, limit: int) -> list[Memory]:
         """The newest memories with a subject that nothing superseded (patterns, stated

@@ -13,6 +13,7 @@ from .learning import PatternLearner
 from .metrics import Metrics
 from .ports import Embedder, Publisher, Store, VectorIndex
 from .service import RecallService
+from .sessions import SessionContinuity
 from .settings import Settings
 
 
@@ -30,6 +31,7 @@ class Container:
         self.service = RecallService(self.settings, self.embedder, self.index, self.store,
                                      self.metrics, self.citations)
         self.learner = PatternLearner(self.settings, self.store, self.publisher)
+        self.continuity = SessionContinuity(self.settings, self.store, self.publisher)
 
     async def health(self) -> dict[str, dict[str, Any]]:
         async def check(name: str, coro: Any) -> tuple[str, dict[str, Any]]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -26,6 +28,7 @@ from totalrecall_schema.events import NAMESPACE_PATTERN
 
 from .citations import scoped_text
 from .container import Container
+from .core.continuity import Turn
 from .core.supersede import subject_of
 
 router = APIRouter(prefix="/memory")
@@ -65,6 +68,25 @@ class FlushRequest(BaseModel):
 class WarmRequest(BaseModel):
     sessionId: str = Field(default="session", max_length=200)
     namespace: str = Field(default="default", pattern=NAMESPACE_PATTERN)
+    #: the namespaces the session reads (as for recall): the bundle covers all of them
+    namespaces: list[Annotated[str, Field(pattern=NAMESPACE_PATTERN)]] | None = Field(
+        default=None, max_length=16)
+
+    def scope(self) -> list[str]:
+        return read_scope(self.namespace, self.namespaces, "namespace" in self.model_fields_set)
+
+
+class SessionEndMessage(BaseModel):
+    role: str = "user"
+    content: str | list[Any] = ""
+    timestamp: datetime | None = None
+
+
+class SessionEndRequest(BaseModel):
+    sessionId: str = Field(min_length=1, max_length=200)
+    namespace: str = Field(default="default", pattern=NAMESPACE_PATTERN)
+    #: the session's messages; none: its stored turns (auto-capture, flushes) are summarised
+    messages: list[SessionEndMessage] | None = Field(default=None, max_length=2000)
 
 
 class AdminBody(BaseModel):
@@ -162,7 +184,6 @@ async def recall(c: C, body: RecallRequest) -> RecallResponse:
 @router.post("/timeline", response_model=TimelineResponse)
 async def timeline(c: C, body: TimelineRequest) -> TimelineResponse:
     since = time.time() - body.hours * 3600
-    from datetime import UTC, datetime
 
     rows = await c.store.recent(body.namespace, datetime.fromtimestamp(since, UTC), body.category,
                                 body.limit)
@@ -262,17 +283,60 @@ async def flush(c: C, body: FlushRequest) -> IngestResponse:
 
 @router.post("/warm")
 async def warm(c: C, body: WarmRequest | None = None) -> dict[str, Any]:
-    """Touch the query path (embedder model, indexer, Postgres) before the first prompt."""
+    """Preload the query path before the first prompt (the embedder's model, Postgres, the
+    namespaces' term statistics) and answer the session-start bundle: today's and yesterday's
+    essentials, the last session's summary and MEMORY.md (`bundle.text`: the block to inject)."""
+    body = body or WarmRequest()
+    scope = body.scope()
     t0 = time.perf_counter()
     warmed: dict[str, bool] = {}
-    try:
-        await c.embedder.embed_query("warm up")
-        warmed["embedder"] = True
-    except Exception:
-        warmed["embedder"] = False
+
+    async def embedder() -> None:
+        try:
+            await c.embedder.embed_query("warm up")
+            warmed["embedder"] = True
+        except Exception:
+            warmed["embedder"] = False
+
+    async def terms() -> None:
+        try:
+            warmed["term_stats"] = all(await asyncio.gather(*(c.store.warm_terms(ns)
+                                                              for ns in scope)))
+        except Exception:
+            warmed["term_stats"] = False
+
+    bundle: dict[str, Any] = {}
+
+    async def session_start() -> None:
+        try:
+            bundle.update(await c.continuity.bundle(scope))
+            warmed["bundle"] = True
+        except Exception:
+            warmed["bundle"] = False
+
+    await asyncio.gather(embedder(), terms(), session_start())
     warmed["postgres"] = await c.store.ping()
-    return {"ok": all(warmed.values()), "warmed": warmed,
+    return {"ok": all(warmed.values()), "warmed": warmed, "bundle": bundle or None,
+            "session_context": bundle.get("text", ""),
             "took_ms": round((time.perf_counter() - t0) * 1000, 2)}
+
+
+@router.post("/session/end")
+async def session_end(c: C, body: SessionEndRequest) -> dict[str, Any]:
+    """A finished session: its extractive summary (no LLM) is stored as a conversation memory
+    (subcategory `session_summary`, one per session) that recall finds and the next session's
+    warm-up shows."""
+    turns = None
+    if body.messages is not None:
+        now = datetime.now(UTC)
+        turns = [Turn(m.role, text, m.timestamp or now) for m in body.messages
+                 if m.role in ("user", "assistant")
+                 and (text := " ".join(_content_text(m.content).split()))]
+    event = await c.continuity.end(body.namespace, body.sessionId, turns)
+    if event is None:
+        return {"stored": False, "id": None, "summary": None}
+    c.metrics.ingested.labels(event.category).inc()
+    return {"stored": True, "id": event.id, "summary": event.summary, "detail": event.detail}
 
 
 # --- learned user patterns ---------------------------------------------------------------------

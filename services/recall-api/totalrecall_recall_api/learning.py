@@ -31,7 +31,8 @@ log = logging.getLogger("totalrecall.patterns")
 SOURCES = ("conversation", "security", "system.process")
 
 
-def _tz(name: str) -> tzinfo:
+def local_zone(name: str) -> tzinfo:
+    """The user's zone: an IANA name, or (empty) this machine's."""
     if not name:
         return datetime.now().astimezone().tzinfo or UTC
     return ZoneInfo(name)
@@ -65,7 +66,7 @@ class PatternLearner:
         # before it no longer counts for that subject.
         stated = {str(m.metadata["subject"]): m.timestamp for m in current
                   if m.metadata.get("subject") and not m.metadata.get("learned")}
-        patterns = learn(rows, self.options, _tz(s.patterns_timezone), stated)
+        patterns = learn(rows, self.options, local_zone(s.patterns_timezone), stated)
         have = {m.id: m for m in current}
         events = [self._event(namespace, p) for p in patterns
                   if not self._known(have.get(p.event_id(namespace)), p)

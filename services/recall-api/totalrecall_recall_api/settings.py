@@ -147,6 +147,15 @@ class Settings(BaseSettings):
     patterns_timezone: str = ""
     patterns_namespaces: list[str] = Field(default_factory=list)
 
+    # Session continuity (sessions.py): the session-start bundle of `/memory/warm` holds at
+    # most `warm_essentials_max` lines of today's and yesterday's essentials and the first
+    # `warm_memory_md_max_chars` of MEMORY.md; a finished session's summary (`/memory/session/end`)
+    # is its best `session_summary_sentences` sentences, from at most `session_max_turns` turns.
+    warm_essentials_max: int = Field(default=12, ge=0, le=200)
+    warm_memory_md_max_chars: int = Field(default=8000, ge=0)
+    session_summary_sentences: int = Field(default=5, ge=1, le=50)
+    session_max_turns: int = Field(default=500, ge=1)
+
     @property
     def topology(self) -> Topology:
         return Topology(prefix=self.subject_prefix, stream_prefix=self.stream_prefix)
