@@ -22,8 +22,8 @@ WEEKS = 3
 VIM_DAYS = (2, 7)  # the 3rd and 8th working day: vim, not nvim
 
 
-def first_monday(weeks_back: int = WEEKS + 1) -> datetime:
-    """A Monday, 00:00 UTC, far enough back that the three weeks are in the past."""
+def first_monday(weeks_back: int = WEEKS) -> datetime:
+    """A Monday, 00:00 UTC: the three weeks end before this week (and within 30 days)."""
     today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     return today - timedelta(days=today.weekday() + 7 * weeks_back)
 
@@ -85,7 +85,7 @@ class World:
         self.events.append(MemoryEvent(
             namespace=self.ctx.namespace, timestamp=when, category="conversation",
             subcategory="flush", actor="user", source="flush", summary=f"user: {text}",
-            metadata={"session_id": session, "tags": ["flush"]}))
+            metadata={"session": session, "tags": ["flush"]}))
 
     def three_weeks(self) -> list[MemoryEvent]:
         day_no = 0

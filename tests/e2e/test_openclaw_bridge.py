@@ -285,11 +285,12 @@ def test_a_finished_turn_is_captured_with_who_said_each_message(gateway: Gateway
     mine = stack.wait_recallable(f"my favourite hiking trail {marker} ridge loop", marker,
                                  namespace="main")
     assert mine["actor"] == "user", mine
-    session = mine["metadata"]["session_id"]
+    session = mine["metadata"]["session"]
+    assert session and session != "[REDACTED]"  # one thread per conversation
 
     def reply() -> dict[str, Any] | None:
         return next((m for m in stack.recall("Stub reply: nothing to add", namespace="main")
-                     if m["actor"] == "agent" and m["metadata"].get("session_id") == session),
+                     if m["actor"] == "agent" and m["metadata"].get("session") == session),
                     None)
 
     wait_for(reply, 60, "the agent's reply of the captured turn")

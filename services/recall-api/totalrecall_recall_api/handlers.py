@@ -275,7 +275,9 @@ async def flush(c: C, body: FlushRequest) -> IngestResponse:
             id=f"flush-{digest[:24]}", namespace=body.namespace, category="conversation",
             subcategory="flush", actor="user" if msg.role == "user" else "agent", source="flush",
             summary=summary[:2000], detail=text[:32000] if len(summary) > 2000 else "",
-            metadata={"tags": ["flush"], "session_id": body.sessionId}))
+            # `session`, not `session_id`: the secret scrubber blanks any `session_id` value
+            # (a web session's cookie), which put every flushed conversation in one thread.
+            metadata={"tags": ["flush"], "session": body.sessionId}))
     if not events:
         return IngestResponse(ids=[], accepted=0)
     return await _publish(c, events)

@@ -83,7 +83,7 @@ class SessionContinuity:
             timestamp=last + timedelta(milliseconds=1), category="conversation",
             subcategory=SUMMARY_SUBCATEGORY, actor="system", source="session",
             summary=s.summary, detail=s.detail,
-            metadata={"session_id": session_id, "turns": len(turns),
+            metadata={"session": session_id, "turns": len(turns),
                       "started": min(t.timestamp for t in turns).isoformat(),
                       "commands": s.commands, "tags": ["session_summary"]})
         await self.publisher.publish([event])

@@ -80,8 +80,9 @@ class Settings(BaseSettings):
     # keeps this share of its score (1 = off). See core/supersede.py.
     superseded_factor: float = 0.3
     # A memory a newer one replaced (same subject, or named by it: core/supersede.py) keeps this
-    # share of its score unless the question asks for history ("what did I use before?").
-    superseded_fact_factor: float = Field(default=0.1, ge=0.0, le=1.0)
+    # share of its score unless the question asks for history ("what did I use before?"); 0: it
+    # is not recalled then (it stays stored, and a question about history finds it, marked).
+    superseded_fact_factor: float = Field(default=0.0, ge=0.0, le=1.0)
     # Neighbour expansion (core/neighbours.py): the best `neighbour_hits` hits lend
     # `neighbour_weight` × their score to the `neighbour_window` memories either side of them in
     # the same thread (session, or source + service), at most `neighbour_max_gap_s` apart.

@@ -98,6 +98,9 @@ def test_superseded_facts_rank_far_below_unless_history_is_asked() -> None:
     assert asks_about_history("what editor did the user previously prefer")
     assert not asks_about_history("which editor does the user prefer?")
     assert [c.key for c in demote_superseded(_cands({"old": 1.0}), rows, 1.0)] == ["old"]
+    # 0: not recalled at all
+    assert [c.key for c in demote_superseded(_cands({"old": 1.0, "new": 0.6}), rows, 0.0)] \
+        == ["new"]
 
 
 def test_tools_by_name_and_in_text() -> None:

@@ -126,7 +126,8 @@ def task_of(m: Row) -> str | None:
         return None
     if m.category == "conversation" and m.actor == "user":
         text = " ".join(m.summary.removeprefix("user: ").split()[:12]).lower().rstrip(".?!")
-        return template_form(text) if len(text) >= 8 else None
+        # The template's placeholders ("<n>", "<ip>") read as "…" in the pattern's text.
+        return re.sub(r"<[a-z_]+>", "…", template_form(text)) if len(text) >= 8 else None
     if m.category == "cron":
         return None  # the machine's schedule, not the user's habit
     return None

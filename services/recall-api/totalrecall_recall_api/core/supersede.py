@@ -140,10 +140,13 @@ def superseded(m: ProcessRow) -> bool:
 
 def demote_superseded(ranked: Sequence[Candidate], rows: Mapping[str, ProcessRow],
                       factor: float) -> list[Candidate]:
-    """`ranked` with the memories a newer one replaced scaled by `factor`, re-sorted."""
+    """`ranked` with the memories a newer one replaced scaled by `factor`, re-sorted; left out
+    when `factor` is 0 (an outdated fact in the prompt misleads more than it helps)."""
     out = list(ranked)
     if factor >= 1:
         return out
+    if factor <= 0:
+        return [c for c in out if (m := rows.get(c.key)) is None or not superseded(m)]
     for c in out:
         m = rows.get(c.key)
         if m is not None and superseded(m):
