@@ -72,7 +72,10 @@ class PatternLearner:
                   if not self._known(have.get(p.event_id(namespace)), p)
                   and not self._older_than_stated(p, stated)]
         if events:
-            await self.publisher.publish(events)
+            # JetStream drops a message id it saw in the last 10 minutes: such a pattern (the
+            # same id again, e.g. with one more observation) is not stored now, and not reported.
+            duplicate = await self.publisher.publish(events)
+            events = [e for e, dup in zip(events, duplicate, strict=True) if not dup]
         log.info("patterns of %s: %d learned, %d stored", namespace, len(patterns), len(events))
         return events
 
