@@ -79,6 +79,10 @@ def test_a_preference_states_its_subject() -> None:
     assert s("User prefers podman over docker", "conversation", "note") \
         == "prefers:container runtime"
     assert s("User prefers tabs for indentation.") == "prefers:indentation"
+    assert s("User prefers neovim as their text editor") == "prefers:editor"
+    # A preference for one use does not replace another's.
+    assert s("User prefers vim for quick edits") == "prefers:quick edits"
+    assert s("User prefers VS Code for big projects") == "prefers:big projects"
     assert s("Anything", "conversation", "note", subject="Staging DB port") == "staging db port"
     # Not a preference, or not a fact that a later one replaces: no subject.
     assert s("User opened vim on main.py") is None

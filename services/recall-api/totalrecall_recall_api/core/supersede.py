@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from .fusion import Candidate
-from .tools import tools_in_text
+from .tools import FAMILIES, tools_in_text
 
 _NOW = re.compile(r"(?i)\b(?:now|right now|currently|current|at the moment|at present|"
                   r"still|is (?:\w+ )?(?:using|eating|hogging|burning)|are (?:\w+ )?using)\b")
@@ -123,11 +123,18 @@ def subject_of(summary: str, category: str, subcategory: str,
         return None
     if not _PREFERENCE.search(summary):
         return None
+    # A qualified preference ("vim for quick edits", "VS Code for big projects") is about its
+    # topic, and does not replace one about another topic; "neovim as their editor" is about
+    # the family; a bare "prefers neovim" too.
+    found = _TOPIC.search(summary)
+    topic = _norm(found.group(1)) if found else ""
+    family = next((f for f in FAMILIES if topic == f or topic.endswith(" " + f)), None)
+    if topic and family is None:
+        return f"prefers:{topic}"
     tools = tools_in_text(summary)
-    if tools:
-        return f"prefers:{tools[0][0]}"
-    topic = _TOPIC.search(summary)
-    return f"prefers:{_norm(topic.group(1))}" if topic else None
+    if family or tools:
+        return f"prefers:{family or tools[0][0]}"
+    return None
 
 
 def asks_about_history(query: str) -> bool:
