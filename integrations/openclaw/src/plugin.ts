@@ -178,7 +178,8 @@ export function registerTotalRecall(api: PluginApiLike, deps: PluginDeps = {}): 
         const res = await recallAll(ctx.agentId, query, cfg.recallMaxResults, cfg.recallTimeframe,
           undefined, cfg.recallTimeoutMs);
         availability.ok();
-        if (!res.memories.length || !res.system_memory.trim()) return openingOnly();
+        // The block may hold only the user profile: the design injects it on every turn.
+        if (!res.system_memory.trim()) return openingOnly();
         const block = (opening ? `${opening}\n\n` : "")
           + `# System Memory (auto-retrieved by Total Recall)\n${res.system_memory.trim()}`;
         logger.debug?.(`totalrecall: injected ${res.memories.length} memories`);

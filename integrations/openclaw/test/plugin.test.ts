@@ -200,6 +200,17 @@ describe("lifecycle hooks", () => {
       < both.appendSystemContext.indexOf("<system_memory"));
   });
 
+  it("injects the user profile even when no memory matched (the design: every turn)", async () => {
+    const profile = "<system_memory>\n<user_profile>\n- User prefers neovim as their editor\n"
+      + "</user_profile>\n</system_memory>";
+    fake.override = (r) => (r.path === "/memory/recall"
+      ? { status: 200, body: { memories: [], system_memory: profile } } : undefined);
+    const api = setup();
+    const out = await api.hooks.get("before_prompt_build")!({ prompt: "write a haiku", messages: [] },
+      { agentId: "main" });
+    assert.ok(out.appendSystemContext.endsWith(profile));
+  });
+
   it("asks for the session's summary when it ends", async () => {
     const api = setup({ namespace: "agent-{agentId}" });
     await api.hooks.get("session_end")!({ sessionId: "s9", messageCount: 12 },
