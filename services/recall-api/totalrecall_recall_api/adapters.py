@@ -108,7 +108,7 @@ def _memory(row: asyncpg.Record, score: float = 0.0) -> Memory:
     metadata = row["metadata"]
     if isinstance(metadata, str):
         metadata = json.loads(metadata)
-    if row.get("superseded_by"):  # the indexer's migration 7: a newer memory replaced this one
+    if row.get("superseded_by"):  # the indexer's migration 8: a newer memory replaced this one
         metadata = {**(metadata or {}), "superseded_by": row["superseded_by"]}
     return Memory(id=row["id"], score=score, timestamp=row["ts"], category=row["category"],
                   subcategory=row["subcategory"], summary=row["summary"], detail=row["detail"],
@@ -396,7 +396,7 @@ class PostgresStore:
 
     async def current_facts(self, namespace: str, limit: int) -> list[Memory]:
         """The newest memories with a subject that nothing superseded (patterns, stated
-        preferences, facts): the indexer's partial index of subjects (migration 7)."""
+        preferences, facts): the indexer's partial index of subjects (migration 8)."""
         rows = await self.pool.fetch(
             f"""SELECT {_MEMORY_COLUMNS} FROM memories
                 WHERE namespace = $1 AND metadata ? 'subject' AND superseded_by IS NULL

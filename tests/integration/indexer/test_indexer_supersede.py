@@ -1,4 +1,4 @@
-"""Superseded memories in the real Postgres mirror (migration 7 and `PgStore._mark_superseded`):
+"""Superseded memories in the real Postgres mirror (migration 8 and `PgStore._mark_superseded`):
 a newer fact about the same subject replaces the older ones, whatever order they arrive in, and a
 memory can name the ones it replaces."""
 
@@ -52,6 +52,10 @@ async def test_newest_fact_of_a_subject_supersedes_the_older_ones_in_any_order(
         await store.upsert([_row("neovim", "User now prefers neovim", 5,
                                  subject="prefers:editor")])
         assert await _superseded(pg_dsn) == got
+        # The newest forgotten (deleted): the next newest of its subject is current again.
+        assert await store.delete([memory_key("ns", "neovim")]) == [memory_key("ns", "neovim")]
+        assert await _superseded(pg_dsn) == {"emacs": None, "tabs": None,
+                                             "vim": memory_key("ns", "emacs")}
     finally:
         await store.close()
 
@@ -64,5 +68,8 @@ async def test_a_memory_names_what_it_supersedes(pg_dsn: str) -> None:
         await store.upsert([_row("port2", "staging database now listens on 6543", 1,
                                  supersedes=["port", "no-such-id"])])
         assert await _superseded(pg_dsn) == {"port": memory_key("ns", "port2"), "port2": None}
+        # The replacement forgotten: the old fact is current again.
+        await store.delete([memory_key("ns", "port2")])
+        assert await _superseded(pg_dsn) == {"port": None}
     finally:
         await store.close()

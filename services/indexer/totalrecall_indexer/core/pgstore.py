@@ -148,7 +148,8 @@ CREATE INDEX memories_ns_ts_tsv_fits ON memories (namespace, ts) INCLUDE (key, t
     # `_mark_superseded` after each upsert, from the events' own metadata (`subject`, and
     # `supersedes`: ids named explicitly), so a rebuild from the Markdown logs sets it again.
     # Only rows with a subject are in the index: they are few (patterns, preferences, facts).
-    (7, "superseded memories: superseded_by, and the subjects' index", """
+    # (8, not 7: main's 7 is the forget branch's tombstones.)
+    (8, "superseded memories: superseded_by, and the subjects' index", """
 ALTER TABLE memories ADD COLUMN IF NOT EXISTS superseded_by text;
 CREATE INDEX IF NOT EXISTS memories_ns_subject_ts ON memories (namespace, (metadata->>'subject'), ts)
     WHERE metadata ? 'subject';
@@ -348,7 +349,7 @@ class PgStore:
 
     @staticmethod
     async def _mark_superseded(conn: asyncpg.Connection, rows: Sequence[PgRow]) -> None:
-        """Mark what the upserted rows supersede (see migration 7): by subject, by named ids.
+        """Mark what the upserted rows supersede (see migration 8): by subject, by named ids.
         Most batches carry neither (machine events): then nothing is run."""
         subjects = [r.rec.key for r in rows if _extra(r, "subject")]
         named = [r.rec.key for r in rows if _extra(r, "supersedes")]
@@ -372,7 +373,14 @@ class PgStore:
                 rows = await conn.fetch(
                     "DELETE FROM memories WHERE key = ANY($1::text[]) AND namespace = $2 "
                     "RETURNING key", list(keys), namespace)
-        return [r["key"] for r in rows]
+            deleted = [r["key"] for r in rows]
+            if deleted:  # what they superseded is current again, unless another newer one is
+                revived = await conn.fetch(
+                    "UPDATE memories SET superseded_by = NULL "
+                    "WHERE superseded_by = ANY($1::text[]) RETURNING key", deleted)
+                if revived:
+                    await conn.execute(_SUPERSEDE_BY_SUBJECT_SQL, [r["key"] for r in revived])
+        return deleted
 
     async def timestamps(self, keys: Sequence[str],
                          namespace: str | None = None) -> dict[str, datetime]:
