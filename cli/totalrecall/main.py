@@ -59,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     p_recall.add_argument("--timeframe", default="auto")
     p_recall.add_argument("--namespace", default="default")
     p_recall.add_argument("-n", "--max-results", type=int, default=6)
+    from . import supersede_cmd
+    supersede_cmd.register(sub)
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["rebuild"]:  # its own options (argparse's REMAINDER drops leading flags)
         from .rebuild_cmd import main as rebuild_main
@@ -95,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         return _post("/memory/recall", {"query": args.query, "timeframe": args.timeframe,
                                         "namespace": args.namespace,
                                         "maxResults": args.max_results})
+    if args.cmd == "supersede":
+        return supersede_cmd.run(args)
     return 2
 
 

@@ -112,6 +112,10 @@ let
       TR_RECALL_WEIGHT_RECENCY = toString cfg.recall.weights.recency;
       TR_RECALL_HALF_LIFE_HOURS = toString cfg.recall.recencyHalfLifeHours;
       TR_RECALL_MMR_LAMBDA = toString cfg.recall.mmrLambda;
+      TR_RECALL_PATTERNS_ENABLE = lib.boolToString cfg.patterns.enable;
+      TR_RECALL_PATTERNS_DETECTION_INTERVAL_S =
+        toString { hourly = 3600; daily = 86400; weekly = 604800; }.${cfg.patterns.detectionInterval};
+      TR_RECALL_PATTERNS_MIN_OBSERVATIONS = toString cfg.patterns.minObservations;
     };
     watchers = {
       TR_WATCHERS_NATS_URL = natsUrl;
@@ -344,6 +348,26 @@ in
         type = types.float;
         default = 0.7;
         description = "MMR trade-off between relevance (1) and diversity (0).";
+      };
+    };
+
+    # The design's `patterns` options: the recall API learns the user's patterns (work sessions,
+    # preferred tools, recurring tasks) from what is remembered, into the <user_profile>.
+    patterns = {
+      enable = mkOption {
+        type = types.bool;
+        default = true;
+        description = "Whether to learn user patterns from the memories in the background.";
+      };
+      detectionInterval = mkOption {
+        type = types.enum [ "hourly" "daily" "weekly" ];
+        default = "daily";
+        description = "How often the patterns are learned again.";
+      };
+      minObservations = mkOption {
+        type = types.ints.positive;
+        default = 3;
+        description = "Observations (days, for most patterns) a pattern needs at least.";
       };
     };
 

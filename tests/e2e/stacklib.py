@@ -82,7 +82,9 @@ def launch_stack(home: Path, model_path: Path | None) -> Iterator[Api]:
         # Other e2e tests (the OpenClaw gateway, builds) start CPU-hungry processes of their own:
         # a production-sized burst budget would be spent before the test's own hog shows up.
         "TR_WATCHERS_RATE_LIMIT__PER_WATCHER_BURST": "1000",
-        "TR_WATCHERS_RATE_LIMIT__GLOBAL_BURST": "1000"}
+        "TR_WATCHERS_RATE_LIMIT__GLOBAL_BURST": "1000",
+        # Learned patterns name hours of the day: in one zone whatever the machine's.
+        "TR_RECALL_PATTERNS_TIMEZONE": "UTC"}
     # Real filesystem changes and error log lines for tests/e2e/test_watchers_e2e.py (outside
     # TOTALRECALL_HOME, which the filesystem watcher never reports).
     watched_dir = home.parent / f"{home.name}-watched"

@@ -8,12 +8,13 @@ instead.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import uuid
 from typing import Any
 
 from mcp import ClientSession, StdioServerParameters, stdio_client
-from stacklib import Api
+from stacklib import Api, wait_for
 
 
 def _text(result: Any) -> str:
@@ -26,12 +27,14 @@ async def test_mcp_tools_against_the_real_stack(stack: Api) -> None:
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "totalrecall_mcp"],
         env={"TOTALRECALL_API": stack.url, "TOTALRECALL_API_TOKEN": stack.token or "",
-             "TOTALRECALL_NAMESPACE": namespace, "TOTALRECALL_TIMEOUT": "30"})
+             "TOTALRECALL_NAMESPACE": namespace, "TOTALRECALL_TIMEOUT": "30",
+             # the server spawned must import the code under test (e.g. a worktree's packages)
+             **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}})
     async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
         await s.initialize()
         names = {t.name for t in (await s.list_tools()).tools}
         assert names == {"memory_recall", "memory_store", "memory_timeline", "memory_search",
-                         "memory_get"}
+                         "memory_get", "memory_supersede"}
 
         stored = await s.call_tool("memory_store", {
             "summary": f"Postgres fails to start when docker holds port 5432 ({marker})",
@@ -57,6 +60,18 @@ async def test_mcp_tools_against_the_real_stack(stack: Api) -> None:
         assert not daily.is_error  # the indexer's Markdown log (may lag the Postgres row)
         missing = await s.call_tool("memory_get", {"path": "memory/daily/1999-01-01.md"})
         assert not missing.is_error and _text(missing) == ""
+
+        # What is no longer true is replaced: recall gives the new memory, not the old one.
+        replaced = await s.call_tool("memory_supersede", {
+            "old_id": hit["id"],
+            "summary": f"Postgres now listens on 5433, so docker no longer blocks it ({marker})"})
+        assert not replaced.is_error, _text(replaced)
+
+    def current() -> list[str] | None:
+        ids = [m["id"] for m in stack.recall("postgres docker port", namespace=namespace)
+               if marker in m["summary"]]
+        return ids if ids and hit["id"] not in ids else None
+    assert wait_for(current, 60, "the superseded memory to leave recall")
 
     # Namespace isolation: another namespace does not see it.
     assert not [m for m in stack.recall("postgres port 5432", namespace=f"other-{marker}")

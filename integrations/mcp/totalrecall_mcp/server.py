@@ -135,6 +135,25 @@ def build_server(client_factory: ClientFactory | None = None) -> MCPServer[Any]:
         dup = " (already stored)" if res.duplicates else ""
         return f"Stored in long-term memory{dup}: id {ids}. It is recallable within seconds."
 
+    @server.tool(name="memory_supersede", structured_output=False, description=(
+        "Replace a memory that is no longer true (a changed preference, a moved port) by a new "
+        "one. The old memory (its id from memory_search) stays as history but is no longer "
+        "recalled unless history is asked for."))
+    async def memory_supersede(
+        old_id: Annotated[str, Field(min_length=1, description="id of the outdated memory")],
+        summary: Annotated[str, Field(min_length=1, max_length=2000,
+                                      description="One line: what is true now")],
+        detail: Annotated[str, Field(max_length=32000, description="Specifics")] = "",
+    ) -> str:
+        new: dict[str, Any] = {"summary": summary, "actor": "agent", "source": "mcp"}
+        if detail:
+            new["detail"] = detail
+        try:
+            res = await client().supersede(old_id, new)
+        except TotalRecallError as exc:
+            raise _tool_error(exc) from exc
+        return f"Stored {', '.join(res.ids)}; memory {old_id} is superseded."
+
     @server.tool(name="memory_timeline", structured_output=False, description=(
         "What happened in the last N hours, oldest first (optionally one category)."))
     async def memory_timeline(

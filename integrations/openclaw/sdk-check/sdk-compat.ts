@@ -22,6 +22,7 @@ import type {
   BeforePromptBuildEvent,
   BeforePromptBuildResult,
   SessionContext,
+  SessionEndEvent,
   SessionStartEvent,
   ToolContextLike,
 } from "../src/types.js";
@@ -37,10 +38,12 @@ declare const beforePromptBuild: (e: BeforePromptBuildEvent, c: AgentContext)
 declare const sessionStart: (e: SessionStartEvent, c: Partial<SessionContext>) => Promise<void>;
 declare const beforeCompaction: (e: BeforeCompactionEvent, c: AgentContext) => Promise<void>;
 declare const agentEnd: (e: AgentEndEvent, c: AgentContext) => Promise<void>;
+declare const sessionEnd: (e: SessionEndEvent, c: Partial<SessionContext>) => Promise<void>;
 api.on("before_prompt_build", beforePromptBuild);
 api.on("session_start", sessionStart);
 api.on("before_compaction", beforeCompaction);
 api.on("agent_end", agentEnd);
+api.on("session_end", sessionEnd);
 
 // Our tools are agent tools, produced by a valid tool factory.
 declare const tools: (ctx: ToolContextLike) => AgentToolLike[];

@@ -182,8 +182,23 @@ export class TotalRecallClient {
     return this.request<Record<string, unknown>>("POST", "/memory/flush", req, opts);
   }
 
-  warm(req: { sessionId: string; namespace?: string }, opts?: { timeoutMs?: number }) {
-    return this.request<Record<string, unknown>>("POST", "/memory/warm", req, opts);
+  /** Warm the query path; answers the session-start bundle (`session_context`: the block). */
+  warm(req: { sessionId: string; namespace?: string; namespaces?: string[] },
+       opts?: { timeoutMs?: number }) {
+    return this.request<{ ok?: boolean; session_context?: string; bundle?: unknown }>(
+      "POST", "/memory/warm", req, opts);
+  }
+
+  /** A finished session: the server stores an extractive summary of its stored turns. */
+  sessionEnd(req: { sessionId: string; namespace?: string }, opts?: { timeoutMs?: number }) {
+    return this.request<{ stored: boolean; id?: string | null; summary?: string | null }>(
+      "POST", "/memory/session/end", req, opts);
+  }
+
+  /** Store `next` as replacing the memory `old_id` (which recall then treats as history). */
+  supersede(req: { old_id: string; namespace?: string; new: IngestEvent },
+            opts?: { timeoutMs?: number; signal?: AbortSignal }) {
+    return this.request<IngestResponse>("POST", "/memory/supersede", req, opts);
   }
 
   /** Forget memories by the ids recall returns, in one namespace, everywhere and for good. */

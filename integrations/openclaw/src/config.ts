@@ -23,10 +23,16 @@ export interface TotalRecallConfig {
   /** After a failure, automatic recall is skipped for this long (no added latency while down). */
   retryAfterMs: number;
   minQueryChars: number;
+  /** Session start: warm the query path and fetch the session-start bundle (today's and
+   * yesterday's essentials, the last session's summary, MEMORY.md), injected on the first turn. */
   warmOnSessionStart: boolean;
   flushOnCompaction: boolean;
-  /** Store each finished turn (user message + reply) as a conversation memory. */
+  /** Store each finished turn (user message + reply) as a conversation memory. On by default:
+   * the design's bridge "intercepts agent responses" and summarises each session at its end,
+   * which needs the session's turns stored. */
   autoCapture: boolean;
+  /** Session end: the server stores an extractive summary of the session's stored turns. */
+  summarizeOnSessionEnd: boolean;
 }
 
 export const DEFAULTS: TotalRecallConfig = {
@@ -43,7 +49,8 @@ export const DEFAULTS: TotalRecallConfig = {
   minQueryChars: 3,
   warmOnSessionStart: true,
   flushOnCompaction: true,
-  autoCapture: false,
+  autoCapture: true,
+  summarizeOnSessionEnd: true,
 };
 
 const TIMEFRAMES = new Set(["auto", "1h", "24h", "7d", "30d", "90d", "all"]);
@@ -90,6 +97,7 @@ export function resolveConfig(raw: Record<string, unknown> | undefined,
     warmOnSessionStart: bool(c.warmOnSessionStart, DEFAULTS.warmOnSessionStart),
     flushOnCompaction: bool(c.flushOnCompaction, DEFAULTS.flushOnCompaction),
     autoCapture: bool(c.autoCapture, DEFAULTS.autoCapture),
+    summarizeOnSessionEnd: bool(c.summarizeOnSessionEnd, DEFAULTS.summarizeOnSessionEnd),
   };
 }
 

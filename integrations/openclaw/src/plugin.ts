@@ -4,9 +4,10 @@
  * - `before_prompt_build`: recall with the user's message (agent namespace + shared namespaces, in
  *   one request, within `recallTimeoutMs`) and inject the server's `<system_memory>` block as is.
  * - tools `memory_recall`, `memory_store`, `memory_timeline`, `memory_search`, `memory_get`,
- *   `memory_forget`.
- * - `session_start` → POST /memory/warm; `before_compaction` → POST /memory/flush;
- *   `agent_end` (opt-in `autoCapture`) → POST /memory/ingest of the finished turn.
+ *   `memory_forget`, `memory_supersede`.
+ * - `session_start` → POST /memory/warm (its session-start bundle is injected on the session's
+ *   first turn); `before_compaction` → POST /memory/flush; `agent_end` (`autoCapture`) → POST
+ *   /memory/flush of the finished turn; `session_end` → POST /memory/session/end (its summary).
  * - Never breaks the agent: when the API is down or slow, hooks log one warning and return nothing;
  *   tools fail with a clear message the model can read.
  */
@@ -30,6 +31,7 @@ import type {
   PluginApiLike,
   PluginLogger,
   SessionContext,
+  SessionEndEvent,
   SessionStartEvent,
   ToolContextLike,
   ToolResult,
@@ -39,11 +41,15 @@ export const PLUGIN_ID = "totalrecall";
 export const TOOL_NAMES = [
   "memory_recall", "memory_store", "memory_timeline", "memory_search", "memory_get",
   "memory_forget",
+  "memory_supersede",
 ] as const;
 const TIMEFRAMES: Timeframe[] = ["auto", "1h", "24h", "7d", "30d", "90d", "all"];
 const MAX_QUERY_CHARS = 8000;
 const MAX_FLUSH_MESSAGES = 200;
 const MAX_MESSAGE_CHARS = 8000;
+/** Session-start bundles waiting for their session's first turn (bounded: sessions that never
+ * get a turn must not pile up). */
+const MAX_PENDING_SESSIONS = 256;
 
 /** Text of a chat message whatever its shape (string content or content blocks). */
 export function messageText(message: unknown): { role: string; text: string } | null {
@@ -145,26 +151,44 @@ export function registerTotalRecall(api: PluginApiLike, deps: PluginDeps = {}): 
       { timeoutMs, signal });
   }
 
+  // --- the session-start bundle: fetched at session_start, injected on the session's first turn --
+  const pending = new Map<string, string>();
+  const takeSessionContext = (ctx: AgentContext): string | undefined => {
+    for (const key of [ctx.sessionId, ctx.sessionKey]) {
+      const text = key ? pending.get(key) : undefined;
+      if (key && text) {
+        pending.delete(key);
+        return text;
+      }
+    }
+    return undefined;
+  };
+
   // --- automatic recall on every turn ------------------------------------------------------------
   if (cfg.autoRecall) {
     api.on("before_prompt_build", async (event: BeforePromptBuildEvent, ctx: AgentContext = {})
       : Promise<BeforePromptBuildResult | undefined> => {
       if (ctx.trigger === "heartbeat") return undefined;
+      const opening = takeSessionContext(ctx);
+      const inject = (block: string) => (cfg.injectAs === "system"
+        ? { appendSystemContext: block } : { prependContext: block });
+      const openingOnly = () => (opening ? inject(opening) : undefined);
       const query = (typeof event.currentUserMessage === "string" && event.currentUserMessage.trim()
         ? event.currentUserMessage : event.prompt ?? "").trim().slice(-MAX_QUERY_CHARS);
-      if (query.length < cfg.minQueryChars || availability.skipping) return undefined;
+      if (query.length < cfg.minQueryChars || availability.skipping) return openingOnly();
       try {
         const res = await recallAll(ctx.agentId, query, cfg.recallMaxResults, cfg.recallTimeframe,
           undefined, cfg.recallTimeoutMs);
         availability.ok();
-        if (!res.memories.length || !res.system_memory.trim()) return undefined;
-        const block = `# System Memory (auto-retrieved by Total Recall)\n${res.system_memory.trim()}`;
+        // The block may hold only the user profile: the design injects it on every turn.
+        if (!res.system_memory.trim()) return openingOnly();
+        const block = (opening ? `${opening}\n\n` : "")
+          + `# System Memory (auto-retrieved by Total Recall)\n${res.system_memory.trim()}`;
         logger.debug?.(`totalrecall: injected ${res.memories.length} memories`);
-        return cfg.injectAs === "system" ? { appendSystemContext: block }
-          : { prependContext: block };
+        return inject(block);
       } catch (err) {
         availability.failed("automatic recall", err);
-        return undefined;
+        return openingOnly();
       }
     });
   }
@@ -175,10 +199,31 @@ export function registerTotalRecall(api: PluginApiLike, deps: PluginDeps = {}): 
       const sessionId = event.sessionId || ctx.sessionId;
       if (!sessionId) return;
       try {
-        await client.warm({ sessionId, namespace: own(ctx.agentId) });
+        const res = await client.warm({ sessionId, namespace: own(ctx.agentId),
+          namespaces: readable(ctx.agentId) });
         availability.ok();
+        const text = typeof res?.session_context === "string" ? res.session_context.trim() : "";
+        if (text) {
+          if (pending.size >= MAX_PENDING_SESSIONS) pending.delete(pending.keys().next().value!);
+          pending.set(sessionId, `# Session start (Total Recall)\n${text}`);
+        }
       } catch (err) {
         availability.failed("warm-up", err);
+      }
+    });
+  }
+
+  if (cfg.summarizeOnSessionEnd) {
+    api.on("session_end", async (event: SessionEndEvent, ctx: Partial<SessionContext> = {}) => {
+      const sessionId = event.sessionId || ctx.sessionId;
+      if (!sessionId) return;
+      pending.delete(sessionId);
+      try {
+        const res = await client.sessionEnd({ sessionId, namespace: own(ctx.agentId) });
+        availability.ok();
+        if (res?.stored) logger.info(`totalrecall: stored the summary of session ${sessionId}`);
+      } catch (err) {
+        availability.failed("session summary", err);
       }
     });
   }
@@ -300,6 +345,37 @@ export function registerTotalRecall(api: PluginApiLike, deps: PluginDeps = {}): 
             return text(`Stored in long-term memory: id ${res.ids.join(", ")}.`, res);
           } catch (err) {
             return fail("store", err);
+          }
+        },
+      },
+      {
+        name: "memory_supersede",
+        label: "Supersede memory",
+        description: "Replace a memory that is no longer true (a changed preference, a moved "
+          + "port) by a new one: the old memory (its id from memory_recall/memory_search) stays as "
+          + "history but is no longer recalled unless history is asked for.",
+        parameters: {
+          type: "object", additionalProperties: false, required: ["old_id", "summary"],
+          properties: {
+            old_id: { type: "string", description: "id of the memory that is no longer true" },
+            summary: { type: "string", minLength: 1, maxLength: 2000,
+              description: "What is true now" },
+            detail: { type: "string", maxLength: 32000 },
+          },
+        },
+        async execute(_id, params, signal) {
+          const p = (params ?? {}) as Record<string, unknown>;
+          const oldId = str(p.old_id);
+          const summary = str(p.summary);
+          if (!oldId || !summary) throw new Error("memory_supersede needs old_id and summary");
+          try {
+            const res = await client.supersede({ old_id: oldId, namespace: own(agentId),
+              new: { summary, detail: str(p.detail), actor: "agent", source: "openclaw" } },
+              { signal });
+            availability.ok();
+            return text(`Stored ${res.ids.join(", ")}; memory ${oldId} is superseded.`, res);
+          } catch (err) {
+            return fail("supersede", err);
           }
         },
       },

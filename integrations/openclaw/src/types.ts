@@ -63,6 +63,13 @@ export interface SessionContext {
   sessionId: string;
   sessionKey?: string;
 }
+export interface SessionEndEvent {
+  sessionId: string;
+  sessionKey?: string;
+  messageCount: number;
+  durationMs?: number;
+  reason?: string;
+}
 export interface BeforeCompactionEvent {
   messageCount: number;
   compactingCount?: number;

@@ -14,6 +14,8 @@ export interface FakeApi {
   url: string;
   requests: Recorded[];
   memories: any[];
+  /** What /memory/warm answers as the session-start bundle. */
+  sessionContext?: string;
   /** Per-path override: return [status, body] or a delay. */
   override?: (req: Recorded) => { status?: number; body?: unknown; delayMs?: number } | undefined;
   close(): Promise<void>;
@@ -81,7 +83,19 @@ export async function startFakeApi(): Promise<FakeApi> {
             missing: b.ids.filter((i: string) => !mine.has(i)) });
         }
         case "/memory/warm":
-          return send(200, { warmed: 3 });
+          return send(200, { ok: true, session_context: api.sessionContext ?? "" });
+        case "/memory/session/end":
+          return send(200, { stored: true, id: `session-summary-${b.sessionId}`,
+            summary: "Session summary" });
+        case "/memory/supersede": {
+          const m = { id: b.new.id ?? `m${api.memories.length + 1}`, score: 0.7,
+            timestamp: new Date().toISOString(), category: "conversation", summary: b.new.summary,
+            detail: b.new.detail ?? "", namespace: b.namespace ?? "default",
+            relative_time: "just now" };
+          api.memories = api.memories.filter((x) => x.id !== b.old_id);
+          api.memories.push(m);
+          return send(200, { ids: [m.id], accepted: 1 });
+        }
         case "/memory/flush":
           return send(200, { stored: (b.messages ?? []).length });
         default:

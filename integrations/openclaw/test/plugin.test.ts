@@ -10,7 +10,10 @@ let fake: FakeApi;
 
 before(async () => { fake = await startFakeApi(); });
 after(async () => { await fake.close(); });
-beforeEach(() => { fake.requests.length = 0; fake.memories.length = 0; fake.override = undefined; });
+beforeEach(() => {
+  fake.requests.length = 0; fake.memories.length = 0; fake.override = undefined;
+  fake.sessionContext = undefined;
+});
 
 function setup(config: Record<string, unknown> = {}): FakePluginApi {
   const api = fakePluginApi({ apiUrl: fake.url, apiToken: TOKEN, ...config });
@@ -33,16 +36,18 @@ describe("registration", () => {
       assert.equal(typeof tool.execute, "function");
       assert.ok(tool.description.length > 20 && tool.label);
     }
-    assert.deepEqual([...api.hooks.keys()].sort(),
-      ["before_compaction", "before_prompt_build", "session_start"]);
+    assert.deepEqual([...api.hooks.keys()].sort(), ["agent_end", "before_compaction",
+      "before_prompt_build", "session_end", "session_start"]);
     const lines = api.memoryCapability.promptBuilder({ availableTools: new Set(["memory_recall"]) });
     assert.ok(lines.some((l: string) => l.includes("memory_recall")));
     assert.ok(!lines.some((l: string) => l.includes("memory_store")));
   });
 
-  it("honours switches (no auto recall, auto capture on)", () => {
-    const api = setup({ autoRecall: false, autoCapture: true, warmOnSessionStart: false });
-    assert.deepEqual([...api.hooks.keys()].sort(), ["agent_end", "before_compaction"]);
+  it("honours switches (no auto recall, no capture, no warm-up, no summaries)", () => {
+    const api = setup({ autoRecall: false, autoCapture: false, warmOnSessionStart: false,
+      summarizeOnSessionEnd: false });
+    assert.deepEqual([...api.hooks.keys()].sort(), ["before_compaction"]);
+    assert.equal(resolveConfig({}, {}).autoCapture, true); // the design: capture by default
   });
 });
 
@@ -139,7 +144,8 @@ describe("lifecycle hooks", () => {
   it("warms on session start and flushes before compaction", async () => {
     const api = setup({ namespace: "agent-{agentId}" });
     await api.hooks.get("session_start")!({ sessionId: "sess-9" }, { agentId: "ops", sessionId: "sess-9" });
-    assert.deepEqual(fake.bodies("/memory/warm"), [{ sessionId: "sess-9", namespace: "agent-ops" }]);
+    assert.deepEqual(fake.bodies("/memory/warm"), [{ sessionId: "sess-9", namespace: "agent-ops",
+      namespaces: ["agent-ops", "default"] }]);
     await api.hooks.get("before_compaction")!({
       messageCount: 3,
       messages: [
@@ -170,6 +176,47 @@ describe("lifecycle hooks", () => {
       { agentId: "main", sessionId: "s1" });
     const [first, second] = fake.bodies("/memory/flush");
     assert.deepEqual(second, first);
+  });
+
+  it("injects the session-start bundle on the session's first turn only", async () => {
+    fake.sessionContext = "<session_context>\nLast session: fixed the NAS backup\n</session_context>";
+    fake.memories.push({ id: "k1", score: 0.9, timestamp: new Date().toISOString(),
+      category: "diagnosis", summary: "rsync exit 23 on the NAS", namespace: "main" });
+    const api = setup();
+    await api.hooks.get("session_start")!({ sessionId: "s7" }, { agentId: "main", sessionId: "s7" });
+    const hook = api.hooks.get("before_prompt_build")!;
+    const first = await hook({ prompt: "hello there", messages: [] }, { agentId: "main",
+      sessionId: "s7" });
+    assert.ok(first.appendSystemContext.startsWith("# Session start (Total Recall)\n<session_context>"));
+    const second = await hook({ prompt: "what about the NAS?", messages: [] }, { agentId: "main",
+      sessionId: "s7" });
+    assert.ok(!second.appendSystemContext.includes("<session_context>"));
+    assert.ok(second.appendSystemContext.includes("rsync exit 23"));
+    // With memories on the first turn, both: the bundle first.
+    await api.hooks.get("session_start")!({ sessionId: "s8" }, { agentId: "main", sessionId: "s8" });
+    const both = await hook({ prompt: "the NAS again", messages: [] }, { agentId: "main",
+      sessionId: "s8" });
+    assert.ok(both.appendSystemContext.indexOf("<session_context>")
+      < both.appendSystemContext.indexOf("<system_memory"));
+  });
+
+  it("injects the user profile even when no memory matched (the design: every turn)", async () => {
+    const profile = "<system_memory>\n<user_profile>\n- User prefers neovim as their editor\n"
+      + "</user_profile>\n</system_memory>";
+    fake.override = (r) => (r.path === "/memory/recall"
+      ? { status: 200, body: { memories: [], system_memory: profile } } : undefined);
+    const api = setup();
+    const out = await api.hooks.get("before_prompt_build")!({ prompt: "write a haiku", messages: [] },
+      { agentId: "main" });
+    assert.ok(out.appendSystemContext.endsWith(profile));
+  });
+
+  it("asks for the session's summary when it ends", async () => {
+    const api = setup({ namespace: "agent-{agentId}" });
+    await api.hooks.get("session_end")!({ sessionId: "s9", messageCount: 12 },
+      { agentId: "ops", sessionId: "s9" });
+    assert.deepEqual(fake.bodies("/memory/session/end"), [{ sessionId: "s9", namespace: "agent-ops" }]);
+    assert.ok(api.logs.some((l) => l.message.includes("stored the summary of session s9")));
   });
 
   it("never throws from a hook when the API is down", async () => {
@@ -243,6 +290,18 @@ describe("tools", () => {
       ? { status: 503, body: { detail: "indexer unavailable: TimeoutError" } } : undefined);
     await assert.rejects(tools.get("memory_forget").execute("c", { ids: ["m1"] }),
       /forget failed: HTTP 503: indexer unavailable: TimeoutError/);
+  });
+
+  it("memory_supersede replaces a memory in the agent's namespace", async () => {
+    const tools = api.tools({ agentId: "ops" });
+    await tools.get("memory_store").execute("c", { summary: "User prefers vim" });
+    const out = await tools.get("memory_supersede").execute("c", { old_id: "m1",
+      summary: "User now prefers neovim" });
+    assert.match(textOf(out), /memory m1 is superseded/);
+    assert.deepEqual(fake.bodies("/memory/supersede"), [{ old_id: "m1", namespace: "ops",
+      new: { summary: "User now prefers neovim", actor: "agent", source: "openclaw" } }]);
+    await assert.rejects(tools.get("memory_supersede").execute("c", { summary: "x" }),
+      /needs old_id and summary/);
   });
 
   it("reports the server's reason, and a clear message when unreachable", async () => {

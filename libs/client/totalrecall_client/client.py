@@ -227,6 +227,12 @@ class _Base:
             body["namespace"] = ns
         return _Call("POST", "/memory/warm", body, _model(WarmResponse))
 
+    def _c_supersede(self, old_id: str, new: str | EventLike,
+                     namespace: str | None) -> _Call[IngestResponse]:
+        event = {"summary": new} if isinstance(new, str) else self._event(new, None)
+        body = {"old_id": old_id, "new": event, "namespace": self._ns(namespace) or "default"}
+        return _Call("POST", "/memory/supersede", body, _model(IngestResponse))
+
     def _c_file(self, path: str, namespace: str | None) -> _Call[FileResponse]:
         # A daily log is shown only as far as this namespace may read it (server-side).
         return _Call("POST", "/memory/file",
@@ -344,6 +350,12 @@ class TotalRecallClient(_Base):
         (`forgotten`: how many were found; `missing`: ids found nowhere)."""
         return self._run(self._c_forget(ids, namespace), timeout)
 
+    def supersede(self, old_id: str, new: str | EventLike, *, namespace: str | None = None,
+                  timeout: TimeoutLike = _UNSET) -> IngestResponse:
+        """Store `new` (a summary or an event) as replacing the memory `old_id`, which recall
+        then treats as history."""
+        return self._run(self._c_supersede(old_id, new, namespace), timeout)
+
     def health(self, *, timeout: TimeoutLike = _UNSET) -> HealthResponse:
         return self._run(self._c_health(), timeout)
 
@@ -438,6 +450,11 @@ class AsyncTotalRecallClient(_Base):
     async def forget(self, ids: str | Sequence[str], *, namespace: str | None = None,
                      timeout: TimeoutLike = _UNSET) -> ForgetResponse:
         return await self._run(self._c_forget(ids, namespace), timeout)
+
+    async def supersede(self, old_id: str, new: str | EventLike, *,
+                        namespace: str | None = None,
+                        timeout: TimeoutLike = _UNSET) -> IngestResponse:
+        return await self._run(self._c_supersede(old_id, new, namespace), timeout)
 
     async def health(self, *, timeout: TimeoutLike = _UNSET) -> HealthResponse:
         return await self._run(self._c_health(), timeout)

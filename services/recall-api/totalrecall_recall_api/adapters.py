@@ -24,6 +24,7 @@ from totalrecall_schema import (
     VectorSearchRequest,
 )
 
+from .core.continuity import NOTABLE_CATEGORIES, NOTABLE_SUBCATEGORIES
 from .termstats import TermStats
 
 
@@ -104,7 +105,7 @@ class JetStreamPublisher:
 
 
 _MEMORY_COLUMNS = ("key, id, namespace, ts, category, subcategory, actor, severity, tags, summary, "
-                   "detail, metadata, tier")
+                   "detail, metadata, tier, superseded_by")
 
 
 _COLUMNS_M = ", ".join(f"m.{c.strip()}" for c in _MEMORY_COLUMNS.split(","))
@@ -122,6 +123,8 @@ def _memory(row: asyncpg.Record, score: float = 0.0) -> Memory:
     metadata = row["metadata"]
     if isinstance(metadata, str):
         metadata = json.loads(metadata)
+    if row.get("superseded_by"):  # the indexer's migration 8: a newer memory replaced this one
+        metadata = {**(metadata or {}), "superseded_by": row["superseded_by"]}
     return Memory(id=row["id"], score=score, timestamp=row["ts"], category=row["category"],
                   subcategory=row["subcategory"], summary=row["summary"], detail=row["detail"],
                   tier=row["tier"] if row["tier"] in ("hot", "warm", "cold") else "hot",
@@ -366,6 +369,66 @@ class PostgresStore:
             namespace, since, category, limit, list(categories) if categories else None,
             timeout=self.timeout)
         return [_memory(r) for r in rows]
+
+    async def session(self, namespace: str, session_id: str, limit: int) -> list[Memory]:
+        """The memories of one conversation (its thread, the indexer's migration 4), oldest
+        first: the session's turns, a walk of the (namespace, thread, ts) index."""
+        rows = await self.pool.fetch(
+            f"""SELECT {_MEMORY_COLUMNS} FROM (
+                    SELECT {_MEMORY_COLUMNS} FROM memories WHERE namespace = $1 AND thread = $2
+                    ORDER BY ts DESC LIMIT $3) AS s ORDER BY ts""",
+            namespace, _CONVERSATION_THREAD + session_id, limit, timeout=self.timeout)
+        return [_memory(r) for r in rows]
+
+    async def notable(self, namespace: str, since: datetime, limit: int) -> list[Memory]:
+        """What a new session starts with (core/continuity.py): since `since`, the warnings and
+        errors, diagnoses, changes to the machine, patterns, notes and session summaries."""
+        rows = await self.pool.fetch(
+            f"""SELECT {_MEMORY_COLUMNS} FROM memories
+                WHERE namespace = $1 AND ts >= $2
+                  AND (severity IN ('warning', 'error', 'critical')
+                       OR category = ANY($3::text[]) OR subcategory = ANY($4::text[]))
+                ORDER BY ts DESC LIMIT $5""",
+            namespace, since, sorted(NOTABLE_CATEGORIES), sorted(NOTABLE_SUBCATEGORIES), limit,
+            timeout=self.timeout)
+        return [_memory(r) for r in rows]
+
+    async def latest(self, namespace: str, category: str, subcategory: str) -> Memory | None:
+        """The newest memory of a category and subcategory (e.g. the last session summary)."""
+        row = await self.pool.fetchrow(
+            f"""SELECT {_MEMORY_COLUMNS} FROM memories
+                WHERE namespace = $1 AND category = $2 AND subcategory = $3
+                ORDER BY ts DESC LIMIT 1""", namespace, category, subcategory,
+            timeout=self.timeout)
+        return _memory(row) if row is not None else None
+
+    async def warm_terms(self, namespace: str) -> bool:
+        """Load the namespace's term statistics (BM25 weights) before the first recall."""
+        if self.term_stats is None:
+            return False
+        await self.term_stats.ensure(namespace)
+        return True
+
+    async def current_facts(self, namespace: str, limit: int) -> list[Memory]:
+        """The newest memories with a subject that nothing superseded (patterns, stated
+        preferences, facts): the indexer's partial index of subjects (migration 8)."""
+        rows = await self.pool.fetch(
+            f"""SELECT {_MEMORY_COLUMNS} FROM memories
+                WHERE namespace = $1 AND metadata ? 'subject' AND superseded_by IS NULL
+                ORDER BY ts DESC LIMIT $2""", namespace, limit, timeout=self.timeout)
+        return [_memory(r) for r in rows]
+
+    async def namespaces(self) -> list[str]:
+        """Every namespace that holds memories: a skip scan of the (namespace, ts) index, one
+        short lookup per namespace however many memories each holds."""
+        rows = await self.pool.fetch(
+            """WITH RECURSIVE ns AS (
+                   (SELECT namespace FROM memories ORDER BY namespace LIMIT 1)
+                   UNION ALL
+                   SELECT (SELECT namespace FROM memories WHERE namespace > ns.namespace
+                           ORDER BY namespace LIMIT 1) FROM ns WHERE ns.namespace IS NOT NULL)
+               SELECT namespace FROM ns WHERE namespace IS NOT NULL""", timeout=self.timeout)
+        return [r["namespace"] for r in rows]
 
     async def stats(self, namespace: str | None) -> dict[str, Any]:
         rows = await self.pool.fetch(

@@ -109,7 +109,15 @@ class AuthAndCount:
 
 
 _ENDPOINTS = frozenset({"ingest", "store", "recall", "timeline", "health", "stats", "compact",
-                        "rebuild", "file", "flush", "warm", "forget", "source", "ledger"})
+                        "rebuild", "file", "flush", "warm", "forget", "source", "ledger",
+                        "supersede", "session/end", "patterns/refresh"})
+
+
+async def _stop_task(stop: asyncio.Event, task: asyncio.Task[None]) -> None:
+    stop.set()
+    task.cancel()  # a refresh under way is dropped: the next start learns again
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 def _endpoint(path: str) -> str:
@@ -137,7 +145,12 @@ def create_app(settings: Settings, *, publisher: Publisher | None = None,
                                      "index": index}
             if any(v is None for v in ports.values()):
                 ports = {**await _connect(settings, stack), **{k: v for k, v in ports.items() if v}}
-            app.state.container = Container(settings=settings, metrics=metrics, **ports)
+            app.state.container = container = Container(settings=settings, metrics=metrics,
+                                                        **ports)
+            if settings.patterns_enable:  # the user-pattern refresh, in the background
+                stop = asyncio.Event()
+                learner = asyncio.create_task(container.learner.run(stop))
+                stack.push_async_callback(_stop_task, stop, learner)
             yield
 
     app = FastAPI(title="Total Recall recall API", version="0.1.0", lifespan=lifespan,

@@ -9,10 +9,12 @@ from typing import Any
 from totalrecall_schema import AdminRequest
 
 from .citations import Citations
+from .learning import PatternLearner
 from .ledger import Ledger
 from .metrics import Metrics
 from .ports import Embedder, Publisher, Store, VectorIndex
 from .service import RecallService
+from .sessions import SessionContinuity
 from .settings import Settings
 
 
@@ -31,6 +33,8 @@ class Container:
                              self.settings.ledger_namespace)
         self.service = RecallService(self.settings, self.embedder, self.index, self.store,
                                      self.metrics, self.citations)
+        self.learner = PatternLearner(self.settings, self.store, self.publisher)
+        self.continuity = SessionContinuity(self.settings, self.store, self.publisher)
 
     async def health(self) -> dict[str, dict[str, Any]]:
         async def check(name: str, coro: Any) -> tuple[str, dict[str, Any]]:

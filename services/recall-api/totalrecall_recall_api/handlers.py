@@ -37,6 +37,8 @@ from totalrecall_schema.ledger import (
 
 from .citations import scoped_text
 from .container import Container
+from .core.continuity import Turn
+from .core.supersede import subject_of
 from .ports import PipelineLag
 
 router = APIRouter(prefix="/memory")
@@ -76,6 +78,25 @@ class FlushRequest(BaseModel):
 class WarmRequest(BaseModel):
     sessionId: str = Field(default="session", max_length=200)
     namespace: str = Field(default="default", pattern=NAMESPACE_PATTERN)
+    #: the namespaces the session reads (as for recall): the bundle covers all of them
+    namespaces: list[Annotated[str, Field(pattern=NAMESPACE_PATTERN)]] | None = Field(
+        default=None, max_length=16)
+
+    def scope(self) -> list[str]:
+        return read_scope(self.namespace, self.namespaces, "namespace" in self.model_fields_set)
+
+
+class SessionEndMessage(BaseModel):
+    role: str = "user"
+    content: str | list[Any] = ""
+    timestamp: datetime | None = None
+
+
+class SessionEndRequest(BaseModel):
+    sessionId: str = Field(min_length=1, max_length=200)
+    namespace: str = Field(default="default", pattern=NAMESPACE_PATTERN)
+    #: the session's messages; none: its stored turns (auto-capture, flushes) are summarised
+    messages: list[SessionEndMessage] | None = Field(default=None, max_length=2000)
 
 
 class AdminBody(BaseModel):
@@ -86,9 +107,15 @@ def _to_event(e: IngestEvent, *, actor: str, category: str, subcategory: str) ->
     metadata = dict(e.metadata)
     if e.tags:
         metadata["tags"] = [*metadata.get("tags", []), *e.tags]
+    category, subcategory = e.category or category, e.subcategory or subcategory
+    # A fact a later one may replace ("the user now prefers neovim"): its subject, for the
+    # indexer to mark the older memories of that subject superseded.
+    subject = subject_of(e.summary, category, subcategory, metadata)
+    if subject:
+        metadata["subject"] = subject
     fields: dict[str, Any] = {
-        "summary": e.summary, "detail": e.detail, "category": e.category or category,
-        "subcategory": e.subcategory or subcategory, "actor": e.actor or actor,
+        "summary": e.summary, "detail": e.detail, "category": category,
+        "subcategory": subcategory, "actor": e.actor or actor,
         "source": e.source or "api", "metadata": metadata,
     }
     for name in ("id", "timestamp", "namespace"):
@@ -131,6 +158,34 @@ async def store(c: C, body: IngestEvent) -> IngestResponse:
                                         subcategory="note")])
 
 
+class SupersedeRequest(BaseModel):
+    #: the memory replaced (an id of `namespace`), and the one that replaces it
+    old_id: str = Field(min_length=1, max_length=200)
+    new: IngestEvent
+    namespace: str = Field(default="default", pattern=NAMESPACE_PATTERN)
+
+
+@router.post("/supersede", response_model=IngestResponse)
+async def supersede(c: C, body: SupersedeRequest) -> IngestResponse:
+    """Store `new` as replacing `old_id`: recall ranks the old memory far below from then on
+    (it stays, as history). `new` takes the old memory's category, subcategory and subject unless
+    it names its own; 404 when there is no such memory."""
+    namespace = body.new.namespace or body.namespace
+    old = (await c.store.rows([memory_key(namespace, body.old_id)])).get(
+        memory_key(namespace, body.old_id))
+    if old is None:
+        raise HTTPException(404, detail=f"no memory {body.old_id!r} in namespace {namespace!r}")
+    new = body.new.model_copy(update={"namespace": namespace})
+    metadata = dict(new.metadata)
+    named = metadata.get("supersedes")
+    metadata["supersedes"] = [*(named if isinstance(named, list) else []), body.old_id]
+    if old.metadata.get("subject") and "subject" not in metadata:
+        metadata["subject"] = old.metadata["subject"]
+    new.metadata = metadata
+    event = _to_event(new, actor="agent", category=old.category, subcategory=old.subcategory)
+    return await _publish(c, [event])
+
+
 @router.post("/recall", response_model=RecallResponse)
 async def recall(c: C, body: RecallRequest) -> RecallResponse:
     return await c.service.recall(body)
@@ -139,6 +194,7 @@ async def recall(c: C, body: RecallRequest) -> RecallResponse:
 @router.post("/timeline", response_model=TimelineResponse)
 async def timeline(c: C, body: TimelineRequest) -> TimelineResponse:
     since = time.time() - body.hours * 3600
+
     rows = await c.store.recent(body.namespace, datetime.fromtimestamp(since, UTC), body.category,
                                 body.limit)
     return TimelineResponse(memories=list(reversed(rows)))
@@ -274,6 +330,8 @@ async def flush(c: C, body: FlushRequest) -> IngestResponse:
             id=f"flush-{digest[:24]}", namespace=body.namespace, category="conversation",
             subcategory="flush", actor="user" if msg.role == "user" else "agent", source="flush",
             summary=summary[:2000], detail=text[:32000] if len(summary) > 2000 else "",
+            # `session`, not `session_id`: the secret scrubber blanks any `session_id` value
+            # (a web session's cookie), which put every flushed conversation in one thread.
             metadata={"tags": ["flush"], "session": body.sessionId}))
     if not events:
         return IngestResponse(ids=[], accepted=0)
@@ -282,16 +340,41 @@ async def flush(c: C, body: FlushRequest) -> IngestResponse:
 
 @router.post("/warm")
 async def warm(c: C, body: WarmRequest | None = None) -> dict[str, Any]:
-    """Touch the query path (embedder model, indexer, Postgres) before the first prompt."""
+    """Preload the query path before the first prompt (the embedder's model, Postgres, the
+    namespaces' term statistics) and answer the session-start bundle: today's and yesterday's
+    essentials, the last session's summary and MEMORY.md (`bundle.text`: the block to inject)."""
+    body = body or WarmRequest()
+    scope = body.scope()
     t0 = time.perf_counter()
     warmed: dict[str, bool] = {}
-    try:
-        await c.embedder.embed_query("warm up")
-        warmed["embedder"] = True
-    except Exception:
-        warmed["embedder"] = False
+
+    async def embedder() -> None:
+        try:
+            await c.embedder.embed_query("warm up")
+            warmed["embedder"] = True
+        except Exception:
+            warmed["embedder"] = False
+
+    async def terms() -> None:
+        try:
+            warmed["term_stats"] = all(await asyncio.gather(*(c.store.warm_terms(ns)
+                                                              for ns in scope)))
+        except Exception:
+            warmed["term_stats"] = False
+
+    bundle: dict[str, Any] = {}
+
+    async def session_start() -> None:
+        try:
+            bundle.update(await c.continuity.bundle(scope))
+            warmed["bundle"] = True
+        except Exception:
+            warmed["bundle"] = False
+
+    await asyncio.gather(embedder(), terms(), session_start())
     warmed["postgres"] = await c.store.ping()
-    return {"ok": all(warmed.values()), "warmed": warmed,
+    return {"ok": all(warmed.values()), "warmed": warmed, "bundle": bundle or None,
+            "session_context": bundle.get("text", ""),
             "took_ms": round((time.perf_counter() - t0) * 1000, 2)}
 
 
@@ -313,3 +396,43 @@ async def ledger_read(c: C, since_seq: Annotated[int, Query(ge=0)] = 0,
     """Entries after `since_seq`, oldest first (not verified: `totalrecall ledger verify`)."""
     entries = await c.ledger.read(since_seq, limit)
     return LedgerReadResponse(entries=[LedgerEntry(**e) for e in entries])
+
+
+@router.post("/session/end")
+async def session_end(c: C, body: SessionEndRequest) -> dict[str, Any]:
+    """A finished session: its extractive summary (no LLM) is stored as a conversation memory
+    (subcategory `session_summary`, one per session) that recall finds and the next session's
+    warm-up shows."""
+    turns = None
+    if body.messages is not None:
+        now = datetime.now(UTC)
+        turns = [Turn(m.role, text, m.timestamp or now) for m in body.messages
+                 if m.role in ("user", "assistant")
+                 and (text := " ".join(_content_text(m.content).split()))]
+    event = await c.continuity.end(body.namespace, body.sessionId, turns)
+    if event is None:
+        return {"stored": False, "id": None, "summary": None}
+    c.metrics.ingested.labels(event.category).inc()
+    return {"stored": True, "id": event.id, "summary": event.summary, "detail": event.detail}
+
+
+# --- learned user patterns ---------------------------------------------------------------------
+class PatternsRequest(BaseModel):
+    #: one namespace; none: every namespace (or `TR_RECALL_PATTERNS_NAMESPACES`)
+    namespace: str | None = Field(default=None, pattern=NAMESPACE_PATTERN)
+
+
+@router.post("/patterns/refresh")
+async def refresh_patterns(c: C, body: PatternsRequest | None = None) -> dict[str, Any]:
+    """Learn the user's patterns now (the background refresh runs the same daily); answers the
+    pattern memories stored by this refresh (new or changed), each with its evidence."""
+    namespaces = [body.namespace] if body and body.namespace else await c.learner.namespaces()
+    stored: list[dict[str, Any]] = []
+    for ns in namespaces:
+        for e in await c.learner.refresh(ns):
+            md = e.metadata.model_extra or {}
+            stored.append({"id": e.id, "namespace": ns, "subcategory": e.subcategory,
+                           "summary": e.summary, "confidence": md.get("confidence"),
+                           "observations": md.get("observations"),
+                           "evidence": md.get("evidence", [])})
+    return {"namespaces": namespaces, "stored": stored}

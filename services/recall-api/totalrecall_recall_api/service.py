@@ -37,7 +37,15 @@ from .core.named import named_first
 from .core.neighbours import expand
 from .core.render import relative_time, system_memory_block
 from .core.repeats import order_repeats
-from .core.supersede import STATE_SUBCATEGORIES, asks_about_now, ends, supersede_ended
+from .core.supersede import (
+    STATE_SUBCATEGORIES,
+    asks_about_history,
+    asks_about_now,
+    demote_superseded,
+    ends,
+    supersede_ended,
+    superseded,
+)
 from .core.temporal import boost_dated, date_refs, earliest_day
 from .core.text import query_terms
 from .core.timeframe import plan
@@ -222,7 +230,10 @@ class RecallService:
         cached = self._profiles.get(namespace)
         if ttl > 0 and cached is not None and time.monotonic() - cached[0] < ttl:
             return list(cached[1])
-        found = await self.store.recent(namespace, None, "user_pattern", 5)
+        # Superseded patterns (an old preference, a schedule learned again) are left out.
+        n = self.settings.profile_max_patterns
+        found = [m for m in await self.store.recent(namespace, None, "user_pattern", 4 * n)
+                 if not superseded(m)][:n]
         if ttl > 0:
             if len(self._profiles) >= 1024:  # bounded: namespaces are few, but never grow unbounded
                 self._profiles.clear()
@@ -331,6 +342,8 @@ class RecallService:
         ranked = self._expand(ranked, by_key, found, frozenset(actors) - {s.asker_actor.lower()})
         if asks_about_now(req.query):
             ranked = await self._supersede(ranked, by_key, req.namespace)
+        if not asks_about_history(req.query):  # a fact a newer one replaced is history
+            ranked = demote_superseded(ranked, by_key, s.superseded_fact_factor)
         ranked = [c for c in ranked if c.score >= s.min_score]
         # An identifier the question names verbatim ranks its memories first; memories of one
         # template tie but for noise: the one the question names, else the newest.

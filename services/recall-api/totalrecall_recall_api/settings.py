@@ -83,6 +83,10 @@ class Settings(BaseSettings):
     # "What's using my CPU now?": a high_cpu/high_mem event of a process that has since ended
     # keeps this share of its score (1 = off). See core/supersede.py.
     superseded_factor: float = 0.3
+    # A memory a newer one replaced (same subject, or named by it: core/supersede.py) keeps this
+    # share of its score unless the question asks for history ("what did I use before?"); 0: it
+    # is not recalled then (it stays stored, and a question about history finds it, marked).
+    superseded_fact_factor: float = Field(default=0.0, ge=0.0, le=1.0)
     # Neighbour expansion (core/neighbours.py): the best `neighbour_hits` hits lend
     # `neighbour_weight` × their score to the `neighbour_window` memories either side of them in
     # the same thread (session, or source + service), at most `neighbour_max_gap_s` apart.
@@ -102,6 +106,8 @@ class Settings(BaseSettings):
     # The user-profile block (the namespace's `user_pattern` memories) is read at most this often
     # per namespace (s): it changes rarely, and every recall shows it. 0: read on every recall.
     profile_cache_s: float = 5.0
+    #: At most this many user patterns (the newest current ones) in the block.
+    profile_max_patterns: int = Field(default=8, ge=0, le=50)
     #: The indexer's tier ages (`TR_INDEXER_HOT_MAX_AGE_S`, `TR_INDEXER_WARM_MAX_AGE_S`): which
     #: tiers hold the memories a timeframe reaches. Read from the indexer's settings, never copied.
     tier_policy: TierPolicy = Field(default_factory=TierPolicy.from_env)
@@ -128,6 +134,32 @@ class Settings(BaseSettings):
     bm25_min_coverage: float = 0.3
     # Query words this long also match as prefixes (`nginx` → `nginx.service`); 0 turns it off.
     bm25_prefix_min_chars: int = 4
+
+    # User-pattern learning (core/patterns.py, learning.py), the design's `patterns.*` options:
+    # `enable`, `detectionInterval` (daily), `minObservations` (3). Each namespace's memories of
+    # the last `patterns_window_days` (at most `patterns_max_memories`) are read; a pattern needs
+    # `min_observations` and `min_confidence`. Times of day are in `patterns_timezone` (an IANA
+    # name; empty: this machine's zone). `patterns_namespaces` empty: every namespace.
+    patterns_enable: bool = True
+    patterns_detection_interval_s: float = Field(default=86400.0, gt=0)
+    patterns_first_delay_s: float = Field(default=300.0, ge=0)
+    patterns_min_observations: int = Field(default=3, ge=1)
+    patterns_min_confidence: float = Field(default=0.6, ge=0.0, le=1.0)
+    patterns_active_share: float = Field(default=0.5, gt=0.0, le=1.0)
+    patterns_max_evidence: int = Field(default=20, ge=1, le=100)
+    patterns_window_days: float = Field(default=30.0, gt=0)
+    patterns_max_memories: int = Field(default=20000, ge=100)
+    patterns_timezone: str = ""
+    patterns_namespaces: list[str] = Field(default_factory=list)
+
+    # Session continuity (sessions.py): the session-start bundle of `/memory/warm` holds at
+    # most `warm_essentials_max` lines of today's and yesterday's essentials and the first
+    # `warm_memory_md_max_chars` of MEMORY.md; a finished session's summary (`/memory/session/end`)
+    # is its best `session_summary_sentences` sentences, from at most `session_max_turns` turns.
+    warm_essentials_max: int = Field(default=12, ge=0, le=200)
+    warm_memory_md_max_chars: int = Field(default=8000, ge=0)
+    session_summary_sentences: int = Field(default=5, ge=1, le=50)
+    session_max_turns: int = Field(default=500, ge=1)
 
     @property
     def topology(self) -> Topology:

@@ -75,6 +75,12 @@ def make_app(api: FakeApi) -> Starlette:
             if body["path"] != "MEMORY.md":
                 text = ""
             return JSONResponse({"path": body["path"], "text": text})
+        if path == "/memory/supersede":
+            if not any(m["id"] == body["old_id"] for m in api.memories):
+                return JSONResponse({"detail": f"no memory {body['old_id']!r}"}, 404)
+            new_memory = _memory({**body["new"], "namespace": body["namespace"]})
+            api.memories.append(new_memory)
+            return JSONResponse({"ids": [new_memory["id"]], "accepted": 1})
         if path == "/memory/warm":
             return JSONResponse({"warmed": 0})
         if path == "/memory/flush":
@@ -92,7 +98,8 @@ def make_app(api: FakeApi) -> Starlette:
 
     routes = [Route(p, handle, methods=["GET", "POST"]) for p in (
         "/memory/store", "/memory/ingest", "/memory/recall", "/memory/timeline", "/memory/file",
-        "/memory/health", "/memory/flush", "/memory/warm", "/memory/forget")]
+        "/memory/health", "/memory/flush", "/memory/warm", "/memory/forget",
+        "/memory/supersede")]
     return Starlette(routes=routes)
 
 

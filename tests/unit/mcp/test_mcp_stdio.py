@@ -17,7 +17,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp_fake_api import TOKEN, FakeApi, free_port, serve_fake_api
 
 TOOLS = {"memory_recall", "memory_store", "memory_timeline", "memory_search", "memory_get",
-         "memory_forget"}
+         "memory_forget", "memory_supersede"}
 
 
 @pytest.fixture
@@ -135,3 +135,18 @@ async def test_recall_api_down_degrades_gracefully() -> None:
         assert tools == TOOLS  # the server starts and lists tools even with the API down
         down = await s.call_tool("memory_recall", {"query": "anything"})
         assert down.is_error and "unreachable" in text_of(down)
+
+
+async def test_supersede_replaces_a_memory_in_the_agents_namespace(fake_api: FakeApi) -> None:
+    async with mcp_session(fake_api.url, TOTALRECALL_NAMESPACE="claude-code") as s:
+        stored = await s.call_tool("memory_store", {"summary": "User prefers vim"})
+        old_id = text_of(stored).split("id ")[1].split(".")[0]
+        out = await s.call_tool("memory_supersede", {"old_id": old_id,
+                                                     "summary": "User now prefers neovim"})
+        assert not out.is_error and f"memory {old_id} is superseded" in text_of(out)
+        missing = await s.call_tool("memory_supersede", {"old_id": "nope", "summary": "x"})
+        assert missing.is_error and "no memory 'nope'" in text_of(missing)
+    assert fake_api.bodies("/memory/supersede")[0] == {
+        "old_id": old_id, "namespace": "claude-code",
+        "new": {"summary": "User now prefers neovim", "actor": "agent", "source": "mcp",
+                "namespace": "claude-code"}}

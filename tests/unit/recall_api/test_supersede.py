@@ -64,3 +64,56 @@ def test_only_process_state_events_are_touched() -> None:
             "mem": Row("high_mem", 300, minutes=1)}
     out = supersede_ended(_cands({"end": 0.7, "mem": 0.5}), rows, ends(rows.values()), 0.5)
     assert {c.key: c.score for c in out} == {"end": 0.7, "mem": 0.25}
+
+
+# --- facts replaced by newer ones --------------------------------------------------------------
+def test_a_preference_states_its_subject() -> None:
+    from totalrecall_recall_api.core.supersede import subject_of
+
+    def s(summary: str, category: str = "user_pattern", sub: str = "preference",
+          **md: Any) -> str | None:
+        return subject_of(summary, category, sub, md)
+
+    assert s("User prefers vim") == s("the user now prefers neovim") == "prefers:editor"
+    assert s("User switched to VS Code") == "prefers:editor"
+    assert s("User prefers podman over docker", "conversation", "note") \
+        == "prefers:container runtime"
+    assert s("User prefers tabs for indentation.") == "prefers:indentation"
+    assert s("User prefers neovim as their text editor") == "prefers:editor"
+    # A preference for one use does not replace another's.
+    assert s("User prefers vim for quick edits") == "prefers:quick edits"
+    assert s("User prefers VS Code for big projects") == "prefers:big projects"
+    assert s("Anything", "conversation", "note", subject="Staging DB port") == "staging db port"
+    # Not a preference, or not a fact that a later one replaces: no subject.
+    assert s("User opened vim on main.py") is None
+    assert s("I prefer neovim", "conversation", "flush") is None
+    assert s("nginx failed", "system.service", "fail") is None
+
+
+def test_superseded_facts_rank_far_below_unless_history_is_asked() -> None:
+    from totalrecall_recall_api.core.supersede import asks_about_history, demote_superseded
+
+    rows = {"old": Row("preference", 1), "new": Row("preference", 2)}
+    rows["old"].metadata["superseded_by"] = "ns\x1fnew"
+    ranked = demote_superseded(_cands({"old": 1.0, "new": 0.6}), rows, 0.1)
+    assert [c.key for c in ranked] == ["new", "old"]
+    assert abs(ranked[1].score - 0.1) < 1e-9 and abs(ranked[1].components["superseded"] + 0.9) < 1e-9
+    assert asks_about_history("which editor did I use before?")
+    assert asks_about_history("what editor did the user previously prefer")
+    assert not asks_about_history("which editor does the user prefer?")
+    assert [c.key for c in demote_superseded(_cands({"old": 1.0}), rows, 1.0)] == ["old"]
+    # 0: not recalled at all
+    assert [c.key for c in demote_superseded(_cands({"old": 1.0, "new": 0.6}), rows, 0.0)] \
+        == ["new"]
+
+
+def test_tools_by_name_and_in_text() -> None:
+    from totalrecall_recall_api.core.tools import tool_of, tools_in_text
+
+    assert tool_of("/usr/bin/nvim") == ("editor", "neovim")
+    assert tool_of("code") == ("editor", "VS Code")
+    assert tool_of("python3") is None
+    assert tools_in_text("switched from vim to neovim, kept zsh") == [
+        ("editor", "vim"), ("editor", "neovim"), ("shell", "zsh")]
+    assert tools_in_text("write the code") == []  # "code" in prose is a word
+    assert tools_in_text("code .", prose=False) == [("editor", "VS Code")]

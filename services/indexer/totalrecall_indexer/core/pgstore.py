@@ -154,7 +154,45 @@ CREATE TABLE IF NOT EXISTS forgotten (
     at         timestamptz NOT NULL DEFAULT now()
 );
 """),
+    # A newer fact about the same subject ("the user now prefers neovim") supersedes the older
+    # ones: `superseded_by` is the key of the memory that replaced a row (NULL: current). Set by
+    # `_mark_superseded` after each upsert, from the events' own metadata (`subject`, and
+    # `supersedes`: ids named explicitly), so a rebuild from the Markdown logs sets it again.
+    # Only rows with a subject are in the index: they are few (patterns, preferences, facts).
+    (8, "superseded memories: superseded_by, and the subjects' index", """
+ALTER TABLE memories ADD COLUMN IF NOT EXISTS superseded_by text;
+CREATE INDEX IF NOT EXISTS memories_ns_subject_ts ON memories (namespace, (metadata->>'subject'), ts)
+    WHERE metadata ? 'subject';
+"""),
 ]
+
+#: The newest memory of each (namespace, subject) among the given keys' subjects supersedes the
+#: others of that subject, and is itself current: events need not arrive in order (an older fact
+#: that arrives late is superseded at once; a rebuild replays in any order and ends the same).
+_SUPERSEDE_BY_SUBJECT_SQL = """
+WITH s AS (SELECT DISTINCT namespace, metadata->>'subject' AS subject FROM memories
+           WHERE key = ANY($1::text[]) AND metadata ? 'subject'
+             AND coalesce(metadata->>'subject', '') <> ''),
+     newest AS (SELECT DISTINCT ON (m.namespace, s.subject) m.namespace, s.subject, m.key
+                FROM s JOIN memories m ON m.namespace = s.namespace
+                                      AND m.metadata ? 'subject'
+                                      AND m.metadata->>'subject' = s.subject
+                ORDER BY m.namespace, s.subject, m.ts DESC, m.key DESC)
+UPDATE memories m SET superseded_by = NULLIF(n.key, m.key)
+FROM newest n
+WHERE m.namespace = n.namespace AND m.metadata ? 'subject' AND m.metadata->>'subject' = n.subject
+  AND m.superseded_by IS DISTINCT FROM NULLIF(n.key, m.key)
+"""
+
+#: Memories named by a newer one's `metadata.supersedes` (ids, same namespace) are superseded by it.
+_SUPERSEDE_NAMED_SQL = """
+UPDATE memories m SET superseded_by = u.key
+FROM memories u, jsonb_array_elements_text(
+         CASE WHEN jsonb_typeof(u.metadata->'supersedes') = 'array'
+              THEN u.metadata->'supersedes' ELSE '[]'::jsonb END) AS old(id)
+WHERE u.key = ANY($1::text[]) AND m.namespace = u.namespace AND m.id = old.id
+  AND m.key <> u.key AND m.superseded_by IS DISTINCT FROM u.key
+"""
 
 _ADVISORY_LOCK_ID = 0x7452_4D45  # "tRME"
 
@@ -235,6 +273,11 @@ def _columns(rows: Sequence[PgRow]) -> list[list[Any]]:
     return cols
 
 
+def _extra(row: PgRow, name: str) -> Any:
+    """A metadata field beyond the schema's own (`subject`, `supersedes`), or None."""
+    return (row.rec.event.metadata.model_extra or {}).get(name)
+
+
 def _text_array_literal(items: list[str]) -> str:
     def q(s: str) -> str:
         return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
@@ -312,6 +355,18 @@ class PgStore:
         cols = _columns(list(dedup.values()))
         async with self._p().acquire() as conn:
             await conn.execute(_UPSERT_SQL, *cols)
+            await self._mark_superseded(conn, list(dedup.values()))
+
+    @staticmethod
+    async def _mark_superseded(conn: asyncpg.Connection, rows: Sequence[PgRow]) -> None:
+        """Mark what the upserted rows supersede (see migration 8): by subject, by named ids.
+        Most batches carry neither (machine events): then nothing is run."""
+        subjects = [r.rec.key for r in rows if _extra(r, "subject")]
+        named = [r.rec.key for r in rows if _extra(r, "supersedes")]
+        if subjects:
+            await conn.execute(_SUPERSEDE_BY_SUBJECT_SQL, subjects)
+        if named:
+            await conn.execute(_SUPERSEDE_NAMED_SQL, named)
 
     async def set_tier(self, keys: Sequence[str], tier: str) -> None:
         if keys:
@@ -328,7 +383,14 @@ class PgStore:
                 rows = await conn.fetch(
                     "DELETE FROM memories WHERE key = ANY($1::text[]) AND namespace = $2 "
                     "RETURNING key", list(keys), namespace)
-        return [r["key"] for r in rows]
+            deleted = [r["key"] for r in rows]
+            if deleted:  # what they superseded is current again, unless another newer one is
+                revived = await conn.fetch(
+                    "UPDATE memories SET superseded_by = NULL "
+                    "WHERE superseded_by = ANY($1::text[]) RETURNING key", deleted)
+                if revived:
+                    await conn.execute(_SUPERSEDE_BY_SUBJECT_SQL, [r["key"] for r in revived])
+        return deleted
 
     async def namespaces_of(self, keys: Sequence[str]) -> dict[str, str]:
         """key -> namespace of the memories with these keys that are stored."""

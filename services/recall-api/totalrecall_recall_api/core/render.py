@@ -71,6 +71,8 @@ def suspicious(text: str) -> bool:
 def _line(m: Memory, now: datetime) -> str:
     when = relative_time(m.timestamp, now)
     label = m.category if m.severity == "info" else f"{m.category}, {m.severity}"
+    if m.metadata.get("superseded_by"):  # recalled as history: a newer memory replaced it
+        label += ", superseded"
     raw = " ".join(m.summary.split())
     detail = " ".join(m.detail.split())
     if detail and detail not in m.summary:
