@@ -1,7 +1,8 @@
 """The Total Recall MCP server: memory tools for any MCP client (Claude Code, Cursor, …) over stdio.
 
 Tools (names as in OpenClaw, so prompts and skills written for one work with the other):
-``memory_recall``, ``memory_store``, ``memory_timeline``, ``memory_search``, ``memory_get``.
+``memory_recall``, ``memory_store``, ``memory_timeline``, ``memory_search``, ``memory_get``,
+``memory_forget``.
 
 Configuration (environment, or the command-line flags of the same meaning):
 ``TOTALRECALL_API`` (default ``http://127.0.0.1:8765``), ``TOTALRECALL_API_TOKEN``,
@@ -42,6 +43,8 @@ config, errors, …), past diagnoses, user preferences and anything stored expli
 - memory_timeline lists what happened in the last N hours; memory_search returns ranked snippets
   with ids and file paths; memory_get reads a memory Markdown file
   (e.g. memory/daily/YYYY-MM-DD.md).
+- memory_forget removes memories for good by the ids recall/search show (when the user asks to
+  forget something, or a stored memory is wrong).
 """
 
 TimeframeArg = Literal["auto", "1h", "24h", "7d", "30d", "90d", "all"]
@@ -189,6 +192,25 @@ def build_server(client_factory: ClientFactory | None = None) -> MCPServer[Any]:
             start = (from_line or 1) - 1
             end = start + lines if lines is not None else len(all_lines)
             text = "\n".join(all_lines[start:end])
+        return text
+
+    @server.tool(name="memory_forget", structured_output=False, description=(
+        "Forget memories for good, by the ids memory_recall / memory_search show (id:...): "
+        "they are removed from every index and from the Markdown logs, and never come back. "
+        "Use when the user asks to forget something or a stored memory is wrong."))
+    async def memory_forget(
+        ids: Annotated[list[str], Field(min_length=1, max_length=1000,
+                                        description="Ids of the memories to forget")],
+    ) -> str:
+        try:
+            res = await client().forget(ids)
+        except TotalRecallError as exc:
+            raise _tool_error(exc) from exc
+        except ValueError as exc:  # an id that cannot be one (validated before sending)
+            raise ToolError(f"not a memory id: {exc}") from exc
+        text = f"Forgot {res.forgotten} memor{'y' if res.forgotten == 1 else 'ies'}."
+        if res.missing:
+            text += f" Not found (nothing to forget): {', '.join(res.missing)}."
         return text
 
     return server

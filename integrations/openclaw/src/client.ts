@@ -29,6 +29,12 @@ export interface IngestResponse {
   accepted: number;
   duplicates?: number;
 }
+export interface ForgetResponse {
+  /** How many of the ids were found and are now gone everywhere (for good). */
+  forgotten: number;
+  /** Ids found nowhere in the namespace. */
+  missing: string[];
+}
 export interface IngestEvent {
   summary: string;
   detail?: string;
@@ -178,6 +184,12 @@ export class TotalRecallClient {
 
   warm(req: { sessionId: string; namespace?: string }, opts?: { timeoutMs?: number }) {
     return this.request<Record<string, unknown>>("POST", "/memory/warm", req, opts);
+  }
+
+  /** Forget memories by the ids recall returns, in one namespace, everywhere and for good. */
+  forget(req: { ids: string[]; namespace?: string },
+         opts?: { timeoutMs?: number; signal?: AbortSignal }) {
+    return this.request<ForgetResponse>("POST", "/memory/forget", req, opts);
   }
 
   health(opts?: { timeoutMs?: number }) {

@@ -3,7 +3,8 @@
  *
  * - `before_prompt_build`: recall with the user's message (agent namespace + shared namespaces, in
  *   one request, within `recallTimeoutMs`) and inject the server's `<system_memory>` block as is.
- * - tools `memory_recall`, `memory_store`, `memory_timeline`, `memory_search`, `memory_get`.
+ * - tools `memory_recall`, `memory_store`, `memory_timeline`, `memory_search`, `memory_get`,
+ *   `memory_forget`.
  * - `session_start` → POST /memory/warm; `before_compaction` → POST /memory/flush;
  *   `agent_end` (opt-in `autoCapture`) → POST /memory/ingest of the finished turn.
  * - Never breaks the agent: when the API is down or slow, hooks log one warning and return nothing;
@@ -37,6 +38,7 @@ import type {
 export const PLUGIN_ID = "totalrecall";
 export const TOOL_NAMES = [
   "memory_recall", "memory_store", "memory_timeline", "memory_search", "memory_get",
+  "memory_forget",
 ] as const;
 const TIMEFRAMES: Timeframe[] = ["auto", "1h", "24h", "7d", "30d", "90d", "all"];
 const MAX_QUERY_CHARS = 8000;
@@ -397,6 +399,37 @@ export function registerTotalRecall(api: PluginApiLike, deps: PluginDeps = {}): 
             return text(body, { path: res.path ?? path, text: body });
           } catch (err) {
             return fail("file read", err);
+          }
+        },
+      },
+      {
+        name: "memory_forget",
+        label: "Forget memory",
+        description: "Forget memories for good, by the ids memory_recall / memory_search return: "
+          + "they are removed from every index and from the Markdown logs and never come back. "
+          + "Only this agent's own memories can be forgotten (a shared one is reported as not "
+          + "found). Use when the user asks to forget something or a stored memory is wrong.",
+        parameters: {
+          type: "object", additionalProperties: false, required: ["ids"],
+          properties: {
+            ids: { type: "array", minItems: 1, maxItems: 1000, items: { type: "string" },
+              description: "Ids of the memories to forget" },
+          },
+        },
+        async execute(_id, params, signal) {
+          const p = (params ?? {}) as Record<string, unknown>;
+          const ids = Array.isArray(p.ids)
+            ? p.ids.filter((i): i is string => typeof i === "string" && i.trim() !== "") : [];
+          if (!ids.length) throw new Error("memory_forget needs the ids of the memories to forget");
+          try {
+            // Only where this agent writes: its own namespace.
+            const res = await client.forget({ ids, namespace: own(agentId) }, { signal });
+            availability.ok();
+            let msg = `Forgot ${res.forgotten} memor${res.forgotten === 1 ? "y" : "ies"}.`;
+            if (res.missing?.length) msg += ` Not found (nothing to forget): ${res.missing.join(", ")}.`;
+            return text(msg, res);
+          } catch (err) {
+            return fail("forget", err);
           }
         },
       },

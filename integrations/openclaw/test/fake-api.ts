@@ -73,6 +73,13 @@ export async function startFakeApi(): Promise<FakeApi> {
           return send(200, { memories: api.memories.filter((m) => m.namespace === b.namespace) });
         case "/memory/file":
           return send(200, { path: b.path, text: b.path === "MEMORY.md" ? "a\nb\nc\nd" : "" });
+        case "/memory/forget": {
+          const ns = b.namespace ?? "default";
+          const mine = new Set(api.memories.filter((m) => m.namespace === ns).map((m) => m.id));
+          api.memories = api.memories.filter((m) => !(m.namespace === ns && b.ids.includes(m.id)));
+          return send(200, { forgotten: b.ids.filter((i: string) => mine.has(i)).length,
+            missing: b.ids.filter((i: string) => !mine.has(i)) });
+        }
         case "/memory/warm":
           return send(200, { warmed: 3 });
         case "/memory/flush":

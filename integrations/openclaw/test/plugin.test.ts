@@ -224,6 +224,27 @@ describe("tools", () => {
       { path: "MEMORY.md", namespace: "main", namespaces: ["main", "default"] });
   });
 
+  it("memory_forget forgets by id in the agent's own namespace only", async () => {
+    const tools = api.tools({ agentId: "ops" });
+    await tools.get("memory_store").execute("c", { summary: "the backup key is under the mat" });
+    fake.memories.push({ id: "shared-1", score: 0.7, timestamp: new Date().toISOString(),
+      category: "conversation", summary: "the backup server is nas2", detail: "",
+      namespace: "default", relative_time: "just now" });
+    const found = await tools.get("memory_recall").execute("c", { query: "backup" });
+    const ids = found.details.memories.map((m: any) => m.id).sort();
+    assert.deepEqual(ids, ["m1", "shared-1"]); // its own and the shared namespace's
+    const done = await tools.get("memory_forget").execute("c", { ids });
+    assert.equal(textOf(done), "Forgot 1 memory. Not found (nothing to forget): shared-1.");
+    assert.deepEqual(fake.bodies("/memory/forget"), [{ ids: ["m1", "shared-1"], namespace: "ops" }]);
+    const after = await tools.get("memory_recall").execute("c", { query: "backup" });
+    assert.deepEqual(after.details.memories.map((m: any) => m.id), ["shared-1"]);
+    await assert.rejects(tools.get("memory_forget").execute("c", { ids: [] }), /needs the ids/);
+    fake.override = (r) => (r.path === "/memory/forget"
+      ? { status: 503, body: { detail: "indexer unavailable: TimeoutError" } } : undefined);
+    await assert.rejects(tools.get("memory_forget").execute("c", { ids: ["m1"] }),
+      /forget failed: HTTP 503: indexer unavailable: TimeoutError/);
+  });
+
   it("reports the server's reason, and a clear message when unreachable", async () => {
     fake.override = (r) => (r.path === "/memory/store"
       ? { status: 422, body: { detail: [{ loc: ["body", "summary"], msg: "String too long" }] } }

@@ -1,6 +1,7 @@
 """Typed Python client of the Total Recall recall API (see docs/agents.md)."""
 
 from totalrecall_schema import (
+    ForgetResponse,
     IngestEvent,
     IngestResponse,
     Memory,
@@ -30,7 +31,7 @@ from .models import (
 
 __all__ = [
     "DEFAULT_API", "DEFAULT_TIMEOUT", "AdminResponse", "AsyncTotalRecallClient", "FileResponse",
-    "FlushResponse", "HealthResponse", "IngestEvent", "IngestResponse", "Memory",
+    "FlushResponse", "ForgetResponse", "HealthResponse", "IngestEvent", "IngestResponse", "Memory",
     "RecallResponse", "StatsResponse", "TimelineResponse", "TotalRecallAuthError",
     "TotalRecallBadRequest", "TotalRecallClient", "TotalRecallConnectionError",
     "TotalRecallError", "TotalRecallHTTPError", "TotalRecallNotFound", "TotalRecallServerError",

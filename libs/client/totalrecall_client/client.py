@@ -22,6 +22,8 @@ import httpx
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 from totalrecall_schema import (
+    ForgetRequest,
+    ForgetResponse,
     IngestEvent,
     IngestResponse,
     RecallRequest,
@@ -231,6 +233,12 @@ class _Base:
                      {"path": path, "namespace": self._ns(namespace) or "default"},
                      _model(FileResponse))
 
+    def _c_forget(self, ids: str | Sequence[str], namespace: str | None) -> _Call[ForgetResponse]:
+        req = ForgetRequest(ids=[ids] if isinstance(ids, str) else list(ids),
+                            namespace=self._ns(namespace) or "default")
+        return _Call("POST", "/memory/forget", req.model_dump(mode="json"),
+                     _model(ForgetResponse))
+
     def _c_health(self) -> _Call[HealthResponse]:
         return _Call("GET", "/memory/health", None, _health, ok_statuses=(200, 503))
 
@@ -330,6 +338,12 @@ class TotalRecallClient(_Base):
              timeout: TimeoutLike = _UNSET) -> FileResponse:
         return self._run(self._c_file(path, namespace), timeout)
 
+    def forget(self, ids: str | Sequence[str], *, namespace: str | None = None,
+               timeout: TimeoutLike = _UNSET) -> ForgetResponse:
+        """Forget memories by the ids recall returns, in one namespace, everywhere and for good
+        (`forgotten`: how many were found; `missing`: ids found nowhere)."""
+        return self._run(self._c_forget(ids, namespace), timeout)
+
     def health(self, *, timeout: TimeoutLike = _UNSET) -> HealthResponse:
         return self._run(self._c_health(), timeout)
 
@@ -420,6 +434,10 @@ class AsyncTotalRecallClient(_Base):
     async def file(self, path: str, *, namespace: str | None = None,
                    timeout: TimeoutLike = _UNSET) -> FileResponse:
         return await self._run(self._c_file(path, namespace), timeout)
+
+    async def forget(self, ids: str | Sequence[str], *, namespace: str | None = None,
+                     timeout: TimeoutLike = _UNSET) -> ForgetResponse:
+        return await self._run(self._c_forget(ids, namespace), timeout)
 
     async def health(self, *, timeout: TimeoutLike = _UNSET) -> HealthResponse:
         return await self._run(self._c_health(), timeout)

@@ -2,6 +2,8 @@
 
 from .api import (
     TIMEFRAMES,
+    ForgetRequest,
+    ForgetResponse,
     IngestEvent,
     IngestResponse,
     Memory,
@@ -48,6 +50,8 @@ __all__ = [
     "EmbedRequest",
     "EmbeddedEvent",
     "EventMetadata",
+    "ForgetRequest",
+    "ForgetResponse",
     "IngestEvent",
     "IngestResponse",
     "Memory",

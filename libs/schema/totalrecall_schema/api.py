@@ -137,3 +137,22 @@ class TimelineRequest(BaseModel):
 
 class TimelineResponse(BaseModel):
     memories: list[Memory]
+
+
+class ForgetRequest(BaseModel):
+    """Forget memories by the ids recall returns, in one namespace (the memory's key is
+    derived from both: an id names nothing in another namespace)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ids: list[EventId] = Field(min_length=1, max_length=1000)
+    namespace: Namespace = "default"
+
+
+class ForgetResponse(BaseModel):
+    #: How many of the ids were found (in Postgres or the Markdown) and are now gone from
+    #: Postgres, every Zvec tier and the Markdown daily logs.
+    forgotten: int
+    #: Ids found nowhere (never stored, already forgotten, or still in the pipeline). They are
+    #: tombstoned all the same: a memory still on its way is dropped when it arrives.
+    missing: list[str] = Field(default_factory=list)

@@ -188,6 +188,7 @@ def create_app(settings: Settings, *, indexer: Indexer | None = None,
                     raise
                 log.warning("postgres not reachable yet (%s); retrying", exc)
                 await asyncio.sleep(1.0)
+        await idx.load_tombstones()  # before the consumer starts: forgotten stays forgotten
         nc = await nats.connect(settings.nats_url, name="totalrecall-indexer-admin")
         state["nc"] = nc
         await ensure_streams(nc.jetstream(), topo)

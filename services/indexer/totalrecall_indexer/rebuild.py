@@ -35,6 +35,7 @@ async def rebuild(settings: Settings | None = None, *, use_embedder: bool = True
     try:
         await asyncio.to_thread(idx.markdown.recover)
         await idx.pg.start()
+        await idx.load_tombstones()
         if embed is None and use_embedder:
             try:
                 nc = await nats.connect(settings.nats_url, connect_timeout=3,

@@ -108,7 +108,7 @@ class AuthAndCount:
 
 
 _ENDPOINTS = frozenset({"ingest", "store", "recall", "timeline", "health", "stats", "compact",
-                        "rebuild", "file", "flush", "warm"})
+                        "rebuild", "file", "flush", "warm", "forget"})
 
 
 def _endpoint(path: str) -> str:

@@ -12,6 +12,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from totalrecall_schema import (
     AdminRequest,
+    ForgetRequest,
+    ForgetResponse,
     IngestEvent,
     IngestResponse,
     MemoryEvent,
@@ -19,6 +21,7 @@ from totalrecall_schema import (
     RecallResponse,
     TimelineRequest,
     TimelineResponse,
+    memory_key,
 )
 from totalrecall_schema.api import read_scope
 from totalrecall_schema.events import NAMESPACE_PATTERN
@@ -175,6 +178,28 @@ async def compact(c: C, body: AdminBody | None = None) -> JSONResponse:
 @router.post("/rebuild")
 async def rebuild(c: C, body: AdminBody | None = None) -> JSONResponse:
     return await _admin(c, "rebuild", body)
+
+
+@router.post("/forget", response_model=ForgetResponse)
+async def forget(c: C, body: ForgetRequest) -> ForgetResponse:
+    """Forget memories everywhere (Postgres, Zvec, the Markdown ground truth), for good: the
+    indexer keeps a tombstone, so a redelivered or replayed event does not bring them back.
+    Only the request's namespace is touched (the keys derive from namespace and id), as
+    ingest writes only the namespace it names."""
+    ids = list(dict.fromkeys(body.ids))
+    by_key = {memory_key(body.namespace, i): i for i in ids}
+    try:
+        reply = await c.index.admin(
+            AdminRequest(verb="forget", keys=list(by_key), namespace=body.namespace),
+            timeout=c.settings.admin_timeout_s)
+    except Exception as exc:
+        raise HTTPException(503, detail=f"indexer unavailable: {type(exc).__name__}") from None
+    if not reply.ok:  # a store the indexer needs is down (or a tier takes no writes yet)
+        raise HTTPException(503, detail=f"indexer could not forget: {reply.error}")
+    found = reply.result.get("found")
+    found_keys = set(found) if isinstance(found, list) else set()
+    return ForgetResponse(forgotten=len(found_keys & by_key.keys()),
+                          missing=[i for k, i in by_key.items() if k not in found_keys])
 
 
 @router.post("/file")

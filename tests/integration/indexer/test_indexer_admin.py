@@ -231,3 +231,52 @@ async def test_offline_rebuild_function(settings: Settings, harness: Harness) ->
         assert app.indexer.tiers.stats()["hot"]["doc_count"] == 4
         rep = await search(harness, vecs[1], topk=1)
         assert rep.hits[0].key == events[1].event.key and rep.hits[0].score > 0.99
+
+
+async def _drained(h: Harness, settings: Settings, marker_id: str) -> None:
+    """Every published event handled, the one with `marker_id` (a new one) stored."""
+    async def done() -> bool:
+        info = await h.js.consumer_info(h.topology.embedded_stream, h.topology.indexer_durable)
+        ids = {r["id"] for r in await rows(settings.pg_dsn, "SELECT id FROM memories")}
+        return marker_id in ids and info.num_pending == 0 and info.num_ack_pending == 0
+
+    await wait_for(done, what=f"{marker_id} indexed and the consumer drained")
+
+
+async def test_a_forgotten_memory_never_comes_back(settings: Settings, harness: Harness) -> None:
+    """A tombstone keeps it out: a redelivered or backfilled event (another Nats-Msg-Id), one
+    still in the pipeline when it was forgotten, a replay after a restart, and a rebuild."""
+    vecs = unit_vectors(6, seed=11)
+    events = [make_event(i, vecs[i]) for i in range(6)]
+    gone, in_flight = events[0], events[1]
+    daily = settings.home / "memory" / "daily"
+
+    async def stored_ids() -> set[str]:
+        return {r["id"] for r in await rows(settings.pg_dsn, "SELECT id FROM memories")}
+
+    def markdown() -> str:
+        return "".join(p.read_text() for p in daily.glob("*.md"))
+
+    async with running(settings):
+        await ingest(harness, settings, [gone, events[2]])
+        rep = await admin(harness, verb="forget", keys=[gone.event.key, in_flight.event.key],
+                          namespace="default")
+        assert rep.ok, rep.error
+        assert rep.result["forgotten"] == 1 and rep.result["found"] == [gone.event.key]
+        # the backfill republishes the same memory with a vector; the in-flight one arrives
+        await harness.publish([gone, in_flight], msg_id_suffix=":backfill")
+        await harness.publish([events[3]])
+        await _drained(harness, settings, "ev-3")
+        assert await stored_ids() == {"ev-2", "ev-3"}
+        assert gone.event.summary not in markdown() and in_flight.event.summary not in markdown()
+    async with running(settings) as app:  # the tombstones are read back at startup
+        assert {gone.event.key, in_flight.event.key} <= app.indexer.forgotten
+        await harness.publish([gone, in_flight], msg_id_suffix=":replay")
+        await harness.publish([events[4]])
+        await _drained(harness, settings, "ev-4")
+        assert await stored_ids() == {"ev-2", "ev-3", "ev-4"}
+        rep = await admin(harness, verb="rebuild")
+        assert rep.ok and rep.result["records"] == 3, rep
+        assert await stored_ids() == {"ev-2", "ev-3", "ev-4"}
+        hits = (await search(harness, vecs[0], tiers=["hot", "warm", "cold"], topk=10)).hits
+        assert gone.event.key not in {h.key for h in hits}

@@ -67,6 +67,9 @@ class Recorder:
             return httpx.Response(200, json={"stored": 1, "ids": ["f1"]})
         if path == "/memory/warm":
             return httpx.Response(200, json={"warmed": 5})
+        if path == "/memory/forget":
+            ids = json.loads(request.content)["ids"]
+            return httpx.Response(200, json={"forgotten": len(ids) - 1, "missing": ids[-1:]})
         if path == "/metrics":
             return httpx.Response(200, text="# HELP x\nx 1\n")
         return httpx.Response(404, json={"detail": "Not Found"})
@@ -187,6 +190,25 @@ def test_every_other_endpoint(client: TotalRecallClient, fake: Recorder) -> None
     assert "x 1" in client.metrics()
     paths = [(r.method, r.url.path) for r in fake.requests]
     assert ("GET", "/memory/health") in paths and ("GET", "/memory/stats") in paths
+
+
+def test_forget_by_ids_in_a_namespace(fake: Recorder) -> None:
+    c = TotalRecallClient("http://tr.test", namespace="agent-a", transport=httpx.MockTransport(fake))
+    r = c.forget(["m1", "m2"])
+    assert r.forgotten == 1 and r.missing == ["m2"]
+    assert fake.body() == {"ids": ["m1", "m2"], "namespace": "agent-a"}
+    c.forget("m3", namespace="ops")
+    assert fake.body() == {"ids": ["m3"], "namespace": "ops"}
+    with pytest.raises(ValueError):  # validated before anything is sent
+        c.forget([])
+    assert len(fake.requests) == 2
+
+
+async def test_async_forget(fake: Recorder) -> None:
+    async with AsyncTotalRecallClient("http://tr.test", transport=httpx.MockTransport(fake)) as c:
+        r = await c.forget(["m1"])
+    assert r.forgotten == 0 and r.missing == ["m1"]
+    assert fake.body() == {"ids": ["m1"], "namespace": "default"}
 
 
 def test_health_503_is_an_answer_not_an_error() -> None:

@@ -79,13 +79,20 @@ def make_app(api: FakeApi) -> Starlette:
             return JSONResponse({"warmed": 0})
         if path == "/memory/flush":
             return JSONResponse({"stored": len(body.get("messages", []))})
+        if path == "/memory/forget":
+            ns = body.get("namespace", "default")
+            mine = {m["id"] for m in api.memories if m["namespace"] == ns}
+            api.memories = [m for m in api.memories
+                            if not (m["namespace"] == ns and m["id"] in body["ids"])]
+            return JSONResponse({"forgotten": len(mine & set(body["ids"])),
+                                 "missing": [i for i in body["ids"] if i not in mine]})
         if path == "/memory/health":
             return JSONResponse({"status": "ok"})
         return JSONResponse({"detail": "Not Found"}, 404)
 
     routes = [Route(p, handle, methods=["GET", "POST"]) for p in (
         "/memory/store", "/memory/ingest", "/memory/recall", "/memory/timeline", "/memory/file",
-        "/memory/health", "/memory/flush", "/memory/warm")]
+        "/memory/health", "/memory/flush", "/memory/warm", "/memory/forget")]
     return Starlette(routes=routes)
 
 

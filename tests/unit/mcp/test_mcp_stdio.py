@@ -16,7 +16,8 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp_fake_api import TOKEN, FakeApi, free_port, serve_fake_api
 
-TOOLS = {"memory_recall", "memory_store", "memory_timeline", "memory_search", "memory_get"}
+TOOLS = {"memory_recall", "memory_store", "memory_timeline", "memory_search", "memory_get",
+         "memory_forget"}
 
 
 @pytest.fixture
@@ -98,6 +99,24 @@ async def test_store_then_recall_search_timeline_get(fake_api: FakeApi) -> None:
                       "namespace": "claude-code"}
     assert fake_api.bodies("/memory/timeline")[0]["namespace"] == "claude-code"
     assert all(auth == f"Bearer {TOKEN}" for _, _, auth in fake_api.requests)
+
+
+async def test_forget_by_the_ids_recall_shows(fake_api: FakeApi) -> None:
+    async with mcp_session(fake_api.url, TOTALRECALL_NAMESPACE="claude-code") as s:
+        tools = {t.name: t for t in (await s.list_tools()).tools}
+        assert tools["memory_forget"].input_schema["required"] == ["ids"]
+        await s.call_tool("memory_store", {"summary": "The wifi password hint is the cat"})
+        found = json.loads(text_of(await s.call_tool("memory_search", {"query": "wifi"})))
+        mid = found["results"][0]["id"]
+        done = await s.call_tool("memory_forget", {"ids": [mid, "no-such-id"]})
+        assert not done.is_error, text_of(done)
+        assert text_of(done) == "Forgot 1 memory. Not found (nothing to forget): no-such-id."
+        assert text_of(await s.call_tool("memory_recall", {"query": "wifi"})) == \
+            "No matching memories."
+        bad = await s.call_tool("memory_forget", {"ids": []})
+        assert bad.is_error
+    assert fake_api.bodies("/memory/forget") == [{"ids": [mid, "no-such-id"],
+                                                 "namespace": "claude-code"}]
 
 
 async def test_errors_reach_the_model_as_tool_errors(fake_api: FakeApi) -> None:

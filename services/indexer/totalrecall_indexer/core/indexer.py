@@ -130,6 +130,9 @@ class Indexer:
         self.last_compaction: dict[str, Any] | None = None
         # MEMORY.md: its memories stay in the hot tier (compaction skips these event ids).
         self.pinned_ids: set[str] = set()
+        #: Keys of forgotten memories (the `forgotten` table, loaded by `load_tombstones`):
+        #: no write brings them back (a redelivered or replayed event, a backfill, MEMORY.md).
+        self.forgotten: set[str] = set()
         self.memory_md: dict[str, Any] = {"entries": 0, "unembedded": 0, "synced_at": None}
         self._memory_md_sig: tuple[int, int] | None = None
         self._memory_md_retry_at: float | None = None
@@ -148,6 +151,10 @@ class Indexer:
         self.reindex_wanted = asyncio.Event()
 
     # --- ingest ----------------------------------------------------------------------------
+    async def load_tombstones(self) -> None:
+        """Read the forgotten keys from Postgres (at startup, after `pg.start`)."""
+        self.forgotten = await self.pg.tombstones()
+
     def tier_for(self, ts_ms: int, now_ms: int) -> str:
         return tier_for_age(ts_ms, now_ms, self.cfg.hot_max_age_s, self.cfg.warm_max_age_s)
 
@@ -162,6 +169,11 @@ class Indexer:
     async def _index_batch(self, events: Sequence[EmbeddedEvent],
                            write_markdown: bool, force_tier: str | None = None) -> BatchResult:
         res = BatchResult()
+        if self.forgotten:
+            kept = [ev for ev in events if ev.event.key not in self.forgotten]
+            if len(kept) < len(events):
+                self.metrics.events.labels(outcome="forgotten").inc(len(events) - len(kept))
+            events = kept
         if not events:
             return res
         # Last one wins within a batch (same key twice: keep the highest repeat_count).
@@ -518,26 +530,40 @@ class Indexer:
         return total
 
     async def forget(self, keys: Sequence[str], namespace: str | None = None) -> dict[str, Any]:
+        """Forget memories everywhere: Postgres, every Zvec tier, the Markdown daily logs (an
+        audit line replaces them), and record a tombstone first so that no later write brings
+        them back (see `forgotten`). With `namespace`, keys stored under another namespace are
+        left alone; keys stored nowhere yet (still in the pipeline) are tombstoned too.
+        Result: `forgotten` (how many were found and removed), `found` (their keys)."""
         keys = list(dict.fromkeys(keys))
         if not keys:
-            return {"forgotten": 0}
+            return {"forgotten": 0, "found": []}
         async with self.write_lock:
             self._check_writable(TIERS)  # before Postgres: all stores or none
-            when = await self.pg.timestamps(keys, namespace)
+            owners = await self.pg.namespaces_of(keys)
             if namespace is not None:
-                keys = [k for k in keys if k in when]  # only what belongs to that namespace
-            deleted_pg = await self.pg.delete(keys, namespace)
+                keys = [k for k in keys if owners.get(k, namespace) == namespace]
+            if not keys:
+                return {"forgotten": 0, "found": []}
+            when = await self.pg.timestamps(keys)
+            # The tombstone is durable before anything is deleted: a crash in between leaves a
+            # memory that a retried forget removes, never one that comes back.
+            await self.pg.add_tombstones(keys, namespace)
+            self.forgotten.update(keys)
+            deleted_pg = await self.pg.delete(keys)
             zvec_deleted = 0
             for tier in TIERS:
                 zvec_deleted += await asyncio.to_thread(self.tiers.delete, tier, keys)
             days: set[date] | None = {ts.astimezone(UTC).date() for ts in when.values()}
             if len(when) < len(keys):
                 days = None  # some keys unknown to Postgres: search every daily file
-            md = await asyncio.to_thread(self.markdown.forget, keys, days,
+            md = await asyncio.to_thread(self.markdown.forget_keys, keys, days,
                                          f"forget requested for {len(keys)} key(s)")
         await self.refresh_metrics()
-        return {"forgotten": len(keys), "postgres": len(deleted_pg), "zvec": zvec_deleted,
-                "markdown": md}
+        found = set(deleted_pg).union(*md.values())
+        return {"forgotten": len(found), "found": [k for k in keys if k in found],
+                "postgres": len(deleted_pg), "zvec": zvec_deleted,
+                "markdown": {day: len(gone) for day, gone in md.items()}}
 
     # --- progress of long jobs -------------------------------------------------------------
     async def report(self, job: str, phase: str, done: int = 0, total: int = 0, *,
@@ -588,6 +614,9 @@ class Indexer:
                        started: float) -> dict[str, Any]:
         async with self.write_lock:
             records = await asyncio.to_thread(lambda: list(self.markdown.iter_all()))
+            # A forgotten memory whose record a daily file still holds (its forget could not
+            # find it there) is not indexed again.
+            records = [r for r in records if r.key not in self.forgotten]
             total = len(records)
             await self.report("rebuild", "index", 0, total, started=started, force=True)
             embedder_ok = embed is not None
@@ -756,6 +785,8 @@ class Indexer:
             now = datetime.now(UTC)
             entries: list[tuple[Entry, MemoryEvent]] = []
             for e in parse_memory_md(text, self.cfg.memory_md_namespace):
+                if e.key in self.forgotten:  # forgotten stays forgotten, even from MEMORY.md
+                    continue
                 try:
                     entries.append((e, _entry_event(e, now)))
                 except ValueError as exc:  # e.g. metadata over the size limit

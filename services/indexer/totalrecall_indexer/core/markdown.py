@@ -575,8 +575,13 @@ class MarkdownLog:
         """Remove the memories with these keys (and their seen-lines) from the daily files and
         leave an audit line in their place. `days` narrows the files searched (else all).
         Returns {day: removed}. Files are rewritten atomically (tmp + fsync + rename)."""
+        return {day: len(gone) for day, gone in self.forget_keys(keys, days, reason).items()}
+
+    def forget_keys(self, keys: Iterable[str], days: Iterable[date] | None = None,
+                    reason: str = "forget") -> dict[str, list[str]]:
+        """`forget`, returning {day: [the keys removed from that day's file]}."""
         wanted = set(keys)
-        removed: dict[str, int] = {}
+        removed: dict[str, list[str]] = {}
         with self._lock:
             for day in sorted(set(days) if days is not None else set(self.days())):
                 path = self.path_for(day)
@@ -602,7 +607,7 @@ class MarkdownLog:
                 if idx is not None:
                     for k in gone:
                         idx.pop(k, None)
-                removed[day.isoformat()] = len(gone)
+                removed[day.isoformat()] = gone
         return removed
 
     def reset_index(self) -> None:

@@ -143,6 +143,17 @@ CREATE INDEX memories_tsv_gin ON memories USING GIN (tsv);
 CREATE INDEX memories_ns_ts_tsv_fits ON memories (namespace, ts) INCLUDE (key, tsv)
     WHERE tsv_fits;
 """),
+    # A forgotten memory must stay forgotten: its event may still be in the JetStream streams
+    # (redelivered, replayed to a re-created consumer) or in the embedder's backfill journal,
+    # and a MEMORY.md entry comes back at every sync. The indexer drops every write of a key
+    # listed here. Not touched by a rebuild (which truncates `memories` only).
+    (7, "tombstones of forgotten memories", """
+CREATE TABLE IF NOT EXISTS forgotten (
+    key        text PRIMARY KEY,
+    namespace  text,
+    at         timestamptz NOT NULL DEFAULT now()
+);
+"""),
 ]
 
 _ADVISORY_LOCK_ID = 0x7452_4D45  # "tRME"
@@ -318,6 +329,25 @@ class PgStore:
                     "DELETE FROM memories WHERE key = ANY($1::text[]) AND namespace = $2 "
                     "RETURNING key", list(keys), namespace)
         return [r["key"] for r in rows]
+
+    async def namespaces_of(self, keys: Sequence[str]) -> dict[str, str]:
+        """key -> namespace of the memories with these keys that are stored."""
+        async with self._p().acquire() as conn:
+            rows = await conn.fetch(
+                "SELECT key, namespace FROM memories WHERE key = ANY($1::text[])", list(keys))
+        return {r["key"]: r["namespace"] for r in rows}
+
+    async def add_tombstones(self, keys: Sequence[str], namespace: str | None) -> None:
+        if keys:
+            async with self._p().acquire() as conn:
+                await conn.execute(
+                    "INSERT INTO forgotten (key, namespace) SELECT k, $2 FROM unnest($1::text[]) k "
+                    "ON CONFLICT (key) DO NOTHING", list(keys), namespace)
+
+    async def tombstones(self) -> set[str]:
+        """Every forgotten key (few: forgetting is rare; the indexer keeps them in memory)."""
+        async with self._p().acquire() as conn:
+            return {r["key"] for r in await conn.fetch("SELECT key FROM forgotten")}
 
     async def timestamps(self, keys: Sequence[str],
                          namespace: str | None = None) -> dict[str, datetime]:
