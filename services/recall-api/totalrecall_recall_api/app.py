@@ -108,7 +108,7 @@ class AuthAndCount:
 
 
 _ENDPOINTS = frozenset({"ingest", "store", "recall", "timeline", "health", "stats", "compact",
-                        "rebuild", "file", "flush", "warm", "forget"})
+                        "rebuild", "file", "flush", "warm", "forget", "export"})
 
 
 def _endpoint(path: str) -> str:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Depends, HTTPException, Request
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 from totalrecall_schema import (
     AdminRequest,
@@ -28,6 +30,7 @@ from totalrecall_schema.events import NAMESPACE_PATTERN
 
 from .citations import scoped_text
 from .container import Container
+from .ports import Exporter
 
 router = APIRouter(prefix="/memory")
 
@@ -200,6 +203,24 @@ async def forget(c: C, body: ForgetRequest) -> ForgetResponse:
     found_keys = set(found) if isinstance(found, list) else set()
     return ForgetResponse(forgotten=len(found_keys & by_key.keys()),
                           missing=[i for k, i in by_key.items() if k not in found_keys])
+
+
+@router.get("/export", response_class=StreamingResponse, responses={200: {
+    "content": {"application/x-ndjson": {}},
+    "description": "JSON lines, one `ExportedMemory` each, in key order"}})
+async def export(c: C, namespace: Annotated[str, Query(pattern=NAMESPACE_PATTERN)] = "default"
+                 ) -> StreamingResponse:
+    """Every memory of a namespace, one JSON object per line (`ExportedMemory`: the event as
+    stored, ready to ingest again, and its repeat count), streamed from Postgres in key order."""
+    store = c.store
+    if not isinstance(store, Exporter):
+        raise HTTPException(501, detail="this store cannot export")
+
+    async def lines() -> AsyncIterator[bytes]:
+        async for row in store.export_rows(namespace):
+            yield (json.dumps(row, ensure_ascii=False) + "\n").encode()
+
+    return StreamingResponse(lines(), media_type="application/x-ndjson")
 
 
 @router.post("/file")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -66,3 +66,12 @@ class RowsBM25(Protocol):
 
     async def bm25_rows(self, terms: Sequence[str], namespace: str, since: datetime | None,
                         category: str | None, limit: int) -> list[tuple[str, float, Memory]]: ...
+
+
+@runtime_checkable
+class Exporter(Protocol):
+    """A store that can stream every memory of a namespace (`GET /memory/export`)."""
+
+    def export_rows(self, namespace: str) -> AsyncIterator[dict[str, Any]]:
+        """`ExportedMemory` JSON dicts in key order, in constant memory."""
+        ...
