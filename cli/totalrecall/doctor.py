@@ -260,7 +260,7 @@ def check_stack(collect: Callable[[], dict[str, Any]] | None = None) -> Check:
 
     report = (collect or status_collect)()
     parts = report.get("parts", {})
-    if all(p.get("http") is None for p in parts.values()):
+    if all(p.get("status") == "down" for p in parts.values()):
         return Check("running stack", OK, "not running (start it with `totalrecall run`)")
     if report["status"] == "ok":
         return Check("running stack", OK, "running, every part healthy")

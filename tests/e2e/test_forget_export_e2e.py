@@ -140,3 +140,23 @@ def test_export_import_export_is_lossless(stack: Api, tmp_path: Path) -> None:
     # importing again stores nothing new
     done = cli(stack, "import-jsonl", str(first), "--namespace", dst, "--json")
     assert done.returncode == 0 and len(exported(stack, dst)) == len(events)
+
+
+def test_status_and_doctor_on_the_running_stack(stack: Api) -> None:
+    if stack.ports is None:
+        return  # an external API: its ports are not known here
+    env = {f"TOTALRECALL_{name.upper()}_PORT": str(port) for name, port in stack.ports.items()}
+    run = dict(os.environ, **env)
+    done = subprocess.run([sys.executable, "-m", "totalrecall.main", "status", "--json"],
+                          env=run, capture_output=True, text=True, timeout=120)
+    report = json.loads(done.stdout)
+    assert report["parts"]["nats"]["status"] == "ok", report["parts"]["nats"]
+    assert report["parts"]["postgres"]["status"] == "ok"
+    assert report["parts"]["recall-api"]["http"] == 200
+    done = subprocess.run([sys.executable, "-m", "totalrecall.main", "doctor", "--quick",
+                           "--json"], env=run, capture_output=True, text=True, timeout=120)
+    checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+    for name in ("nats", "postgres", "api", "embedder", "indexer"):
+        port = checks[f"port {name}"]
+        assert port["status"] == "ok" and "in use by the stack" in port["detail"], port
+    assert checks["running stack"]["detail"].startswith("running")
