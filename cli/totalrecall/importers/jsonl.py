@@ -37,11 +37,10 @@ def _reason(exc: ValidationError | ValueError) -> str:
     return str(exc)
 
 
-def read(path: str | Path, *, on_bad_line: Callable[[BadLine], None] | None = None,
-         on_bytes: Callable[[int], None] | None = None) -> Iterator[dict[str, Any]]:
-    """Each memory of the file, in file order. A line that is not an exported memory raises
-    `BadLine`, or is passed to `on_bad_line` and skipped. `on_bytes` gets the size of each line
-    read (for a progress bar over the file's size)."""
+def read_items(path: str | Path, on_bytes: Callable[[int], None] | None = None
+               ) -> Iterator[dict[str, Any] | BadLine]:
+    """Each line of the file, in order: the memory as an ingestible dict, or why it is not one.
+    `on_bytes` gets the size of each line read (a progress bar over the file's size)."""
     name = str(path)
     # Closed in `finally`, also when the caller stops early.
     stream: IO[bytes] = sys.stdin.buffer if name == "-" else open(path, "rb")  # noqa: SIM115
@@ -54,10 +53,45 @@ def read(path: str | Path, *, on_bad_line: Callable[[BadLine], None] | None = No
             try:
                 yield ExportedMemory.model_validate_json(raw).to_event()
             except (ValidationError, ValueError) as exc:
-                bad = BadLine(f"{name}:{n}", _reason(exc))
-                if on_bad_line is None:
-                    raise bad from None
-                on_bad_line(bad)
+                yield BadLine(f"{name}:{n}", _reason(exc))
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()
+
+
+def read(path: str | Path, *, on_bad_line: Callable[[BadLine], None] | None = None,
+         on_bytes: Callable[[int], None] | None = None) -> Iterator[dict[str, Any]]:
+    """Each memory of the file, in file order. A line that is not an exported memory raises
+    `BadLine`, or is passed to `on_bad_line` and skipped."""
+    for item in read_items(path, on_bytes):
+        if isinstance(item, BadLine):
+            if on_bad_line is None:
+                raise item
+            on_bad_line(item)
+        else:
+            yield item
+
+
+class JsonlImporter:
+    """The `jsonl` source for the registry of `totalrecall import` (`importers.base.Importer`):
+    `IMPORTERS["jsonl"] = JsonlImporter()`. `--namespace` moves every memory into it."""
+
+    name = NAME
+    help = HELP
+
+    def read(self, paths: list[Path], opts: Any) -> Iterator[Any]:
+        from totalrecall_schema import MemoryEvent
+
+        from .base import Skip  # type: ignore[import-not-found]  # the registry's (same package)
+
+        for path in paths:
+            for item in read_items(path):
+                if isinstance(item, BadLine):
+                    yield Skip(item.reason, item.where)
+                    continue
+                if getattr(opts, "namespace", None):
+                    item["namespace"] = opts.namespace
+                try:
+                    yield MemoryEvent(**item)
+                except ValueError as exc:  # a namespace that cannot be one
+                    yield Skip(str(exc).splitlines()[-1][:200], str(path))

@@ -132,3 +132,31 @@ def test_the_jsonl_reader_yields_ingestible_events(tmp_path: Path,
     f.write_text('{"id": "k", "summary": "s", "category": "nonsense"}\n')
     with pytest.raises(BadLine, match=r"one.jsonl:1: category: Value error, unknown category"):
         list(read(f))
+
+
+def test_the_jsonl_source_fits_the_import_registry(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """`JsonlImporter` as `totalrecall import jsonl` calls it: events, or a `Skip` per bad line
+    (the registry's `importers.base.Skip`; a stand-in until the two branches meet)."""
+    import sys
+    import types
+    from dataclasses import dataclass
+
+    from totalrecall.importers.jsonl import JsonlImporter
+    from totalrecall_schema import MemoryEvent
+
+    @dataclass(frozen=True)
+    class Skip:
+        reason: str
+        where: str = ""
+
+    base = types.ModuleType("totalrecall.importers.base")
+    base.Skip = Skip  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "totalrecall.importers.base", base)
+    f = tmp_path / "x.jsonl"
+    f.write_text(json.dumps({"id": "a", "summary": "s", "namespace": "n"}) + "\nnot json\n")
+    opts = types.SimpleNamespace(namespace="moved", since=None)
+    items = list(JsonlImporter().read([f], opts))
+    assert isinstance(items[0], MemoryEvent) and items[0].namespace == "moved"
+    assert isinstance(items[1], Skip) and items[1].where == f"{f}:2"
+    assert JsonlImporter.name == "jsonl"
