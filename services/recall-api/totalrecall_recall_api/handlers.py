@@ -201,6 +201,7 @@ async def forget(c: C, body: ForgetRequest) -> ForgetResponse:
         raise HTTPException(503, detail=f"indexer could not forget: {reply.error}")
     found = reply.result.get("found")
     found_keys = set(found) if isinstance(found, list) else set()
+    c.service.forgotten(body.namespace)
     return ForgetResponse(forgotten=len(found_keys & by_key.keys()),
                           missing=[i for k, i in by_key.items() if k not in found_keys])
 
