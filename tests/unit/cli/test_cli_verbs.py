@@ -91,3 +91,21 @@ def test_timeline_stats_recall_and_ingest(api: FakeApi,
     assert api.bodies("/memory/ingest")[0]["tags"] == ["shop"]
     code, out, _ = run_cli(capsys, "ingest", "remember the milk", "--id", "milk", "--json")
     assert json.loads(out)["duplicates"] == 1
+
+
+def test_model_build_json_keeps_stdout_for_the_result(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: object) -> None:
+    from totalrecall import model_build
+
+    def fake_build(out: object, **kw: object) -> dict[str, object]:
+        model_build.say("present and valid; nothing to do")
+        return {"fingerprint": "all-MiniLM-L6-v2.q8_0:abc", "dim": 384}
+
+    monkeypatch.setattr(model_build, "build", fake_build)
+    code, out, err = run_cli(capsys, "model", "build", "--json", "--out", f"{tmp_path}/m.gguf")
+    assert code == 0 and json.loads(out) == {"path": f"{tmp_path}/m.gguf", "dim": 384,
+                                             "fingerprint": "all-MiniLM-L6-v2.q8_0:abc"}
+    assert "nothing to do" in err
+    code, out, _ = run_cli(capsys, "model", "build", "--print-fingerprint")
+    assert out.splitlines()[-1] == "all-MiniLM-L6-v2.q8_0:abc"
