@@ -31,7 +31,7 @@ async def test_mcp_tools_against_the_real_stack(stack: Api) -> None:
         await s.initialize()
         names = {t.name for t in (await s.list_tools()).tools}
         assert names == {"memory_recall", "memory_store", "memory_timeline", "memory_search",
-                         "memory_get"}
+                         "memory_get", "memory_forget"}
 
         stored = await s.call_tool("memory_store", {
             "summary": f"Postgres fails to start when docker holds port 5432 ({marker})",
@@ -57,6 +57,11 @@ async def test_mcp_tools_against_the_real_stack(stack: Api) -> None:
         assert not daily.is_error  # the indexer's Markdown log (may lag the Postgres row)
         missing = await s.call_tool("memory_get", {"path": "memory/daily/1999-01-01.md"})
         assert not missing.is_error and _text(missing) == ""
+
+        forgot = await s.call_tool("memory_forget", {"ids": [hit["id"]]})
+        assert _text(forgot) == "Forgot 1 memory.", _text(forgot)
+        assert not [m for m in stack.recall("postgres port 5432 docker", namespace=namespace)
+                    if marker in m["summary"]]
 
     # Namespace isolation: another namespace does not see it.
     assert not [m for m in stack.recall("postgres port 5432", namespace=f"other-{marker}")
