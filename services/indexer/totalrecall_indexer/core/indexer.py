@@ -614,6 +614,14 @@ class Indexer:
                        started: float) -> dict[str, Any]:
         async with self.write_lock:
             records = await asyncio.to_thread(lambda: list(self.markdown.iter_all()))
+            # The daily logs' audit lines are the ground truth of what was forgotten too: a
+            # Postgres that lost its tombstones gets them back (but for memories written again
+            # after their forget, before tombstones existed: those are live records).
+            live = {r.key for r in records}
+            restored = await asyncio.to_thread(self.markdown.forgotten_keys) - live
+            if restored - self.forgotten:
+                await self.pg.add_tombstones(sorted(restored - self.forgotten), None)
+                self.forgotten |= restored
             # A forgotten memory whose record a daily file still holds (its forget could not
             # find it there) is not indexed again.
             records = [r for r in records if r.key not in self.forgotten]

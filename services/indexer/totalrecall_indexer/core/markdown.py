@@ -570,6 +570,22 @@ class MarkdownLog:
         for day in self.days():
             yield from self.read_day(day)
 
+    def forgotten_keys(self) -> set[str]:
+        """Every key a `tr:forgotten` line of a daily file names (the audit trail of forget).
+        Some may have been written again after it (before tombstones existed): callers subtract
+        the live records."""
+        keys: set[str] = set()
+        with self._lock:
+            for day in self.days():
+                path = self.path_for(day)
+                if not path.exists():
+                    continue
+                for block in _iter_blocks(_read(path)):
+                    if block.kind == "forgotten" and block.payload is not None:
+                        keys.update(k for k in block.payload.get("keys", [])
+                                    if isinstance(k, str))
+        return keys
+
     def forget(self, keys: Iterable[str], days: Iterable[date] | None = None,
                reason: str = "forget") -> dict[str, int]:
         """Remove the memories with these keys (and their seen-lines) from the daily files and
