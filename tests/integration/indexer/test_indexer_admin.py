@@ -313,3 +313,22 @@ async def test_a_rebuild_restores_lost_tombstones_from_the_daily_logs(
         await harness.publish([events[3]])
         await _drained(harness, settings, "ev-3")
         assert await stored_ids() == {"ev-1", "ev-2", "ev-3", "ev-5"}
+
+
+async def test_forget_finds_a_record_only_the_daily_log_has(settings: Settings,
+                                                            harness: Harness) -> None:
+    """A memory Postgres lacks (written to the Markdown while Postgres failed) is searched for
+    in every daily file, and removed there too."""
+    vecs = unit_vectors(2, seed=13)
+    events = [make_event(i, vecs[i], age=timedelta(days=2 * i)) for i in range(2)]
+    stray = events[1]
+    async with running(settings):
+        await ingest(harness, settings, events)
+        await (await asyncpg.connect(settings.pg_dsn)).execute(
+            f"DELETE FROM memories WHERE key = '{stray.event.key}'")
+        rep = await admin(harness, verb="forget", keys=[stray.event.key], namespace="default")
+        assert rep.ok and rep.result["found"] == [stray.event.key], rep
+        assert rep.result["postgres"] == 0 and sum(rep.result["markdown"].values()) == 1
+        texts = "".join(p.read_text() for p in
+                        (settings.home / "memory" / "daily").glob("*.md"))
+        assert stray.event.summary not in texts and events[0].event.summary in texts
