@@ -8,6 +8,7 @@ instead.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import uuid
 from typing import Any
@@ -26,7 +27,9 @@ async def test_mcp_tools_against_the_real_stack(stack: Api) -> None:
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "totalrecall_mcp"],
         env={"TOTALRECALL_API": stack.url, "TOTALRECALL_API_TOKEN": stack.token or "",
-             "TOTALRECALL_NAMESPACE": namespace, "TOTALRECALL_TIMEOUT": "30"})
+             "TOTALRECALL_NAMESPACE": namespace, "TOTALRECALL_TIMEOUT": "30",
+             # the server spawned must import the code under test (e.g. a worktree's packages)
+             **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}})
     async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
         await s.initialize()
         names = {t.name for t in (await s.list_tools()).tools}
