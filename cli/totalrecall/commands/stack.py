@@ -5,26 +5,32 @@ rebuild_cmd)."""
 from __future__ import annotations
 
 import argparse
+import importlib
 
-#: Verbs that parse their own options (argparse's REMAINDER would drop leading flags):
-#: `main` hands them the rest of the command line untouched.
-PASSTHROUGH = {
+#: Verbs that parse their own options (argparse's REMAINDER would drop leading flags): `main`
+#: hands them the rest of the command line untouched. verb -> (help, "module:function" under
+#: `totalrecall`, called with that rest and returning the exit code).
+PASSTHROUGH: dict[str, tuple[str, str]] = {
     "rebuild": ("re-create Zvec and Postgres from the Markdown ground truth, with a progress bar "
-                "(online through the running indexer, or offline: `totalrecall rebuild --help`)"),
-    "model": "embedding model management (`totalrecall model build --help`)",
+                "(online through the running indexer, or offline: `totalrecall rebuild --help`)",
+                "rebuild_cmd:main"),
+    "model": ("embedding model management (`totalrecall model build --help`)",
+              "commands.stack:model"),
 }
 
 
 def passthrough(verb: str, argv: list[str]) -> int:
-    if verb == "rebuild":
-        from ..rebuild_cmd import main as rebuild_main
+    module, _, function = PASSTHROUGH[verb][1].partition(":")
+    run = getattr(importlib.import_module(f"totalrecall.{module}"), function)
+    return int(run(argv) or 0)
 
-        return int(rebuild_main(argv) or 0)
-    from ..model_build import main as build_main
 
+def model(argv: list[str]) -> int:
     if argv[:1] != ["build"]:
         print("usage: totalrecall model build [options]  (`totalrecall model build --help`)")
         return 2
+    from ..model_build import main as build_main
+
     return int(build_main(argv[1:]) or 0)
 
 
@@ -37,7 +43,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("status", help="health of each part: what is degraded and why")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=status)
-    for verb, help_text in PASSTHROUGH.items():
+    for verb, (help_text, _target) in PASSTHROUGH.items():
         sub.add_parser(verb, add_help=False, help=help_text)
 
 
