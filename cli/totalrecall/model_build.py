@@ -625,16 +625,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-verify", action="store_true", help="skip the llama_cpp load check")
     p.add_argument("--print-fingerprint", action="store_true",
                    help="print the model fingerprint and exit (builds when needed)")
+    p.add_argument("--json", action="store_true",
+                   help="print the result (path, fingerprint, …) as JSON")
     args = p.parse_args(argv)
     outtype = args.outtype or outtype_of(args.out) or DEFAULT_OUTTYPE
     out = (args.out or default_out(outtype)).expanduser().resolve()
+    # With --json, standard output holds the result alone: the build's messages go to stderr.
+    talk = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
     try:
-        info = build(out, outtype=outtype, converter=args.converter, force=args.force,
-                     sdist=args.sdist, cache=args.cache_dir, skip_verify=args.no_verify)
+        with talk:
+            info = build(out, outtype=outtype, converter=args.converter, force=args.force,
+                         sdist=args.sdist, cache=args.cache_dir, skip_verify=args.no_verify)
     except BuildError as exc:
         say(f"ERROR: {exc}")
+        if args.json:
+            print(json.dumps({"error": str(exc)}))
         return 1
-    if args.print_fingerprint:
+    if args.json:
+        print(json.dumps({"path": str(out), **info}, default=str))
+    elif args.print_fingerprint:
         print(info.get("fingerprint"))
     return 0
 

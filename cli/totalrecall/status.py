@@ -1,8 +1,9 @@
 """`totalrecall status`: the health of each part of the local stack, what is degraded and why.
 
-Asks each service's health endpoint (the ports `totalrecall run` uses). Exit code 0 when every
-part is ok, 1 when one is degraded (it runs, without something: e.g. the embedder without its
-model, so recall is keyword-only), 2 when one is down.
+Asks each service's health endpoint, NATS's monitoring endpoint and whether Postgres listens (the
+ports `totalrecall run` uses). Exit code 0 when every part is ok, 1 when one is degraded (it runs,
+without something: e.g. the embedder without its model, so recall is keyword-only), 2 when one is
+down.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import urllib.error
 import urllib.request
 from typing import Any
@@ -60,10 +62,31 @@ def why_degraded(name: str, body: dict[str, Any]) -> list[str]:
     return reasons
 
 
+def _infra(ports: Ports, timeout: float) -> dict[str, Any]:
+    """NATS (its monitoring endpoint: JetStream enabled and healthy) and Postgres (listening)."""
+    parts: dict[str, Any] = {}
+    code, body = _get(f"http://127.0.0.1:{ports.nats_monitor}/healthz?js-enabled-only=true",
+                      timeout)
+    if code == 200:
+        parts["nats"] = {"status": "ok", "http": code, "reasons": [], "health": body}
+    else:
+        why = (f"not reachable on 127.0.0.1:{ports.nats_monitor}: {body.get('error')}"
+               if code is None else f"HTTP {code}: {body.get('error') or body}")
+        parts["nats"] = {"status": "down", "http": code, "reasons": [why], "health": body}
+    with socket.socket() as sock:
+        sock.settimeout(timeout)
+        listening = sock.connect_ex(("127.0.0.1", ports.postgres)) == 0
+    parts["postgres"] = {
+        "status": "ok" if listening else "down", "http": None,
+        "reasons": [] if listening else [f"nothing listens on 127.0.0.1:{ports.postgres}"],
+        "health": {"listening": listening, "port": ports.postgres}}
+    return parts
+
+
 def collect(ports: Ports | None = None, timeout: float = 2.0) -> dict[str, Any]:
     """{"status": ok|degraded|down, "parts": {name: {status, http, reasons, health}}}."""
     ports = ports or Ports.from_env()
-    parts: dict[str, Any] = {}
+    parts: dict[str, Any] = _infra(ports, timeout)
     for name, port_name, path in PARTS:
         code, body = _get(f"http://127.0.0.1:{getattr(ports, port_name)}{path}", timeout)
         if code is None:
@@ -86,6 +109,9 @@ def render(report: dict[str, Any]) -> str:
     for name, part in report["parts"].items():
         lines.append(f"  {name:<11} {part['status']}")
         lines += [f"      - {r}" for r in part["reasons"]]
+    if report["status"] == "down":
+        lines.append("Start the stack with `totalrecall run`; `totalrecall doctor` checks the "
+                     "install and says how to fix what is missing.")
     return "\n".join(lines)
 
 

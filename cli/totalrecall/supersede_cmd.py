@@ -13,6 +13,7 @@ def register(sub: Any) -> None:
     p.add_argument("summary", help="what is true now")
     p.add_argument("--detail", default="")
     p.add_argument("--namespace", default="default")
+    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

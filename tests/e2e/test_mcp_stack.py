@@ -34,7 +34,7 @@ async def test_mcp_tools_against_the_real_stack(stack: Api) -> None:
         await s.initialize()
         names = {t.name for t in (await s.list_tools()).tools}
         assert names == {"memory_recall", "memory_store", "memory_timeline", "memory_search",
-                         "memory_get", "memory_supersede"}
+                         "memory_get", "memory_forget", "memory_supersede"}
 
         stored = await s.call_tool("memory_store", {
             "summary": f"Postgres fails to start when docker holds port 5432 ({marker})",
@@ -66,12 +66,15 @@ async def test_mcp_tools_against_the_real_stack(stack: Api) -> None:
             "old_id": hit["id"],
             "summary": f"Postgres now listens on 5433, so docker no longer blocks it ({marker})"})
         assert not replaced.is_error, _text(replaced)
+        # And the old one, no longer true, is forgotten for good.
+        forgot = await s.call_tool("memory_forget", {"ids": [hit["id"]]})
+        assert _text(forgot) == "Forgot 1 memory.", _text(forgot)
 
     def current() -> list[str] | None:
         ids = [m["id"] for m in stack.recall("postgres docker port", namespace=namespace)
                if marker in m["summary"]]
         return ids if ids and hit["id"] not in ids else None
-    assert wait_for(current, 60, "the superseded memory to leave recall")
+    assert wait_for(current, 60, "the replacing memory alone in recall")
 
     # Namespace isolation: another namespace does not see it.
     assert not [m for m in stack.recall("postgres port 5432", namespace=f"other-{marker}")

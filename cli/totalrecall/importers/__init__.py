@@ -9,6 +9,7 @@ from __future__ import annotations
 from .base import Importer, Item, Options, Skip
 from .claude_code import ClaudeCodeImporter
 from .journal import JournalImporter
+from .jsonl import JsonlImporter
 from .logs import LogsImporter
 from .openclaw import OpenClawImporter
 from .shell import ShellImporter
@@ -19,6 +20,7 @@ IMPORTERS: dict[str, Importer] = {
     "shell": ShellImporter(),
     "journal": JournalImporter(),
     "logs": LogsImporter(),
+    "jsonl": JsonlImporter(),  # what `totalrecall export` wrote: a lossless round trip
 }
 
 __all__ = ["IMPORTERS", "Importer", "Item", "Options", "Skip"]

@@ -207,6 +207,12 @@ export class TotalRecallClient {
     return this.request<ForgetResponse>("POST", "/memory/forget", req, opts);
   }
 
+  /** Forget memories by the ids recall returns, in one namespace, everywhere and for good. */
+  forget(req: { ids: string[]; namespace?: string },
+         opts?: { timeoutMs?: number; signal?: AbortSignal }) {
+    return this.request<ForgetResponse>("POST", "/memory/forget", req, opts);
+  }
+
   health(opts?: { timeoutMs?: number }) {
     return this.request<{ status: string }>("GET", "/memory/health", undefined, opts);
   }

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, Self, TypeAlias, TypeVar
+from urllib.parse import urlencode
 
 import httpx
 from pydantic import BaseModel, ValidationError
@@ -245,11 +246,17 @@ class _Base:
         return _Call("POST", "/memory/forget", req.model_dump(mode="json"),
                      _model(ForgetResponse))
 
+    def _c_export(self, namespace: str | None) -> _Call[str]:
+        query = urlencode({"namespace": self._ns(namespace) or "default"})
+        return _Call("GET", f"/memory/export?{query}", None, _text)
+
     def _c_health(self) -> _Call[HealthResponse]:
         return _Call("GET", "/memory/health", None, _health, ok_statuses=(200, 503))
 
-    def _c_stats(self) -> _Call[StatsResponse]:
-        return _Call("GET", "/memory/stats", None, _model(StatsResponse))
+    def _c_stats(self, namespace: str | None = None) -> _Call[StatsResponse]:
+        # Without a namespace: every namespace's memories (the client's default is not applied).
+        query = f"?{urlencode({'namespace': namespace})}" if namespace else ""
+        return _Call("GET", f"/memory/stats{query}", None, _model(StatsResponse))
 
     def _c_admin(self, what: str, options: dict[str, Any]) -> _Call[AdminResponse]:
         return _Call("POST", f"/memory/{what}", options, _model(AdminResponse))
@@ -359,8 +366,28 @@ class TotalRecallClient(_Base):
     def health(self, *, timeout: TimeoutLike = _UNSET) -> HealthResponse:
         return self._run(self._c_health(), timeout)
 
-    def stats(self, *, timeout: TimeoutLike = _UNSET) -> StatsResponse:
-        return self._run(self._c_stats(), timeout)
+    def export(self, namespace: str | None = None, *,
+               timeout: TimeoutLike = _UNSET) -> Iterator[str]:
+        """Every memory of a namespace, streamed: one JSON line each (`ExportedMemory`, in key
+        order), as the server sent it. A stream cut short raises (never a silent truncation)."""
+        call = self._c_export(namespace)
+        kwargs = self._request_kwargs(call, self.timeout if timeout is _UNSET else timeout)
+        try:
+            with self._http.stream(call.method, self.base_url + call.path, headers=self.headers,
+                                   **kwargs) as response:
+                if response.status_code != 200:
+                    response.read()
+                    raise error_from_response(response)
+                for line in response.iter_lines():
+                    if line:
+                        yield line
+        except httpx.HTTPError as exc:
+            raise self._transport_error(call, exc) from exc
+
+    def stats(self, *, namespace: str | None = None,
+              timeout: TimeoutLike = _UNSET) -> StatsResponse:
+        """Counts by category and tier (of one namespace, or of all), and the indexer's."""
+        return self._run(self._c_stats(namespace), timeout)
 
     def compact(self, *, timeout: TimeoutLike = _UNSET, **options: Any) -> AdminResponse:
         return self._run(self._c_admin("compact", options), timeout)
@@ -459,8 +486,26 @@ class AsyncTotalRecallClient(_Base):
     async def health(self, *, timeout: TimeoutLike = _UNSET) -> HealthResponse:
         return await self._run(self._c_health(), timeout)
 
-    async def stats(self, *, timeout: TimeoutLike = _UNSET) -> StatsResponse:
-        return await self._run(self._c_stats(), timeout)
+    async def export(self, namespace: str | None = None, *,
+                     timeout: TimeoutLike = _UNSET) -> AsyncIterator[str]:
+        """As `TotalRecallClient.export`."""
+        call = self._c_export(namespace)
+        kwargs = self._request_kwargs(call, self.timeout if timeout is _UNSET else timeout)
+        try:
+            async with self._http.stream(call.method, self.base_url + call.path,
+                                         headers=self.headers, **kwargs) as response:
+                if response.status_code != 200:
+                    await response.aread()
+                    raise error_from_response(response)
+                async for line in response.aiter_lines():
+                    if line:
+                        yield line
+        except httpx.HTTPError as exc:
+            raise self._transport_error(call, exc) from exc
+
+    async def stats(self, *, namespace: str | None = None,
+                    timeout: TimeoutLike = _UNSET) -> StatsResponse:
+        return await self._run(self._c_stats(namespace), timeout)
 
     async def compact(self, *, timeout: TimeoutLike = _UNSET, **options: Any) -> AdminResponse:
         return await self._run(self._c_admin("compact", options), timeout)

@@ -2,6 +2,7 @@
 
 from .api import (
     TIMEFRAMES,
+    ExportedMemory,
     ForgetRequest,
     ForgetResponse,
     IngestEvent,
@@ -50,6 +51,7 @@ __all__ = [
     "EmbedRequest",
     "EmbeddedEvent",
     "EventMetadata",
+    "ExportedMemory",
     "ForgetRequest",
     "ForgetResponse",
     "IngestEvent",

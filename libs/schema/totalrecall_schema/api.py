@@ -7,7 +7,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .events import MAX_DETAIL_CHARS, MAX_SUMMARY_CHARS, EventId, Namespace, assume_utc
+from .events import (
+    MAX_DETAIL_CHARS,
+    MAX_SUMMARY_CHARS,
+    EventId,
+    MemoryEvent,
+    Namespace,
+    assume_utc,
+)
 from .rpc import Tier
 
 Timeframe = Literal["auto", "1h", "24h", "7d", "30d", "90d", "all"]
@@ -156,3 +163,20 @@ class ForgetResponse(BaseModel):
     #: Ids found nowhere (never stored, already forgotten, or still in the pipeline). They are
     #: tombstoned all the same: a memory still on its way is dropped when it arrives.
     missing: list[str] = Field(default_factory=list)
+
+
+#: The fields of an exported line that are not the event's own (the pipeline sets them).
+EXPORT_ONLY_FIELDS = frozenset({"repeat_count", "last_seen"})
+
+
+class ExportedMemory(MemoryEvent):
+    """One line of `GET /memory/export` (JSON lines, key order): the event exactly as stored,
+    everything needed to ingest it again (`to_event()`), and how often it was seen (the
+    pipeline's count of folded repeats, which an ingest cannot set)."""
+
+    repeat_count: int = Field(default=1, ge=1)
+    last_seen: datetime | None = None
+
+    def to_event(self) -> dict[str, Any]:
+        """The memory as an ingestible (MemoryEvent-shaped) JSON dict."""
+        return self.model_dump(mode="json", exclude=set(EXPORT_ONLY_FIELDS))

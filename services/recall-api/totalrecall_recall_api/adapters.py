@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import OrderedDict
-from collections.abc import Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -107,6 +107,10 @@ class JetStreamPublisher:
 _MEMORY_COLUMNS = ("key, id, namespace, ts, category, subcategory, actor, severity, tags, summary, "
                    "detail, metadata, tier, superseded_by")
 
+
+_EXPORT_SQL = ("SELECT id, namespace, ts, category, subcategory, actor, source, summary, detail, "
+               "metadata, repeat_count, last_seen FROM memories WHERE namespace = $1 "
+               "ORDER BY key")
 
 _COLUMNS_M = ", ".join(f"m.{c.strip()}" for c in _MEMORY_COLUMNS.split(","))
 
@@ -448,3 +452,21 @@ class PostgresStore:
 
     async def ping(self) -> bool:
         return bool(await self.pool.fetchval("SELECT 1") == 1)
+
+    async def export_rows(self, namespace: str, prefetch: int = 500
+                          ) -> AsyncIterator[dict[str, Any]]:
+        """Every memory of a namespace as an `ExportedMemory` JSON dict, in key order, through
+        a server-side cursor (memory stays constant however many there are). One connection and
+        one snapshot (repeatable read) for the whole export."""
+        async with self.pool.acquire() as conn, conn.transaction(readonly=True,
+                                                                   isolation="repeatable_read"):
+            async for r in conn.cursor(_EXPORT_SQL, namespace, prefetch=prefetch):
+                metadata = r["metadata"]
+                yield {"id": r["id"], "timestamp": r["ts"].isoformat(),
+                       "namespace": r["namespace"], "category": r["category"],
+                       "subcategory": r["subcategory"], "actor": r["actor"],
+                       "source": r["source"], "summary": r["summary"], "detail": r["detail"],
+                       "metadata": json.loads(metadata) if isinstance(metadata, str)
+                       else metadata or {},
+                       "repeat_count": r["repeat_count"],
+                       "last_seen": r["last_seen"].isoformat() if r["last_seen"] else None}

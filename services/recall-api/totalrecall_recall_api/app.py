@@ -110,7 +110,7 @@ class AuthAndCount:
 
 _ENDPOINTS = frozenset({"ingest", "store", "recall", "timeline", "health", "stats", "compact",
                         "rebuild", "file", "flush", "warm", "forget", "source", "ledger",
-                        "supersede", "session/end", "patterns/refresh"})
+                        "supersede", "session/end", "patterns/refresh", "export"})
 
 
 async def _stop_task(stop: asyncio.Event, task: asyncio.Task[None]) -> None:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import time
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 from totalrecall_schema import (
     AdminRequest,
@@ -39,7 +41,7 @@ from .citations import scoped_text
 from .container import Container
 from .core.continuity import Turn
 from .core.supersede import subject_of
-from .ports import PipelineLag
+from .ports import Exporter, PipelineLag
 
 router = APIRouter(prefix="/memory")
 
@@ -265,8 +267,27 @@ async def forget(c: C, body: ForgetRequest) -> ForgetResponse:
         raise HTTPException(503, detail=f"indexer could not forget: {reply.error}")
     found = reply.result.get("found")
     found_keys = set(found) if isinstance(found, list) else set()
+    c.service.forgotten(body.namespace)
     return ForgetResponse(forgotten=len(found_keys & by_key.keys()),
                           missing=[i for k, i in by_key.items() if k not in found_keys])
+
+
+@router.get("/export", response_class=StreamingResponse, responses={200: {
+    "content": {"application/x-ndjson": {}},
+    "description": "JSON lines, one `ExportedMemory` each, in key order"}})
+async def export(c: C, namespace: Annotated[str, Query(pattern=NAMESPACE_PATTERN)] = "default"
+                 ) -> StreamingResponse:
+    """Every memory of a namespace, one JSON object per line (`ExportedMemory`: the event as
+    stored, ready to ingest again, and its repeat count), streamed from Postgres in key order."""
+    store = c.store
+    if not isinstance(store, Exporter):
+        raise HTTPException(501, detail="this store cannot export")
+
+    async def lines() -> AsyncIterator[bytes]:
+        async for row in store.export_rows(namespace):
+            yield (json.dumps(row, ensure_ascii=False) + "\n").encode()
+
+    return StreamingResponse(lines(), media_type="application/x-ndjson")
 
 
 @router.post("/file")

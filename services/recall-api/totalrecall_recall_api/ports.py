@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -94,4 +94,12 @@ class PipelineLag(Protocol):
     async def lag(self) -> dict[str, int | None]:
         """Stage (embedder, indexer) → messages it has yet to process or ack; None when its
         consumer cannot be asked."""
+
+
+@runtime_checkable
+class Exporter(Protocol):
+    """A store that can stream every memory of a namespace (`GET /memory/export`)."""
+
+    def export_rows(self, namespace: str) -> AsyncIterator[dict[str, Any]]:
+        """`ExportedMemory` JSON dicts in key order, in constant memory."""
         ...

@@ -224,6 +224,10 @@ class RecallService:
                 out.append(m)
         return out
 
+    def forgotten(self, namespace: str) -> None:
+        """Memories of `namespace` were forgotten: its cached profile may hold one."""
+        self._profiles.pop(namespace, None)
+
     async def _profile(self, namespace: str) -> list[Memory]:
         """The namespace's user patterns, read at most every `profile_cache_s` seconds."""
         ttl = self.settings.profile_cache_s

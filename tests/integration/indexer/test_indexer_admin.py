@@ -280,3 +280,55 @@ async def test_a_forgotten_memory_never_comes_back(settings: Settings, harness: 
         assert await stored_ids() == {"ev-2", "ev-3", "ev-4"}
         hits = (await search(harness, vecs[0], tiers=["hot", "warm", "cold"], topk=10)).hits
         assert gone.event.key not in {h.key for h in hits}
+
+
+async def test_a_rebuild_restores_lost_tombstones_from_the_daily_logs(
+        settings: Settings, harness: Harness) -> None:
+    """Postgres lost its tombstones: the daily logs' audit lines give them back at a rebuild,
+    except for a memory written again after its forget (before tombstones existed: live)."""
+    vecs = unit_vectors(6, seed=12)
+    events = [make_event(i, vecs[i]) for i in range(6)]
+    gone, again = events[0], events[5]
+
+    async def stored_ids() -> set[str]:
+        return {r["id"] for r in await rows(settings.pg_dsn, "SELECT id FROM memories")}
+
+    async with running(settings):
+        await ingest(harness, settings, [gone, events[1], again])
+        rep = await admin(harness, verb="forget", keys=[gone.event.key, again.event.key])
+        assert rep.ok and rep.result["forgotten"] == 2, rep
+    await (await asyncpg.connect(settings.pg_dsn)).execute("DELETE FROM forgotten")
+    async with running(settings) as app:
+        assert app.indexer.forgotten == set()
+        await harness.publish([again], msg_id_suffix=":again")  # written again, as before
+        await harness.publish([events[2]])
+        await _drained(harness, settings, "ev-2")
+        assert await stored_ids() == {"ev-1", "ev-2", "ev-5"}
+        rep = await admin(harness, verb="rebuild")
+        assert rep.ok, rep.error
+        assert app.indexer.forgotten == {gone.event.key}
+        assert [r["key"] for r in await rows(settings.pg_dsn, "SELECT key FROM forgotten")] == \
+            [gone.event.key]
+        await harness.publish([gone], msg_id_suffix=":replay")
+        await harness.publish([events[3]])
+        await _drained(harness, settings, "ev-3")
+        assert await stored_ids() == {"ev-1", "ev-2", "ev-3", "ev-5"}
+
+
+async def test_forget_finds_a_record_only_the_daily_log_has(settings: Settings,
+                                                            harness: Harness) -> None:
+    """A memory Postgres lacks (written to the Markdown while Postgres failed) is searched for
+    in every daily file, and removed there too."""
+    vecs = unit_vectors(2, seed=13)
+    events = [make_event(i, vecs[i], age=timedelta(days=2 * i)) for i in range(2)]
+    stray = events[1]
+    async with running(settings):
+        await ingest(harness, settings, events)
+        await (await asyncpg.connect(settings.pg_dsn)).execute(
+            f"DELETE FROM memories WHERE key = '{stray.event.key}'")
+        rep = await admin(harness, verb="forget", keys=[stray.event.key], namespace="default")
+        assert rep.ok and rep.result["found"] == [stray.event.key], rep
+        assert rep.result["postgres"] == 0 and sum(rep.result["markdown"].values()) == 1
+        texts = "".join(p.read_text() for p in
+                        (settings.home / "memory" / "daily").glob("*.md"))
+        assert stray.event.summary not in texts and events[0].event.summary in texts

@@ -105,3 +105,20 @@ async def test_forget_needs_the_token_when_one_is_set(world: ForgettingWorld) ->
         assert r.status_code == 200 and r.json()["forgotten"] == 1
     finally:
         await client._ctx.__aexit__(None, None, None)  # type: ignore[attr-defined]
+
+
+async def test_a_forgotten_preference_leaves_the_cached_profile_at_once(
+        world: ForgettingWorld) -> None:
+    pref = MemoryEvent(id="pref", category="user_pattern", summary="The user likes tabs")
+    world.events[pref.key] = pref
+    client = await _client(world, profile_cache_s=3600.0)
+    try:
+        ask = {"query": "how should this file be indented?", "timeframe": "all"}
+        assert "likes tabs" in (await client.post("/memory/recall", json=ask)).json()[
+            "system_memory"]
+        r = await client.post("/memory/forget", json={"ids": ["pref"]})
+        assert r.json()["forgotten"] == 1
+        assert "likes tabs" not in (await client.post("/memory/recall", json=ask)).json()[
+            "system_memory"]
+    finally:
+        await client._ctx.__aexit__(None, None, None)  # type: ignore[attr-defined]

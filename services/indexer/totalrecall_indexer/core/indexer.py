@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from totalrecall_schema import (
@@ -554,11 +554,20 @@ class Indexer:
             zvec_deleted = 0
             for tier in TIERS:
                 zvec_deleted += await asyncio.to_thread(self.tiers.delete, tier, keys)
-            days: set[date] | None = {ts.astimezone(UTC).date() for ts in when.values()}
-            if len(when) < len(keys):
-                days = None  # some keys unknown to Postgres: search every daily file
-            md = await asyncio.to_thread(self.markdown.forget_keys, keys, days,
-                                         f"forget requested for {len(keys)} key(s)")
+            reason = f"forget requested for {len(keys)} key(s)"
+            known = [k for k in keys if k in when]
+            md = await asyncio.to_thread(self.markdown.forget_keys, known,
+                                         {ts.astimezone(UTC).date() for ts in when.values()},
+                                         reason) if known else {}
+        unknown = [k for k in keys if k not in when]
+        if unknown:
+            # Keys Postgres does not know may still have a record in some daily file (written
+            # there while Postgres failed, before the forget): search every file, outside the
+            # write lock (the tombstones already keep new records of them out), so a long
+            # search does not stall ingest.
+            for day, gone in (await asyncio.to_thread(self.markdown.forget_keys, unknown, None,
+                                                      reason)).items():
+                md[day] = md.get(day, []) + gone
         await self.refresh_metrics()
         found = set(deleted_pg).union(*md.values())
         return {"forgotten": len(found), "found": [k for k in keys if k in found],
@@ -614,6 +623,14 @@ class Indexer:
                        started: float) -> dict[str, Any]:
         async with self.write_lock:
             records = await asyncio.to_thread(lambda: list(self.markdown.iter_all()))
+            # The daily logs' audit lines are the ground truth of what was forgotten too: a
+            # Postgres that lost its tombstones gets them back (but for memories written again
+            # after their forget, before tombstones existed: those are live records).
+            live = {r.key for r in records}
+            restored = await asyncio.to_thread(self.markdown.forgotten_keys) - live
+            if restored - self.forgotten:
+                await self.pg.add_tombstones(sorted(restored - self.forgotten), None)
+                self.forgotten |= restored
             # A forgotten memory whose record a daily file still holds (its forget could not
             # find it there) is not indexed again.
             records = [r for r in records if r.key not in self.forgotten]

@@ -570,6 +570,22 @@ class MarkdownLog:
         for day in self.days():
             yield from self.read_day(day)
 
+    def forgotten_keys(self) -> set[str]:
+        """Every key a `tr:forgotten` line of a daily file names (the audit trail of forget).
+        Some may have been written again after it (before tombstones existed): callers subtract
+        the live records."""
+        keys: set[str] = set()
+        with self._lock:
+            for day in self.days():
+                path = self.path_for(day)
+                if not path.exists():
+                    continue
+                for block in _iter_blocks(_read(path)):
+                    if block.kind == "forgotten" and block.payload is not None:
+                        keys.update(k for k in block.payload.get("keys", [])
+                                    if isinstance(k, str))
+        return keys
+
     def forget(self, keys: Iterable[str], days: Iterable[date] | None = None,
                reason: str = "forget") -> dict[str, int]:
         """Remove the memories with these keys (and their seen-lines) from the daily files and
@@ -579,36 +595,44 @@ class MarkdownLog:
 
     def forget_keys(self, keys: Iterable[str], days: Iterable[date] | None = None,
                     reason: str = "forget") -> dict[str, list[str]]:
-        """`forget`, returning {day: [the keys removed from that day's file]}."""
+        """`forget`, returning {day: [the keys removed from that day's file]}. The lock is
+        taken file by file: a search of every file does not hold appends up for its length."""
         wanted = set(keys)
         removed: dict[str, list[str]] = {}
-        with self._lock:
-            for day in sorted(set(days) if days is not None else set(self.days())):
-                path = self.path_for(day)
-                if not path.exists():
-                    continue
-                text = _read(path)
-                out: list[str] = []
-                gone: list[str] = []
-                for block in _iter_blocks(text):
-                    if block.kind in ("event", "seen") and block.key in wanted:
-                        if block.kind == "event" and block.key not in gone:
-                            gone.append(block.key)
-                        continue
-                    out.extend(block.lines)
-                if not gone:
-                    continue
-                body = "".join(out)
-                if body and not body.endswith("\n"):
-                    body += "\n"
-                body += render_forgotten(gone, datetime.now(UTC), reason)
-                _atomic_write(path, body)
-                idx = self._index.get(day)
-                if idx is not None:
-                    for k in gone:
-                        idx.pop(k, None)
+        for day in sorted(set(days) if days is not None else set(self.days())):
+            with self._lock:
+                gone = self._forget_in(day, wanted, reason)
+            if gone:
                 removed[day.isoformat()] = gone
         return removed
+
+    def _forget_in(self, day: date, wanted: set[str], reason: str) -> list[str]:
+        """Remove `wanted` from one day's file (caller holds the lock); the keys removed."""
+        idx = self._index.get(day)
+        if idx is not None and wanted.isdisjoint(idx):
+            return []  # the file's key index (loaded from it, kept current) has none of them
+        path = self.path_for(day)
+        if not path.exists():
+            return []
+        out: list[str] = []
+        gone: list[str] = []
+        for block in _iter_blocks(_read(path)):
+            if block.kind in ("event", "seen") and block.key in wanted:
+                if block.kind == "event" and block.key not in gone:
+                    gone.append(block.key)
+                continue
+            out.extend(block.lines)
+        if not gone:
+            return []
+        body = "".join(out)
+        if body and not body.endswith("\n"):
+            body += "\n"
+        body += render_forgotten(gone, datetime.now(UTC), reason)
+        _atomic_write(path, body)
+        if idx is not None:
+            for k in gone:
+                idx.pop(k, None)
+        return gone
 
     def reset_index(self) -> None:
         with self._lock:
