@@ -8,6 +8,7 @@ from typing import Any
 
 from totalrecall_schema import AdminRequest
 
+from .alerts import AlertMonitor
 from .citations import Citations
 from .metrics import Metrics
 from .ports import Embedder, Publisher, Store, VectorIndex
@@ -23,11 +24,13 @@ class Container:
     store: Store
     embedder: Embedder
     index: VectorIndex
+    #: The proactive alerts (None: off, or no Postgres to read them from).
+    alerts: AlertMonitor | None = None
 
     def __post_init__(self) -> None:
         self.citations = Citations(self.settings.memory_dir)
         self.service = RecallService(self.settings, self.embedder, self.index, self.store,
-                                     self.metrics, self.citations)
+                                     self.metrics, self.citations, alerts=self.alerts)
 
     async def health(self) -> dict[str, dict[str, Any]]:
         async def check(name: str, coro: Any) -> tuple[str, dict[str, Any]]:

@@ -7,11 +7,12 @@ import time
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Depends, HTTPException, Request
+from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from totalrecall_schema import (
     AdminRequest,
+    AlertsResponse,
     IngestEvent,
     IngestResponse,
     MemoryEvent,
@@ -237,3 +238,19 @@ async def warm(c: C, body: WarmRequest | None = None) -> dict[str, Any]:
     warmed["postgres"] = await c.store.ping()
     return {"ok": all(warmed.values()), "warmed": warmed,
             "took_ms": round((time.perf_counter() - t0) * 1000, 2)}
+
+
+@router.get("/alerts", response_model=AlertsResponse)
+async def alerts(c: C, namespace: Annotated[str, Query(pattern=NAMESPACE_PATTERN)] = "default",
+                 state: Literal["open", "all"] = "open") -> AlertsResponse:
+    """The namespace's alerts, its events examined now (recalls show the background task's
+    latest); `state=all` adds the resolved ones whose resolution is still in the events."""
+    if c.alerts is None:
+        raise HTTPException(503, detail="alerts are off (TR_RECALL_ALERTS_ENABLED) or have no "
+                                        "Postgres to read")
+    try:
+        checked_at, found = await c.alerts.examine(namespace)
+    except Exception as exc:
+        raise HTTPException(503, detail=f"postgres unavailable: {type(exc).__name__}") from None
+    shown = found if state == "all" else [a for a in found if a.state == "open"]
+    return AlertsResponse(alerts=shown, namespace=namespace, checked_at=checked_at)
