@@ -161,7 +161,7 @@ def disk_filling(rows: Sequence[EventRow], now: datetime, t: Thresholds) -> list
         episode = reports[oks[-1] + 1:] if oks else reports
         points = [(r.ts, p) for r in episode if (p := _percent(r)) is not None]
         level = _level(newest)
-        text = f"{_one_line(newest.summary)} ({level})"  # the watcher's "… at 93% capacity, …"
+        text = _one_line(newest.summary)  # the watcher's "/srv at 93% capacity, 7 GiB remaining"
         severity = "critical" if level == "critical" else "warning"
         trend = days_to_full(points)
         if trend is not None:
