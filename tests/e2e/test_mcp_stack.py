@@ -31,7 +31,7 @@ async def test_mcp_tools_against_the_real_stack(stack: Api) -> None:
         await s.initialize()
         names = {t.name for t in (await s.list_tools()).tools}
         assert names == {"memory_recall", "memory_store", "memory_timeline", "memory_search",
-                         "memory_get"}
+                         "memory_get", "memory_alerts"}
 
         stored = await s.call_tool("memory_store", {
             "summary": f"Postgres fails to start when docker holds port 5432 ({marker})",

@@ -1,6 +1,8 @@
 """Typed Python client of the Total Recall recall API (see docs/agents.md)."""
 
 from totalrecall_schema import (
+    Alert,
+    AlertsResponse,
     IngestEvent,
     IngestResponse,
     Memory,
@@ -29,7 +31,8 @@ from .models import (
 )
 
 __all__ = [
-    "DEFAULT_API", "DEFAULT_TIMEOUT", "AdminResponse", "AsyncTotalRecallClient", "FileResponse",
+    "DEFAULT_API", "DEFAULT_TIMEOUT", "AdminResponse", "Alert", "AlertsResponse",
+    "AsyncTotalRecallClient", "FileResponse",
     "FlushResponse", "HealthResponse", "IngestEvent", "IngestResponse", "Memory",
     "RecallResponse", "StatsResponse", "TimelineResponse", "TotalRecallAuthError",
     "TotalRecallBadRequest", "TotalRecallClient", "TotalRecallConnectionError",

@@ -16,12 +16,14 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Generic, Self, TypeAlias, TypeVar
+from typing import Any, Generic, Literal, Self, TypeAlias, TypeVar
+from urllib.parse import urlencode
 
 import httpx
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 from totalrecall_schema import (
+    AlertsResponse,
     IngestEvent,
     IngestResponse,
     RecallRequest,
@@ -231,6 +233,10 @@ class _Base:
                      {"path": path, "namespace": self._ns(namespace) or "default"},
                      _model(FileResponse))
 
+    def _c_alerts(self, namespace: str | None, state: str) -> _Call[AlertsResponse]:
+        query = urlencode({"namespace": self._ns(namespace) or "default", "state": state})
+        return _Call("GET", f"/memory/alerts?{query}", None, _model(AlertsResponse))
+
     def _c_health(self) -> _Call[HealthResponse]:
         return _Call("GET", "/memory/health", None, _health, ok_statuses=(200, 503))
 
@@ -330,6 +336,12 @@ class TotalRecallClient(_Base):
              timeout: TimeoutLike = _UNSET) -> FileResponse:
         return self._run(self._c_file(path, namespace), timeout)
 
+    def alerts(self, *, namespace: str | None = None, state: Literal["open", "all"] = "open",
+               timeout: TimeoutLike = _UNSET) -> AlertsResponse:
+        """The proactive alerts (a filesystem filling, a unit failing again and again, …);
+        `state="all"` adds the resolved ones."""
+        return self._run(self._c_alerts(namespace, state), timeout)
+
     def health(self, *, timeout: TimeoutLike = _UNSET) -> HealthResponse:
         return self._run(self._c_health(), timeout)
 
@@ -420,6 +432,11 @@ class AsyncTotalRecallClient(_Base):
     async def file(self, path: str, *, namespace: str | None = None,
                    timeout: TimeoutLike = _UNSET) -> FileResponse:
         return await self._run(self._c_file(path, namespace), timeout)
+
+    async def alerts(self, *, namespace: str | None = None,
+                     state: Literal["open", "all"] = "open",
+                     timeout: TimeoutLike = _UNSET) -> AlertsResponse:
+        return await self._run(self._c_alerts(namespace, state), timeout)
 
     async def health(self, *, timeout: TimeoutLike = _UNSET) -> HealthResponse:
         return await self._run(self._c_health(), timeout)

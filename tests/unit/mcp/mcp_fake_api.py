@@ -28,6 +28,7 @@ class FakeApi:
     url: str = ""
     memories: list[dict[str, Any]] = field(default_factory=list)
     requests: list[tuple[str, dict[str, Any], str | None]] = field(default_factory=list)
+    alerts: list[dict[str, Any]] = field(default_factory=list)  # GET /memory/alerts answers these
 
     def bodies(self, path: str) -> list[dict[str, Any]]:
         return [b for p, b, _ in self.requests if p == path]
@@ -79,13 +80,18 @@ def make_app(api: FakeApi) -> Starlette:
             return JSONResponse({"warmed": 0})
         if path == "/memory/flush":
             return JSONResponse({"stored": len(body.get("messages", []))})
+        if path == "/memory/alerts":
+            shown = [a for a in api.alerts if request.query_params.get("state") == "all"
+                     or a["state"] == "open"]
+            return JSONResponse({"alerts": shown,
+                                 "namespace": request.query_params.get("namespace")})
         if path == "/memory/health":
             return JSONResponse({"status": "ok"})
         return JSONResponse({"detail": "Not Found"}, 404)
 
     routes = [Route(p, handle, methods=["GET", "POST"]) for p in (
         "/memory/store", "/memory/ingest", "/memory/recall", "/memory/timeline", "/memory/file",
-        "/memory/health", "/memory/flush", "/memory/warm")]
+        "/memory/health", "/memory/flush", "/memory/warm", "/memory/alerts")]
     return Starlette(routes=routes)
 
 

@@ -16,7 +16,8 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp_fake_api import TOKEN, FakeApi, free_port, serve_fake_api
 
-TOOLS = {"memory_recall", "memory_store", "memory_timeline", "memory_search", "memory_get"}
+TOOLS = {"memory_recall", "memory_store", "memory_timeline", "memory_search", "memory_get",
+         "memory_alerts"}
 
 
 @pytest.fixture
