@@ -197,3 +197,11 @@ def unit_states(unit: str, changes: Sequence[tuple[datetime, str, str]],
         source.state[unit] = UnitState("loaded", active, sub, f"{unit} description")
         out += watcher.poll()
     return out
+
+
+def as_ingest(ev: MemoryEvent, namespace: str) -> dict[str, object]:
+    """A watcher's event as `POST /memory/ingest` takes it (same id, time, source, metadata)."""
+    return {"id": ev.id, "timestamp": ev.timestamp.isoformat(), "namespace": namespace,
+            "category": ev.category, "subcategory": ev.subcategory, "actor": ev.actor,
+            "source": ev.source, "summary": ev.summary, "detail": ev.detail,
+            "metadata": ev.metadata.model_dump(mode="json", exclude_none=True)}
