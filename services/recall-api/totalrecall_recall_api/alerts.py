@@ -123,8 +123,11 @@ class AlertMonitor:
                     self.metrics.degraded.labels("alerts").inc()
                     log.warning("alerts of namespace %s not examined: %s", ns,
                                 exc or type(exc).__name__)
+            # Not asyncio.wait_for: on 3.11 a cancel arriving as its timeout fires can be lost,
+            # and the lifespan's shutdown then waits on this task forever.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.settings.alerts_interval_s)
+                async with asyncio.timeout(self.settings.alerts_interval_s):
+                    await self._wake.wait()
 
 
 async def _no_rows() -> list[EventRow]:
