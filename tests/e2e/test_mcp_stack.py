@@ -8,6 +8,7 @@ instead.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import uuid
 from typing import Any
@@ -26,7 +27,9 @@ async def test_mcp_tools_against_the_real_stack(stack: Api) -> None:
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "totalrecall_mcp"],
         env={"TOTALRECALL_API": stack.url, "TOTALRECALL_API_TOKEN": stack.token or "",
-             "TOTALRECALL_NAMESPACE": namespace, "TOTALRECALL_TIMEOUT": "30"})
+             "TOTALRECALL_NAMESPACE": namespace, "TOTALRECALL_TIMEOUT": "30",
+             # the server spawned must import the code under test (e.g. a worktree's packages)
+             **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}})
     async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
         await s.initialize()
         names = {t.name for t in (await s.list_tools()).tools}
@@ -57,6 +60,10 @@ async def test_mcp_tools_against_the_real_stack(stack: Api) -> None:
         assert not daily.is_error  # the indexer's Markdown log (may lag the Postgres row)
         missing = await s.call_tool("memory_get", {"path": "memory/daily/1999-01-01.md"})
         assert not missing.is_error and _text(missing) == ""
+
+        # A namespace without machine events has no alerts (the real endpoint answers).
+        quiet = await s.call_tool("memory_alerts", {})
+        assert not quiet.is_error and _text(quiet) == "No open alerts."
 
     # Namespace isolation: another namespace does not see it.
     assert not [m for m in stack.recall("postgres port 5432", namespace=f"other-{marker}")
