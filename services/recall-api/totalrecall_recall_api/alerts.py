@@ -110,11 +110,17 @@ class AlertMonitor:
         return sort_alerts(out)
 
     async def run(self) -> None:
-        """Examine every watched namespace every `alerts_interval_s` (at once when a new one is
-        asked for); a failed run is logged and retried at the next tick."""
+        """Examine every watched namespace every `alerts_interval_s`, and a newly watched one at
+        once (only it: a burst of new namespaces, e.g. an evaluation, costs one look each, not a
+        pass over all). A failed look is logged and retried at the next pass."""
+        loop = asyncio.get_running_loop()
+        next_pass = loop.time()
         while True:
             self._wake.clear()
-            for ns in list(self._watched):
+            full = loop.time() >= next_pass
+            if full:
+                next_pass = loop.time() + self.settings.alerts_interval_s
+            for ns in [ns for ns in self._watched if full or ns not in self._found]:
                 try:
                     await self.examine(ns)
                 except asyncio.CancelledError:
@@ -126,7 +132,7 @@ class AlertMonitor:
             # Not asyncio.wait_for: on 3.11 a cancel arriving as its timeout fires can be lost,
             # and the lifespan's shutdown then waits on this task forever.
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.settings.alerts_interval_s):
+                async with asyncio.timeout(max(0.0, next_pass - loop.time())):
                     await self._wake.wait()
 
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -31,6 +33,7 @@ from totalrecall_recall_api.core.render import UNTRUSTED_MARK, system_alerts_blo
 from totalrecall_recall_api.metrics import Metrics
 from totalrecall_recall_api.settings import Settings
 from totalrecall_schema import Alert, MemoryEvent
+from waiting import wait_for
 
 T0 = datetime(2026, 10, 1, 3, 0, tzinfo=UTC)
 DAY = timedelta(days=1)
@@ -258,3 +261,29 @@ async def test_monitor_examines_watched_namespaces_and_keeps_the_last_result() -
     with pytest.raises(ConnectionError):
         await monitor.examine("default")
     assert len(monitor.open_alerts(["default"])) == 2
+
+
+async def test_the_background_task_looks_at_a_new_namespace_at_once_and_only_at_it() -> None:
+    fake = FakeRows(rows(nightly(["exit-code"] * 3)
+                         + timer_runs([(T0 + i * DAY, "exit-code") for i in range(3)],
+                                      namespace="other")))
+    monitor = AlertMonitor(fake, Settings(alerts_interval_s=3600), Metrics(),  # type: ignore[arg-type]
+                           clock=lambda: T0 + 2 * DAY)
+    task = asyncio.create_task(monitor.run())
+    try:
+        await wait_for(lambda: _true(monitor.open_alerts(["default"])), 5, what="first pass")
+        assert fake.asked == ["default"]
+        assert monitor.open_alerts(["other"]) == []  # asked for: examined at once, not waited on
+        found = await wait_for(lambda: _true(monitor.open_alerts(["other"])), 5,
+                               what="the new namespace examined")
+        assert [a.namespace for a in found] == ["other"]
+        assert fake.asked == ["default", "other"]  # no second pass over "default"
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert task.cancelled()
+
+
+async def _true(value: list[Alert]) -> list[Alert]:
+    return value
