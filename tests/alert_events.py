@@ -59,6 +59,23 @@ def storage_reports(mount: str, readings: Sequence[tuple[datetime, float]],
     return out
 
 
+def storage_unmount(mount: str, when: datetime, namespace: str = "default") -> list[MemoryEvent]:
+    """The storage watcher seeing `mount` (mounted at its first poll) gone at `when`."""
+    ctx, clock = _ctx(namespace, when - timedelta(minutes=1))
+    disk = _Disk(mount)
+    mounted = [True]
+
+    class Source:
+        def usage(self) -> list[Usage]:
+            return disk.usage() if mounted[0] else []
+
+    watcher = StorageWatcher(ctx, StorageSettings(include_partitions=False), source=Source())
+    watcher.poll()
+    _at(clock, when)
+    mounted[0] = False
+    return watcher.poll()
+
+
 # --- timers watcher (systemctl list-timers) ---------------------------------------------------
 class _Timers:
     def __init__(self, timer: str, service: str) -> None:

@@ -15,6 +15,7 @@ from alert_events import (
     oom_entry,
     process_crashes,
     storage_reports,
+    storage_unmount,
     timer_runs,
     unit_failed_entry,
     unit_states,
@@ -287,3 +288,13 @@ async def test_the_background_task_looks_at_a_new_namespace_at_once_and_only_at_
 
 async def _true(value: list[Alert]) -> list[Alert]:
     return value
+
+
+def test_an_unmounted_filesystem_resolves_and_a_resolution_counts_only_its_episode() -> None:
+    events = storage_reports("/mnt/usb", [(T0, 91.0), (T0 + DAY, 50.0), (T0 + 2 * DAY, 92.0),
+                                          (T0 + 3 * DAY, 96.0)])
+    gone = storage_unmount("/mnt/usb", T0 + 4 * DAY)
+    assert [e.subcategory for e in gone] == ["unmount"]
+    (a,) = disk_filling(rows(events + gone), T0 + 4 * DAY, RULES)
+    assert (a.state, a.resolved_at, a.text) == ("resolved", T0 + 4 * DAY, "/mnt/usb unmounted")
+    assert a.count == 2 and a.first_seen == T0 + 2 * DAY  # the second episode only

@@ -7,7 +7,8 @@ same alert. Which events each rule reads, as the watchers emit them:
 * `disk_filling` — `system.storage/space_warning|inode_warning` (storage watcher): it reports a
   filesystem crossing into warning/critical and once when it is back below (`level` "ok").
   Open while the newest report of a filesystem is warning/critical; with two or more rising
-  reports since the last "ok", the trend projects when it is full.
+  reports since the last "ok", the trend projects when it is full. Resolved by an "ok" report
+  or by the filesystem's `unmount`.
 * `unit_failing` — `system.service/fail` (services and journal watchers) and `cron/failed`
   (timers watcher), per unit (`metadata.service`); `system.service/start` and `cron/executed`
   are its successes. Open when the unit failed at least N times in the window and its newest
@@ -135,19 +136,35 @@ def days_to_full(points: Sequence[tuple[datetime, float]]) -> tuple[float, float
     return rate, max(0.0, (100.0 - p1) / rate)
 
 
+def _since_last_ok(reports: Sequence[EventRow]) -> list[EventRow]:
+    """The reports of the current episode: those after the last "back to normal" (in order)."""
+    oks = [i for i, r in enumerate(reports) if _level(r) == "ok"]
+    return list(reports[oks[-1] + 1:] if oks else reports)
+
+
 def disk_filling(rows: Sequence[EventRow], now: datetime, t: Thresholds) -> list[Alert]:
     by_fs: dict[tuple[str, str], list[EventRow]] = defaultdict(list)
+    unmounted: dict[str, EventRow] = {}
     for r in rows:
         path = _str(r.metadata.get("path"))
-        if r.category == "system.storage" and r.subcategory in STORAGE_SUBCATEGORIES and path:
+        if r.category != "system.storage" or not path:
+            continue
+        if r.subcategory in STORAGE_SUBCATEGORIES:
             by_fs[(r.subcategory, path)].append(r)
+        elif r.subcategory == "unmount" and (path not in unmounted
+                                             or unmounted[path].ts < r.ts):
+            unmounted[path] = r
     alerts: list[Alert] = []
     for (sub, path), reports in by_fs.items():
         reports.sort(key=lambda r: r.ts)
         subject = path if sub == "space_warning" else f"{path} (inodes)"
         newest = reports[-1]
-        if _level(newest) == "ok":
-            episode = [r for r in reports[:-1] if _level(r) != "ok"]
+        gone = unmounted.get(path)
+        if gone is not None and gone.ts >= newest.ts:  # unmounted since: nothing to fill
+            reports = [*reports, gone]
+            newest = gone
+        if newest is gone or _level(newest) == "ok":
+            episode = _since_last_ok(reports[:-1])
             if episode:
                 alerts.append(Alert(
                     id=f"disk_filling:{subject}", rule="disk_filling", subject=subject,
@@ -157,8 +174,7 @@ def disk_filling(rows: Sequence[EventRow], now: datetime, t: Thresholds) -> list
                     count=len(episode), resolved_at=newest.ts,
                     evidence=_evidence([*episode, newest])))
             continue
-        oks = [i for i, r in enumerate(reports) if _level(r) == "ok"]
-        episode = reports[oks[-1] + 1:] if oks else reports
+        episode = _since_last_ok(reports)
         points = [(r.ts, p) for r in episode if (p := _percent(r)) is not None]
         level = _level(newest)
         text = _one_line(newest.summary)  # the watcher's "/srv at 93% capacity, 7 GiB remaining"
