@@ -44,6 +44,8 @@ class Api:
     #: watcher tails (only when we launched the stack).
     watched_dir: Path | None = None
     app_log: Path | None = None
+    #: A directory the stack's storage watcher checks every second (when we launched the stack).
+    storage_dir: Path | None = None
 
     @property
     def headers(self) -> dict[str, str]:
@@ -94,11 +96,18 @@ def launch_stack(home: Path, model_path: Path | None) -> Iterator[Api]:
     env["TR_WATCHERS_FILESYSTEM__PATHS"] = json.dumps([str(watched_dir)])
     env["TR_WATCHERS_FILESYSTEM__DEBOUNCE_MS"] = "100"
     env["TR_WATCHERS_JOURNAL__LOG_FILES"] = json.dumps([str(log_dir / "app.log")])
+    # A mount point the storage watcher checks every second: tests/e2e/test_alerts_e2e.py mounts
+    # a small tmpfs there and fills it (its alerts come from the watcher's real reports).
+    storage_dir = home.parent / f"{home.name}-storage"
+    storage_dir.mkdir(exist_ok=True)
+    env["TR_WATCHERS_STORAGE__PATHS"] = json.dumps([str(storage_dir)])
+    env["TR_WATCHERS_STORAGE__INTERVAL_S"] = "1"
     if model_path is not None:
         env["TR_EMBEDDER_MODEL_PATH"] = str(model_path)
     with launched_stack(home, extra_env=env, ready_timeout=240) as running:
         yield Api(running.api, proc=running.proc, ports=running.ports, home=home,
-                  watched_dir=watched_dir, app_log=log_dir / "app.log")
+                  watched_dir=watched_dir, app_log=log_dir / "app.log",
+                  storage_dir=storage_dir)
 
 
 @contextmanager

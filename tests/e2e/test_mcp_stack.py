@@ -34,7 +34,8 @@ async def test_mcp_tools_against_the_real_stack(stack: Api) -> None:
         await s.initialize()
         names = {t.name for t in (await s.list_tools()).tools}
         assert names == {"memory_recall", "memory_store", "memory_timeline", "memory_search",
-                         "memory_get", "memory_forget", "memory_supersede"}
+                         "memory_get", "memory_forget", "memory_supersede",
+                         "memory_alerts"}
 
         stored = await s.call_tool("memory_store", {
             "summary": f"Postgres fails to start when docker holds port 5432 ({marker})",
@@ -69,6 +70,10 @@ async def test_mcp_tools_against_the_real_stack(stack: Api) -> None:
         # And the old one, no longer true, is forgotten for good.
         forgot = await s.call_tool("memory_forget", {"ids": [hit["id"]]})
         assert _text(forgot) == "Forgot 1 memory.", _text(forgot)
+
+        # A namespace without machine events has no alerts (the real endpoint answers).
+        quiet = await s.call_tool("memory_alerts", {})
+        assert not quiet.is_error and _text(quiet) == "No open alerts."
 
     def current() -> list[str] | None:
         ids = [m["id"] for m in stack.recall("postgres docker port", namespace=namespace)

@@ -2,7 +2,8 @@
 
 Tools (names as in OpenClaw, so prompts and skills written for one work with the other):
 ``memory_recall``, ``memory_store``, ``memory_timeline``, ``memory_search``, ``memory_get``,
-``memory_forget``.
+``memory_forget``; and ``memory_alerts`` (the proactive alerts: a disk filling, a unit failing again
+and again, …).
 
 Configuration (environment, or the command-line flags of the same meaning):
 ``TOTALRECALL_API`` (default ``http://127.0.0.1:8765``), ``TOTALRECALL_API_TOKEN``,
@@ -45,6 +46,9 @@ config, errors, …), past diagnoses, user preferences and anything stored expli
   (e.g. memory/daily/YYYY-MM-DD.md).
 - memory_forget removes memories for good by the ids recall/search show (when the user asks to
   forget something, or a stored memory is wrong).
+- memory_alerts lists what needs attention on the machine (a filesystem filling, a service or
+  timer failing repeatedly, a process crashing repeatedly, a service idle for weeks): mention
+  the open ones to the user early.
 """
 
 TimeframeArg = Literal["auto", "1h", "24h", "7d", "30d", "90d", "all"]
@@ -111,7 +115,7 @@ def build_server(client_factory: ClientFactory | None = None) -> MCPServer[Any]:
                                         category=category)
         except TotalRecallError as exc:
             raise _tool_error(exc) from exc
-        if not res.memories:
+        if not res.memories and not res.alerts:
             return "No matching memories."
         return res.system_memory or "\n\n".join(format_memory(m) for m in res.memories)
 
@@ -231,6 +235,25 @@ def build_server(client_factory: ClientFactory | None = None) -> MCPServer[Any]:
         if res.missing:
             text += f" Not found (nothing to forget): {', '.join(res.missing)}."
         return text
+
+    @server.tool(name="memory_alerts", structured_output=False, description=(
+        "What needs attention on this machine, found in its events: a filesystem filling up, a "
+        "service or timer failing again and again, a process crashing repeatedly, a service "
+        "running unused for weeks. One line per alert, most severe first."))
+    async def memory_alerts(
+        state: Annotated[Literal["open", "all"], Field(
+            description="open (default), or all to include the resolved ones")] = "open",
+    ) -> str:
+        try:
+            res = await client().alerts(state=state)
+        except TotalRecallError as exc:
+            raise _tool_error(exc) from exc
+        if not res.alerts:
+            return "No open alerts." if state == "open" else "No alerts."
+        return "\n".join(
+            f"[{a.severity}{'' if a.state == 'open' else ', ' + a.state}] {a.text} "
+            f"({a.rule}, {a.count}x, first {_when(a.first_seen)}, last {_when(a.last_seen)}; "
+            f"id:{a.id}; evidence: {', '.join(a.evidence)})" for a in res.alerts)
 
     return server
 

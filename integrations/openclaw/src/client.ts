@@ -19,10 +19,28 @@ export interface Memory {
 }
 export interface RecallResponse {
   memories: Memory[];
-  /** The block to put into the prompt, rendered (escaped, marked) by the server: used as is. */
+  /** The block to put into the prompt, rendered (escaped, marked) by the server: used as is.
+   * Holds a `<system_alerts>` part when there are open alerts (even with no memories). */
   system_memory: string;
   took_ms?: number;
   query_class?: string;
+  /** The open alerts of the namespaces read (servers before alerts: absent). */
+  alerts?: Alert[];
+}
+/** A proactive alert (GET /memory/alerts): a condition found in the machine's events. */
+export interface Alert {
+  id: string;
+  rule: string;
+  subject: string;
+  namespace?: string;
+  state: "open" | "resolved";
+  severity: string;
+  text: string;
+  first_seen: string;
+  last_seen: string;
+  count: number;
+  resolved_at?: string | null;
+  evidence?: string[];
 }
 export interface IngestResponse {
   ids: string[];
@@ -207,10 +225,11 @@ export class TotalRecallClient {
     return this.request<ForgetResponse>("POST", "/memory/forget", req, opts);
   }
 
-  /** Forget memories by the ids recall returns, in one namespace, everywhere and for good. */
-  forget(req: { ids: string[]; namespace?: string },
+  alerts(req: { namespace?: string; state?: "open" | "all" },
          opts?: { timeoutMs?: number; signal?: AbortSignal }) {
-    return this.request<ForgetResponse>("POST", "/memory/forget", req, opts);
+    const query = new URLSearchParams({ namespace: req.namespace ?? "default",
+      state: req.state ?? "open" });
+    return this.request<{ alerts: Alert[] }>("GET", `/memory/alerts?${query}`, undefined, opts);
   }
 
   health(opts?: { timeoutMs?: number }) {

@@ -4,7 +4,8 @@
  * - `before_prompt_build`: recall with the user's message (agent namespace + shared namespaces, in
  *   one request, within `recallTimeoutMs`) and inject the server's `<system_memory>` block as is.
  * - tools `memory_recall`, `memory_store`, `memory_timeline`, `memory_search`, `memory_get`,
- *   `memory_forget`, `memory_supersede`.
+ *   `memory_forget`, `memory_supersede`, `memory_alerts` (the server's proactive alerts; the open
+ *   ones also come in the block).
  * - `session_start` → POST /memory/warm (its session-start bundle is injected on the session's
  *   first turn); `before_compaction` → POST /memory/flush; `agent_end` (`autoCapture`) → POST
  *   /memory/flush of the finished turn; `session_end` → POST /memory/session/end (its summary).
@@ -42,6 +43,7 @@ export const TOOL_NAMES = [
   "memory_recall", "memory_store", "memory_timeline", "memory_search", "memory_get",
   "memory_forget",
   "memory_supersede",
+  "memory_alerts",
 ] as const;
 const TIMEFRAMES: Timeframe[] = ["auto", "1h", "24h", "7d", "30d", "90d", "all"];
 const MAX_QUERY_CHARS = 8000;
@@ -180,7 +182,8 @@ export function registerTotalRecall(api: PluginApiLike, deps: PluginDeps = {}): 
         const res = await recallAll(ctx.agentId, query, cfg.recallMaxResults, cfg.recallTimeframe,
           undefined, cfg.recallTimeoutMs);
         availability.ok();
-        // The block may hold only the user profile: the design injects it on every turn.
+        // The block may hold only the user profile (the design injects it on every turn) or only
+        // open alerts ("before we start: the disk is filling"): injected too.
         if (!res.system_memory.trim()) return openingOnly();
         const block = (opening ? `${opening}\n\n` : "")
           + `# System Memory (auto-retrieved by Total Recall)\n${res.system_memory.trim()}`;
@@ -309,7 +312,8 @@ export function registerTotalRecall(api: PluginApiLike, deps: PluginDeps = {}): 
             const res = await recallAll(agentId, query, int(p.maxResults, 6, 1, 50), tf,
               str(p.category), cfg.timeoutMs, signal);
             availability.ok();
-            return text(res.memories.length ? res.system_memory : "No matching memories.",
+            return text(res.memories.length || res.alerts?.length ? res.system_memory
+              : "No matching memories.",
               { memories: res.memories });
           } catch (err) {
             return fail("recall", err);
@@ -509,7 +513,45 @@ export function registerTotalRecall(api: PluginApiLike, deps: PluginDeps = {}): 
           }
         },
       },
+      alertsTool(agentId),
     ];
+  }
+
+  /** The alerts of every namespace the agent reads (its own first), each once. */
+  function alertsTool(agentId: string | undefined): AgentToolLike {
+    return {
+      name: "memory_alerts",
+      label: "Machine alerts",
+      description: "What needs attention on this machine, found in its events: a filesystem "
+        + "filling up, a service or timer failing again and again, a process crashing "
+        + "repeatedly, a service running unused for weeks. Most severe first.",
+      parameters: {
+        type: "object", additionalProperties: false,
+        properties: {
+          state: { type: "string", enum: ["open", "all"], default: "open",
+            description: "open, or all to include the resolved ones" },
+        },
+      },
+      async execute(_id, params, signal) {
+        const p = (params ?? {}) as Record<string, unknown>;
+        const state = p.state === "all" ? "all" : "open";
+        try {
+          const answers = await Promise.all(readable(agentId).map((namespace) =>
+            client.alerts({ namespace, state }, { signal })));
+          availability.ok();
+          const seen = new Set<string>();
+          const alerts = answers.flatMap((a) => a.alerts ?? []).filter((a) =>
+            !seen.has(a.id) && !!seen.add(a.id));
+          const lines = alerts.map((a) => `[${a.severity}${a.state === "open" ? "" : `, ${a.state}`}] `
+            + `${a.text} (${a.rule}, ${a.count}x, first ${when(a.first_seen)}, `
+            + `last ${when(a.last_seen)}; id:${a.id})`);
+          return text(lines.length ? lines.join("\n")
+            : state === "open" ? "No open alerts." : "No alerts.", { alerts });
+        } catch (err) {
+          return fail("alerts", err);
+        }
+      },
+    };
   }
 
   api.registerTool((toolCtx: ToolContextLike) => tools(toolCtx), { names: [...TOOL_NAMES] });
@@ -524,6 +566,11 @@ export function registerTotalRecall(api: PluginApiLike, deps: PluginDeps = {}): 
             "Relevant memories are injected automatically as a <system_memory> block each turn."];
           if (has("memory_recall")) {
             lines.push("Call memory_recall for deeper or older context (wider timeframe, a category).");
+          }
+          if (has("memory_alerts")) {
+            lines.push("Open alerts about the machine (a disk filling, a unit failing again and "
+              + "again, …) come as a <system_alerts> part: mention them to the user early; "
+              + "memory_alerts lists them all.");
           }
           if (has("memory_store")) {
             lines.push("Call memory_store when you learn something worth keeping: a root cause, a "

@@ -1,6 +1,8 @@
 """Typed Python client of the Total Recall recall API (see docs/agents.md)."""
 
 from totalrecall_schema import (
+    Alert,
+    AlertsResponse,
     ForgetResponse,
     IngestEvent,
     IngestResponse,
@@ -30,7 +32,8 @@ from .models import (
 )
 
 __all__ = [
-    "DEFAULT_API", "DEFAULT_TIMEOUT", "AdminResponse", "AsyncTotalRecallClient", "FileResponse",
+    "DEFAULT_API", "DEFAULT_TIMEOUT", "AdminResponse", "Alert", "AlertsResponse",
+    "AsyncTotalRecallClient", "FileResponse",
     "FlushResponse", "ForgetResponse", "HealthResponse", "IngestEvent", "IngestResponse", "Memory",
     "RecallResponse", "StatsResponse", "TimelineResponse", "TotalRecallAuthError",
     "TotalRecallBadRequest", "TotalRecallClient", "TotalRecallConnectionError",

@@ -16,13 +16,14 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Generic, Self, TypeAlias, TypeVar
+from typing import Any, Generic, Literal, Self, TypeAlias, TypeVar
 from urllib.parse import urlencode
 
 import httpx
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 from totalrecall_schema import (
+    AlertsResponse,
     ForgetRequest,
     ForgetResponse,
     IngestEvent,
@@ -250,6 +251,10 @@ class _Base:
         query = urlencode({"namespace": self._ns(namespace) or "default"})
         return _Call("GET", f"/memory/export?{query}", None, _text)
 
+    def _c_alerts(self, namespace: str | None, state: str) -> _Call[AlertsResponse]:
+        query = urlencode({"namespace": self._ns(namespace) or "default", "state": state})
+        return _Call("GET", f"/memory/alerts?{query}", None, _model(AlertsResponse))
+
     def _c_health(self) -> _Call[HealthResponse]:
         return _Call("GET", "/memory/health", None, _health, ok_statuses=(200, 503))
 
@@ -362,6 +367,12 @@ class TotalRecallClient(_Base):
         """Store `new` (a summary or an event) as replacing the memory `old_id`, which recall
         then treats as history."""
         return self._run(self._c_supersede(old_id, new, namespace), timeout)
+
+    def alerts(self, *, namespace: str | None = None, state: Literal["open", "all"] = "open",
+               timeout: TimeoutLike = _UNSET) -> AlertsResponse:
+        """The proactive alerts (a filesystem filling, a unit failing again and again, …);
+        `state="all"` adds the resolved ones."""
+        return self._run(self._c_alerts(namespace, state), timeout)
 
     def health(self, *, timeout: TimeoutLike = _UNSET) -> HealthResponse:
         return self._run(self._c_health(), timeout)
@@ -482,6 +493,11 @@ class AsyncTotalRecallClient(_Base):
                         namespace: str | None = None,
                         timeout: TimeoutLike = _UNSET) -> IngestResponse:
         return await self._run(self._c_supersede(old_id, new, namespace), timeout)
+
+    async def alerts(self, *, namespace: str | None = None,
+                     state: Literal["open", "all"] = "open",
+                     timeout: TimeoutLike = _UNSET) -> AlertsResponse:
+        return await self._run(self._c_alerts(namespace, state), timeout)
 
     async def health(self, *, timeout: TimeoutLike = _UNSET) -> HealthResponse:
         return await self._run(self._c_health(), timeout)

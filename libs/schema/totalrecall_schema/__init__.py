@@ -1,5 +1,6 @@
 """Shared models, taxonomy and NATS topology of Total Recall."""
 
+from .alerts import Alert, AlertsResponse
 from .api import (
     TIMEFRAMES,
     ExportedMemory,
@@ -46,6 +47,8 @@ __all__ = [
     "TIMEFRAMES",
     "AdminReply",
     "AdminRequest",
+    "Alert",
+    "AlertsResponse",
     "DeadLetter",
     "EmbedReply",
     "EmbedRequest",

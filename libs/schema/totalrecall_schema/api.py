@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .alerts import Alert
 from .events import (
     MAX_DETAIL_CHARS,
     MAX_SUMMARY_CHARS,
@@ -131,6 +132,9 @@ class RecallResponse(BaseModel):
     took_ms: float = 0.0
     query_class: str = "task"
     results: list[OpenClawResult] | None = None
+    #: The open alerts the block's `<system_alerts>` part shows (at most a few; all of them:
+    #: `GET /memory/alerts`).
+    alerts: list[Alert] = Field(default_factory=list)
 
 
 class TimelineRequest(BaseModel):

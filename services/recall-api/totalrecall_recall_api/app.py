@@ -16,11 +16,12 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .alerts import AlertMonitor
 from .container import Container
 from .handlers import health as memory_health
 from .handlers import router
 from .metrics import Metrics
-from .ports import Embedder, Publisher, Store, VectorIndex
+from .ports import AlertRows, Embedder, Publisher, Store, VectorIndex
 from .settings import Settings
 from .ui_files import UI_DIR, UiFiles
 
@@ -110,7 +111,7 @@ class AuthAndCount:
 
 _ENDPOINTS = frozenset({"ingest", "store", "recall", "timeline", "health", "stats", "compact",
                         "rebuild", "file", "flush", "warm", "forget", "source", "ledger",
-                        "supersede", "session/end", "patterns/refresh", "export"})
+                        "supersede", "session/end", "patterns/refresh", "export", "alerts"})
 
 
 async def _stop_task(stop: asyncio.Event, task: asyncio.Task[None]) -> None:
@@ -129,9 +130,11 @@ def _endpoint(path: str) -> str:
 def create_app(settings: Settings, *, publisher: Publisher | None = None,
                store: Store | None = None, embedder: Embedder | None = None,
                index: VectorIndex | None = None, embed_client: Embedder | None = None,
-               vector_client: VectorIndex | None = None) -> FastAPI:
+               vector_client: VectorIndex | None = None,
+               alert_rows: AlertRows | None = None) -> FastAPI:
     """The recall API. Any port left out is connected for real in the lifespan (NATS, Postgres);
-    `embed_client` / `vector_client` are aliases of `embedder` / `index`."""
+    `embed_client` / `vector_client` are aliases of `embedder` / `index`. Alerts are read from
+    `alert_rows`, else from the Postgres the lifespan connects (none when every port is given)."""
     if not settings.loopback and not settings.api_token:
         raise ValueError(f"refusing to listen on {settings.http_host} without TR_RECALL_API_TOKEN")
     embedder = embedder or embed_client
@@ -143,10 +146,18 @@ def create_app(settings: Settings, *, publisher: Publisher | None = None,
         async with AsyncExitStack() as stack:
             ports: dict[str, Any] = {"publisher": publisher, "store": store, "embedder": embedder,
                                      "index": index}
+            rows = alert_rows
             if any(v is None for v in ports.values()):
-                ports = {**await _connect(settings, stack), **{k: v for k, v in ports.items() if v}}
+                connected = await _connect(settings, stack)
+                pg_rows = connected.pop("alert_rows")
+                rows = rows or pg_rows
+                ports = {**connected, **{k: v for k, v in ports.items() if v}}
+            monitor = AlertMonitor(rows, settings, metrics) \
+                if rows is not None and settings.alerts_enabled else None
             app.state.container = container = Container(settings=settings, metrics=metrics,
-                                                        **ports)
+                                                        alerts=monitor, **ports)
+            if monitor is not None:
+                stack.push_async_callback(_cancelled, asyncio.create_task(monitor.run()))
             if settings.patterns_enable:  # the user-pattern refresh, in the background
                 stop = asyncio.Event()
                 learner = asyncio.create_task(container.learner.run(stop))
@@ -187,6 +198,7 @@ async def _connect(settings: Settings, stack: AsyncExitStack) -> dict[str, Any]:
     from totalrecall_schema import ensure_streams
 
     from .adapters import JetStreamPublisher, NatsEmbedder, NatsVectorIndex, PostgresStore
+    from .alert_store import PostgresAlertRows
     from .termstats import TermStats
 
     async def _closed_cb() -> None:
@@ -208,14 +220,7 @@ async def _connect(settings: Settings, stack: AsyncExitStack) -> dict[str, Any]:
     stack.push_async_callback(pool.close)
     term_stats = TermStats(pool, refresh_s=settings.term_stats_refresh_s,
                            prefix_min_chars=settings.bm25_prefix_min_chars)
-    refresher = asyncio.create_task(term_stats.run())
-
-    async def _stop_refresher() -> None:
-        refresher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await refresher
-
-    stack.push_async_callback(_stop_refresher)
+    stack.push_async_callback(_cancelled, asyncio.create_task(term_stats.run()))
     topo = settings.topology
     return {
         "publisher": JetStreamPublisher(nc, js, topo),
@@ -227,4 +232,12 @@ async def _connect(settings: Settings, stack: AsyncExitStack) -> dict[str, Any]:
         "embedder": NatsEmbedder(nc, topo, settings.embed_timeout_s),
         "index": NatsVectorIndex(nc, topo, settings.search_timeout_s,
                                  settings.deep_search_timeout_s),
+        "alert_rows": PostgresAlertRows(pool, timeout=settings.pg_timeout_s * 5),
     }
+
+
+async def _cancelled(task: asyncio.Task[Any]) -> None:
+    """Stop a background task of the lifespan (and wait for it)."""
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

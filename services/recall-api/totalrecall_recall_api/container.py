@@ -8,6 +8,7 @@ from typing import Any
 
 from totalrecall_schema import AdminRequest
 
+from .alerts import AlertMonitor
 from .citations import Citations
 from .learning import PatternLearner
 from .ledger import Ledger
@@ -26,13 +27,15 @@ class Container:
     store: Store
     embedder: Embedder
     index: VectorIndex
+    #: The proactive alerts (None: off, or no Postgres to read them from).
+    alerts: AlertMonitor | None = None
 
     def __post_init__(self) -> None:
         self.citations = Citations(self.settings.memory_dir)
         self.ledger = Ledger(self.settings.ledger_path, self.publisher,
                              self.settings.ledger_namespace)
         self.service = RecallService(self.settings, self.embedder, self.index, self.store,
-                                     self.metrics, self.citations)
+                                     self.metrics, self.citations, alerts=self.alerts)
         self.learner = PatternLearner(self.settings, self.store, self.publisher)
         self.continuity = SessionContinuity(self.settings, self.store, self.publisher)
 

@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 from totalrecall_schema import (
     AdminRequest,
+    AlertsResponse,
     ForgetRequest,
     ForgetResponse,
     IngestEvent,
@@ -457,3 +458,18 @@ async def refresh_patterns(c: C, body: PatternsRequest | None = None) -> dict[st
                            "observations": md.get("observations"),
                            "evidence": md.get("evidence", [])})
     return {"namespaces": namespaces, "stored": stored}
+
+@router.get("/alerts", response_model=AlertsResponse)
+async def alerts(c: C, namespace: Annotated[str, Query(pattern=NAMESPACE_PATTERN)] = "default",
+                 state: Literal["open", "all"] = "open") -> AlertsResponse:
+    """The namespace's alerts, its events examined now (recalls show the background task's
+    latest); `state=all` adds the resolved ones whose resolution is still in the events."""
+    if c.alerts is None:
+        raise HTTPException(503, detail="alerts are off (TR_RECALL_ALERTS_ENABLED) or have no "
+                                        "Postgres to read")
+    try:
+        checked_at, found = await c.alerts.examine(namespace)
+    except Exception as exc:
+        raise HTTPException(503, detail=f"postgres unavailable: {type(exc).__name__}") from None
+    shown = found if state == "all" else [a for a in found if a.state == "open"]
+    return AlertsResponse(alerts=shown, namespace=namespace, checked_at=checked_at)

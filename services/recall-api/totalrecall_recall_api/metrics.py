@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 # Buckets around the design's budgets (query embedding 50 ms, hot search 20 ms, BM25 10 ms,
 # merge 5 ms, total 85 ms) with resolution below them.
@@ -29,3 +29,9 @@ class Metrics:
                                 "Recalls served without a component", ["component"], registry=r)
         self.results = Histogram("totalrecall_recall_results_count", "Memories returned per recall",
                                  buckets=(0, 1, 2, 3, 4, 6, 8, 10, 20, 50), registry=r)
+        self.alerts_open = Gauge("totalrecall_recall_alerts_open",
+                                 "Open proactive alerts in the namespaces examined, per rule",
+                                 ["rule"], registry=r)
+        self.alerts_seconds = Histogram("totalrecall_recall_alerts_check_seconds",
+                                        "Time to examine one namespace's events for alerts",
+                                        buckets=_BUCKETS, registry=r)

@@ -15,6 +15,8 @@ from totalrecall_schema import (
     VectorSearchRequest,
 )
 
+from .core.alerts import EventRow
+
 
 class Embedder(Protocol):
     async def embed_query(self, text: str, *, exclusive: bool = False
@@ -102,4 +104,25 @@ class Exporter(Protocol):
 
     def export_rows(self, namespace: str) -> AsyncIterator[dict[str, Any]]:
         """`ExportedMemory` JSON dicts in key order, in constant memory."""
+        ...
+
+
+class AlertRows(Protocol):
+    """The stored events the alert rules read (`alert_store.PostgresAlertRows`)."""
+
+    async def window_rows(self, namespace: str, since: datetime, crash_since: datetime,
+                          limit: int) -> list[EventRow]:
+        """Unit failures/successes since `since`, crash reports (coredumps since
+        `crash_since`), newest first."""
+        ...
+
+    async def storage_rows(self, namespace: str, since: datetime, limit: int) -> list[EventRow]: ...
+
+    async def unit_states(self, namespace: str) -> list[EventRow]:
+        """Each unit's newest `system.service` event."""
+        ...
+
+    async def last_activity(self, namespace: str, units: Sequence[str],
+                            since: datetime) -> dict[str, datetime]:
+        """The newest event about each of `units` since `since` (units without one left out)."""
         ...

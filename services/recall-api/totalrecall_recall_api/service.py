@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from datetime import time as dtime
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from totalrecall_schema import (
     Memory,
@@ -35,7 +35,7 @@ from .core.fusion import (
 )
 from .core.named import named_first
 from .core.neighbours import expand
-from .core.render import relative_time, system_memory_block
+from .core.render import relative_time, system_alerts_block, system_memory_block
 from .core.repeats import order_repeats
 from .core.supersede import (
     STATE_SUBCATEGORIES,
@@ -52,6 +52,9 @@ from .core.timeframe import plan
 from .metrics import Metrics
 from .ports import Embedder, RowsBM25, Store, VectorIndex
 from .settings import Settings
+
+if TYPE_CHECKING:
+    from .alerts import AlertMonitor
 
 log = logging.getLogger("totalrecall.recall")
 T = TypeVar("T")
@@ -102,6 +105,7 @@ class RecallService:
     store: Store
     metrics: Metrics
     citations: Citations | None = None
+    alerts: AlertMonitor | None = None
     _profiles: dict[str, tuple[float, list[Memory]]] = field(default_factory=dict)
 
     async def _timed(self, stage: str, aw: Awaitable[T]) -> T:
@@ -188,12 +192,18 @@ class RecallService:
         for m in memories:
             m.relative_time = relative_time(m.timestamp, now)
         block = system_memory_block(memories, now, profile)
+        # Open alerts go into every block, a greeting's too ("before we start…"); a question
+        # asked as of another moment does not see today's.
+        alerts = self.alerts.open_alerts(req.scope()) \
+            if self.alerts is not None and req.as_of is None else []
+        part = system_alerts_block(alerts, now, self.settings.alerts_in_block)
+        block = "\n".join(b for b in (block, part) if b)
         took = time.perf_counter() - t0
         self.metrics.stage_seconds.labels("total").observe(took)
         self.metrics.results.observe(len(memories))
         results = self._openclaw(memories) if req.format == "openclaw" else None
         return RecallResponse(memories=memories, system_memory=block, took_ms=took * 1000,
-                              query_class=cls.kind.value, results=results)
+                              query_class=cls.kind.value, results=results, alerts=alerts)
 
     async def _across(self, req: RecallRequest, k: int,
                       search: Callable[[RecallRequest], Awaitable[list[Memory]]], *,

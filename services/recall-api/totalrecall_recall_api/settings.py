@@ -161,6 +161,28 @@ class Settings(BaseSettings):
     session_summary_sentences: int = Field(default=5, ge=1, le=50)
     session_max_turns: int = Field(default=500, ge=1)
 
+    # Proactive alerts (core/alerts.py): a background task examines the events of
+    # `alerts_namespaces` and of every namespace recalled lately every `alerts_interval_s`;
+    # recalls show the latest open alerts (at most `alerts_in_block`) without waiting on it.
+    alerts_enabled: bool = True
+    alerts_interval_s: float = Field(default=120.0, gt=0)
+    alerts_namespaces: list[str] = Field(default_factory=lambda: ["default"])
+    alerts_in_block: int = Field(default=3, ge=0)
+    # disk_filling: storage reports read this far back; a rise projected to fill the
+    # filesystem within `alerts_disk_full_days` makes the alert critical.
+    alerts_disk_lookback_days: float = Field(default=30.0, gt=0)
+    alerts_disk_full_days: float = Field(default=7.0, ge=0)
+    # unit_failing: this many failures of one unit (service or timer) within the window.
+    alerts_unit_failures: int = Field(default=3, ge=1)
+    alerts_unit_window_h: float = Field(default=7 * 24.0, gt=0)
+    # process_crashing: this many crashes of one process name within the window.
+    alerts_crash_count: int = Field(default=3, ge=1)
+    alerts_crash_window_h: float = Field(default=24.0, gt=0)
+    # service_idle: a running unit with no event about it for this many days (0: off).
+    alerts_idle_days: float = Field(default=21.0, ge=0)
+    # At most this many event rows per rule read per namespace and run (the newest).
+    alerts_max_rows: int = Field(default=5000, ge=10)
+
     @property
     def topology(self) -> Topology:
         return Topology(prefix=self.subject_prefix, stream_prefix=self.stream_prefix)

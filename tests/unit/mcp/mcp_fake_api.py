@@ -28,6 +28,7 @@ class FakeApi:
     url: str = ""
     memories: list[dict[str, Any]] = field(default_factory=list)
     requests: list[tuple[str, dict[str, Any], str | None]] = field(default_factory=list)
+    alerts: list[dict[str, Any]] = field(default_factory=list)  # GET /memory/alerts answers these
 
     def bodies(self, path: str) -> list[dict[str, Any]]:
         return [b for p, b, _ in self.requests if p == path]
@@ -92,6 +93,11 @@ def make_app(api: FakeApi) -> Starlette:
                             if not (m["namespace"] == ns and m["id"] in body["ids"])]
             return JSONResponse({"forgotten": len(mine & set(body["ids"])),
                                  "missing": [i for i in body["ids"] if i not in mine]})
+        if path == "/memory/alerts":
+            shown = [a for a in api.alerts if request.query_params.get("state") == "all"
+                     or a["state"] == "open"]
+            return JSONResponse({"alerts": shown,
+                                 "namespace": request.query_params.get("namespace")})
         if path == "/memory/health":
             return JSONResponse({"status": "ok"})
         return JSONResponse({"detail": "Not Found"}, 404)
@@ -99,7 +105,7 @@ def make_app(api: FakeApi) -> Starlette:
     routes = [Route(p, handle, methods=["GET", "POST"]) for p in (
         "/memory/store", "/memory/ingest", "/memory/recall", "/memory/timeline", "/memory/file",
         "/memory/health", "/memory/flush", "/memory/warm", "/memory/forget",
-        "/memory/supersede")]
+        "/memory/supersede", "/memory/alerts")]
     return Starlette(routes=routes)
 
 

@@ -17,7 +17,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp_fake_api import TOKEN, FakeApi, free_port, serve_fake_api
 
 TOOLS = {"memory_recall", "memory_store", "memory_timeline", "memory_search", "memory_get",
-         "memory_forget", "memory_supersede"}
+         "memory_forget", "memory_supersede", "memory_alerts"}
 
 
 @pytest.fixture
