@@ -191,6 +191,8 @@ async def supersede(c: C, body: SupersedeRequest) -> IngestResponse:
 
 @router.post("/recall", response_model=RecallResponse)
 async def recall(c: C, body: RecallRequest) -> RecallResponse:
+    """The memories for a question (vector + keyword + recency, fused, MMR) and the
+    `<system_memory>` block to put into the prompt; `namespaces` reads several at once."""
     return await c.service.recall(body)
 
 
@@ -242,11 +244,13 @@ async def _admin(c: Container, verb: Literal["compact", "rebuild"],
 
 @router.post("/compact")
 async def compact(c: C, body: AdminBody | None = None) -> JSONResponse:
+    """Move memories between the Zvec tiers (hot, warm, cold) by age now."""
     return await _admin(c, "compact", body)
 
 
 @router.post("/rebuild")
 async def rebuild(c: C, body: AdminBody | None = None) -> JSONResponse:
+    """Re-create Zvec and Postgres from the Markdown daily logs (the ground truth)."""
     return await _admin(c, "rebuild", body)
 
 
