@@ -230,3 +230,24 @@ def _pid_by_cmdline(needles: list[str]) -> int | None:
         if all(n in text for n in needles) and words and words[0].endswith(needles[0]):
             return int(entry.name)
     return None
+
+
+def lost_and_twice(home: Path, namespace: str, accepted: list[str], pg: Counter[str]
+                   ) -> tuple[dict[str, int], dict[str, int]]:
+    """How many accepted ids each store lacks, and holds more than once (Postgres counted while
+    the stack ran: `pg`; Zvec and Markdown read from `home` with the stack stopped)."""
+    keys = keys_of(namespace, accepted)
+    md = markdown_key_counts(home)
+    zv = zvec_key_counts(home, list(keys))
+    lost = {"postgres": sum(1 for i in accepted if pg[i] == 0),
+            "zvec": sum(1 for k in keys if zv[k] == 0),
+            "markdown": sum(1 for k in keys if md[k] == 0)}
+    twice = {"postgres": sum(1 for i in accepted if pg[i] > 1),
+             "zvec": sum(1 for k in keys if zv[k] > 1),
+             "markdown": sum(1 for k in keys if md[k] > 1)}
+    return lost, twice
+
+
+def slash(counts: dict[str, int]) -> str:
+    """`{"postgres": 0, "zvec": 1, "markdown": 0}` -> "0/1/0"."""
+    return "/".join(str(v) for v in counts.values())

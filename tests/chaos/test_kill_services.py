@@ -23,10 +23,9 @@ from .stack import (
     SERVICES,
     ChaosStack,
     chaos_stack_in,
-    keys_of,
-    markdown_key_counts,
+    lost_and_twice,
+    slash,
     wait_for,
-    zvec_key_counts,
 )
 from .streaming import NAMESPACE, Streamer
 
@@ -82,23 +81,15 @@ def run_row(home: Path, model_path: Path, events: int, rate: float, kills_each: 
         pg = stack.pg_id_counts(NAMESPACE)
         not_recalled = _recallable(stack, rng.sample(accepted, min(sample, len(accepted))))
     # The stack is stopped: Zvec and the Markdown files are read as they are on disk.
-    keys = keys_of(NAMESPACE, accepted)
-    md = markdown_key_counts(home)
-    zv = zvec_key_counts(home, list(keys))
-    lost = {"postgres": sum(1 for i in accepted if pg[i] == 0),
-            "zvec": sum(1 for k in keys if zv[k] == 0),
-            "markdown": sum(1 for k in keys if md[k] == 0)}
-    twice = {"postgres": sum(1 for i in accepted if pg[i] > 1),
-             "zvec": sum(1 for k in keys if zv[k] > 1),
-             "markdown": sum(1 for k in keys if md[k] > 1)}
+    lost, twice = lost_and_twice(home, NAMESPACE, accepted, pg)
     holds = not any(lost.values()) and not any(twice.values()) and not not_recalled
     record(ROW, holds, {
         "events accepted": len(accepted), "kills": ", ".join(f"{k} {v}" for k, v in kills.items()),
         "restart to healthy s (max)": round(max(recoveries), 1),
         "client retries": streamer.retried_batches,
         "drain after stream s": round(drain_s, 1),
-        "lost (pg/zvec/md)": "/".join(str(v) for v in lost.values()),
-        "twice (pg/zvec/md)": "/".join(str(v) for v in twice.values()),
+        "lost (pg/zvec/md)": slash(lost),
+        "twice (pg/zvec/md)": slash(twice),
         "recall sample missed": f"{len(not_recalled)}/{min(sample, len(accepted))}",
     }, note=f"{events} events at {rate:.0f}/s in batches of {streamer.batch}")
     assert not any(lost.values()), f"lost: {lost}"
