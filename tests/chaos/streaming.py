@@ -46,6 +46,8 @@ class Streamer:
     accepted: list[str] = field(default_factory=list)
     failures: Counter[str] = field(default_factory=Counter)
     retried_batches: int = 0
+    #: the first distinct refusals, "<status>: <body>" (what a client is told)
+    refusals: list[str] = field(default_factory=list)
     error: BaseException | None = None
     started: float = 0.0
     finished: float = 0.0
@@ -108,6 +110,9 @@ class Streamer:
                     self.accepted.extend(body["ids"])
                     return
                 self.failures[f"http {r.status_code}"] += 1
+                said = f"{r.status_code}: {r.text[:300]}"
+                if len(self.refusals) < 20 and said not in self.refusals:
+                    self.refusals.append(said)
             except httpx.HTTPError as exc:
                 self.failures[type(exc).__name__] += 1
             if time.monotonic() > deadline:
