@@ -178,6 +178,7 @@ needs_root = pytest.mark.skipif(not _can_mount(), reason="mounting a tmpfs needs
 
 @needs_root
 @pytest.mark.fast
+@pytest.mark.timeout(600)  # a loaded 2-core machine drains slowly
 def test_disk_full_briefly(tmp_path: Path, model_path: Path) -> None:
     run_row(tmp_path, model_path, events=600, rate=30, full_s=10)
 
