@@ -142,8 +142,9 @@ def document(results: dict[str, dict[str, object]], when: datetime | None = None
         _machine(),
         "",
         "Each row runs against the stack as `make run` starts it (`totalrecall run` on free "
-        "ports, its own `TOTALRECALL_HOME`); the code is `tests/chaos/`. A fast subset of the "
-        "rows runs in `make test`.",
+        "ports, its own `TOTALRECALL_HOME`); the code is `tests/chaos/`, and how each fault is "
+        "made is the docstring of its row's module there. A fast subset of the rows runs in "
+        "`make test` (its results go to `tests/chaos/results/fast/`, not here).",
         "",
         "```sh", *COMMANDS, "```",
         "",
