@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.bootstrapped
 PYPROJECTS := $(wildcard libs/*/pyproject.toml cli/pyproject.toml services/*/pyproject.toml integrations/*/pyproject.toml) requirements-dev.txt eval/requirements.txt
 
-.PHONY: bootstrap run test test-plugin test-unit test-integration test-e2e bench eval lint typecheck compose-check clean
+.PHONY: bootstrap run test test-plugin test-unit test-integration test-e2e chaos bench eval lint typecheck compose-check clean
 
 bootstrap: $(STAMP)
 
@@ -31,6 +31,12 @@ test-integration: bootstrap
 
 test-e2e: bootstrap
 	$(BIN)/pytest tests/e2e
+
+## chaos: the whole stack under faults and hostile input (the full rows of tests/chaos, an
+## hour or more), then the table in docs/reliability.md (also when a row fails)
+chaos: bootstrap
+	TR_CHAOS_FULL=1 $(BIN)/pytest -m chaos tests/chaos; status=$$?; \
+	$(BIN)/python -m tests.chaos.report; exit $$status
 
 ## bench: performance figures
 bench: bootstrap

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .infra import NatsServer, PostgresServer
+from .infra.nats_store_watch import NatsStoreWatch
 from .infra.process import spawn, stop
 from .paths import default_model_path, home
 
@@ -86,6 +87,7 @@ class Supervisor:
         self.nats = NatsServer(state / "nats", port=ports.nats, monitor_port=ports.nats_monitor,
                                log_path=self.logs / "nats-server.log")
         self.pg = PostgresServer(state / "pg", port=ports.postgres)
+        self.nats_store = NatsStoreWatch(self.logs / "nats-server.log", state / "nats")
         self.stopping = False
         base = {
             "TOTALRECALL_HOME": str(state),
@@ -117,6 +119,7 @@ class Supervisor:
     def start(self, ready_timeout: float = 180.0) -> None:
         self.state.mkdir(parents=True, exist_ok=True)
         _log(f"state in {self.state}")
+        self.nats_store.skip_existing()
         self.nats.start()
         _log(f"nats-server with JetStream at {self.nats.url}")
         self.pg.start()
@@ -191,6 +194,11 @@ class Supervisor:
             if proc_owner.proc is not None and proc_owner.proc.poll() is not None and not self.stopping:
                 _log(f"{name} exited ({proc_owner.proc.returncode}); restarting")
                 proc_owner.start()
+        why = None if self.stopping else self.nats_store.restart_reason()
+        if why:
+            _log(f"restarting nats-server: {why}")
+            self.nats.stop()
+            self.nats.start()
         for s in self.services:
             if s.proc is None or s.proc.poll() is None or self.stopping:
                 if s.proc is not None and now - s.started_at > 60:

@@ -11,6 +11,7 @@ from typing import Any
 
 import asyncpg
 from nats.aio.client import Client as NATS
+from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 from totalrecall_schema import (
     AdminReply,
@@ -25,6 +26,7 @@ from totalrecall_schema import (
 )
 
 from .core.continuity import NOTABLE_CATEGORIES, NOTABLE_SUBCATEGORIES
+from .ports import PublishFailed
 from .termstats import TermStats
 
 
@@ -81,8 +83,13 @@ class JetStreamPublisher:
 
     async def publish(self, events: Sequence[MemoryEvent]) -> list[bool]:
         out: list[bool] = []
-        for i in range(0, len(events), 128):  # bounded concurrency, every PubAck awaited
-            out += await asyncio.gather(*(self._one(e) for e in events[i : i + 128]))
+        try:
+            for i in range(0, len(events), 128):  # bounded concurrency, every PubAck awaited
+                out += await asyncio.gather(*(self._one(e) for e in events[i : i + 128]))
+        # A server whose store cannot write (a full disk) sends no PubAck at all: the client
+        # only sees a timeout. Either way the caller must hear "not stored", not a bare 500.
+        except (TimeoutError, NatsError) as exc:
+            raise PublishFailed(f"{type(exc).__name__}: {exc}"[:200]) from exc
         return out
 
     async def ping(self) -> bool:

@@ -8,6 +8,7 @@ from typing import Any
 
 from totalrecall_schema import AdminRequest
 
+from . import statedisk
 from .alerts import AlertMonitor
 from .citations import Citations
 from .learning import PatternLearner
@@ -61,7 +62,14 @@ class Container:
                 raise RuntimeError(f"zvec tiers not writable/complete yet: {', '.join(not_ready)}")
             return reply.ok
 
+        async def disk() -> bool:
+            full = statedisk.disk_full(self.settings.memory_dir)
+            if full:  # recall still works; ingest is refused with 507 until there is room
+                raise RuntimeError(f"the state disk is full ({full})")
+            return True
+
         results = await asyncio.gather(check("nats", self.publisher.ping()),
                                        check("postgres", self.store.ping()),
-                                       check("embedder", embedder()), check("indexer", indexer()))
+                                       check("embedder", embedder()), check("indexer", indexer()),
+                                       check("disk", disk()))
         return dict(results)

@@ -38,11 +38,12 @@ from totalrecall_schema.ledger import (
     LedgerReadResponse,
 )
 
+from . import statedisk
 from .citations import scoped_text
 from .container import Container
 from .core.continuity import Turn
 from .core.supersede import subject_of
-from .ports import Exporter, PipelineLag
+from .ports import Exporter, PipelineLag, PublishFailed
 
 router = APIRouter(prefix="/memory")
 
@@ -132,7 +133,18 @@ def _to_event(e: IngestEvent, *, actor: str, category: str, subcategory: str) ->
 
 
 async def _publish(c: Container, events: list[MemoryEvent]) -> IngestResponse:
-    duplicates = await c.publisher.publish(events)
+    try:
+        duplicates = await c.publisher.publish(events)
+    except PublishFailed as exc:
+        # Not stored: a clear refusal the client can retry with the same ids (idempotent).
+        full = statedisk.disk_full(c.settings.memory_dir)
+        if full:
+            raise HTTPException(507, detail=f"not stored: the state disk is full ({full}); "
+                                            f"retry with the same ids once there is space "
+                                            f"({exc})", headers={"Retry-After": "30"}) from None
+        raise HTTPException(503, detail=f"not stored: the event stream did not confirm the "
+                                        f"events ({exc}); retry with the same ids",
+                            headers={"Retry-After": "5"}) from None
     for e in events:
         c.metrics.ingested.labels(e.category).inc()
     c.metrics.ingest_duplicates.inc(sum(duplicates))

@@ -31,9 +31,15 @@ class VectorIndex(Protocol):
     async def admin(self, request: AdminRequest, timeout: float) -> AdminReply: ...
 
 
+class PublishFailed(Exception):
+    """The event stream did not confirm storing every event (no PubAck): none counts as
+    stored; a retry with the same ids is safe (JetStream de-duplicates by `Nats-Msg-Id`)."""
+
+
 class Publisher(Protocol):
     async def publish(self, events: Sequence[MemoryEvent]) -> list[bool]:
-        """Publish durably; returns, per event, whether JetStream already had it."""
+        """Publish durably; returns, per event, whether JetStream already had it. Raises
+        `PublishFailed` when the stream does not confirm them (NATS away, its store failing)."""
         ...
 
     async def ping(self) -> bool: ...

@@ -290,7 +290,7 @@ async def test_health_details_need_the_token(world: FakeWorld) -> None:
     bare = await c.get("/memory/health")
     assert bare.status_code == 200 and bare.json() == {"status": "ok"}
     full = await c.get("/memory/health", headers={"Authorization": "Bearer tok"})
-    assert set(full.json()["checks"]) == {"nats", "postgres", "embedder", "indexer"}
+    assert set(full.json()["checks"]) == {"nats", "postgres", "embedder", "indexer", "disk"}
     assert "checks" not in (await c.get("/health")).json()
 
 

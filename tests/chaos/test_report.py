@@ -1,0 +1,36 @@
+"""The reliability table itself: what `record` writes is what the report shows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from . import report
+
+
+def test_recorded_rows_make_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    monkeypatch.setattr(report, "FAST_RESULTS", tmp_path / "fast")
+    monkeypatch.setenv("TR_CHAOS_FULL", "1")
+    row = next(iter(report.ROWS))
+    path = report.record(row, True, {"lost": 0, "kills": "indexer 3"}, note="n")
+    assert path.parent == tmp_path
+    report.record("a row the table does not know | yet", False, {"x": 1})
+    text = report.document(report.load(tmp_path))
+    lines = text.splitlines()
+    mine = next(line for line in lines if line.startswith(f"| {row[:30]}"))
+    assert "| yes |" in mine and "lost: 0; kills: indexer 3 — n" in mine
+    assert any("a row the table does not know \\| yet" in line and "**NO**" in line
+               for line in lines)
+    assert sum("| not run |" in line for line in lines) == len(report.ROWS) - 1
+    assert "machine:" in text and "make chaos" in text
+
+
+def test_a_fast_run_never_overwrites_the_full_results(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    monkeypatch.setattr(report, "FAST_RESULTS", tmp_path / "fast")
+    monkeypatch.delenv("TR_CHAOS_FULL", raising=False)
+    path = report.record("r", True, {})
+    assert path.parent == tmp_path / "fast" and not list(tmp_path.glob("*.json"))
