@@ -199,19 +199,26 @@ def build_systems(names: Sequence[str], workdir: Path) -> list[tuple[str, Callab
         "Total Recall": lambda: S.TotalRecallSystem(log),
         "mem0": lambda: S.mem0_system(workdir),
         "OpenClaw memory-core": lambda: S.openclaw_system(workdir),
+        OPENCLAW_UNDATED: lambda: S.openclaw_system(workdir, {"OPENCLAW_UNDATED": "1"},
+                                                    name=OPENCLAW_UNDATED),
         "Postgres FTS": S.pgfts_system,
     }
     return [(n, factories[n]) for n in names]
 
 
 ALL = ("Total Recall", "mem0", "OpenClaw memory-core", "Postgres FTS")
+#: A variant (only with --only): the same memories in one undated Markdown file, which
+#: memory-core does not decay.
+OPENCLAW_UNDATED = "OpenClaw memory-core, one undated file"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.peers", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", nargs="+", choices=ALL, default=list(ALL))
+    ap.add_argument("--only", nargs="+", choices=(*ALL, OPENCLAW_UNDATED), default=list(ALL))
+    ap.add_argument("--merge", action="store_true",
+                    help="add these systems to the existing result (--out) instead of a new one")
     ap.add_argument("--n", type=int, help="memories in the latency namespace (20000; quick 5000)")
     ap.add_argument("--queries", type=int, help="timed recalls (300; quick 100)")
     ap.add_argument("--datasets", nargs="+", choices=("locomo", "logqa"),
@@ -236,6 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     log(f"quality: {len(quality)} namespaces, {sum(len(c.docs) for c in quality)} memories, "
         f"{sum(len(c.queries) for c in quality)} questions; latency: {len(latency.docs)} "
         f"memories, {len(latency.queries)} queries")
+    previous = json.loads(out.read_text()) if a.merge and out.exists() else None
     result: dict[str, Any] = {"run_at": datetime.now(UTC).isoformat(timespec="seconds"),
                               "machine": machine, "quick": a.quick, "k": K,
                               "latency_corpus": {"n": len(latency.docs),
@@ -243,10 +251,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                               "systems": [], "unavailable": {}}
     from eval.stack import default_model_path
 
-    model = default_model_path()
-    log(f"floor: raw llama.cpp query embedding with {model}")
-    result["floor"] = floor(model, [x.text for x in latency.queries])
-    log(f"floor p50 {result['floor']['p50_ms']:.2f} ms")
+    if previous is not None:
+        result = previous
+        result.setdefault("merged_runs", []).append(
+            {"run_at": datetime.now(UTC).isoformat(timespec="seconds"), "systems": a.only,
+             "load": loadavg()})
+    else:
+        model = default_model_path()
+        log(f"floor: raw llama.cpp query embedding with {model}")
+        result["floor"] = floor(model, [x.text for x in latency.queries])
+        log(f"floor p50 {result['floor']['p50_ms']:.2f} ms")
 
     workdir = Path(tempfile.mkdtemp(prefix="tr-peers-"))
     tag = f"peers{int(time.time())}"

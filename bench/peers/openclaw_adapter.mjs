@@ -16,6 +16,7 @@ const root = path.join(process.env.OPENCLAW_DIR, "node_modules", "openclaw");
 const state = process.env.PEERS_STATE;
 const provider = process.env.OPENCLAW_MEMORY_PROVIDER || "none";
 const configPath = path.join(state, "openclaw.json");
+const undated = process.env.OPENCLAW_UNDATED === "1";
 process.env.OPENCLAW_STATE_DIR = path.join(state, "state");
 process.env.OPENCLAW_CONFIG_PATH = configPath;
 process.env.HOME = state;
@@ -71,10 +72,13 @@ function add(ns, docs) {
   for (const d of docs) {
     const day = d.ts.slice(0, 10);
     const hhmm = d.ts.slice(11, 16);
-    const rel = `memory/${day}.md`;
+    // OPENCLAW_UNDATED=1 (a variant, not the default): one undated file, which memory-core does
+    // not decay (it gives dated daily notes a fixed 30-day recency half-life).
+    const rel = undated ? "memory/notes.md" : `memory/${day}.md`;
+    const stamp = undated ? `${day} ${hhmm}` : hhmm;
     if (!byFile.has(rel)) byFile.set(rel, []);
     // One memory, one line: newlines inside a text would split it over several.
-    byFile.get(rel).push([d.id, `- ${hhmm} ${d.text.replace(/\s*\n\s*/g, " ")}`]);
+    byFile.get(rel).push([d.id, `- ${stamp} ${d.text.replace(/\s*\n\s*/g, " ")}`]);
   }
   for (const [rel, entries] of byFile) {
     const file = path.join(a.workspace, rel);
@@ -82,7 +86,7 @@ function add(ns, docs) {
     let text = "";
     if (!ids) {
       ids = [null, null]; // "# day" and a blank line
-      text = `# ${rel.slice(7, 17)}\n\n`;
+      text = `# ${undated ? "Notes" : rel.slice(7, 17)}\n\n`;
       a.lines.set(rel, ids);
     }
     for (const [id, line] of entries) {
@@ -142,6 +146,7 @@ async function info() {
   await load();
   const pkg = JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8"));
   return { config: { openclaw: pkg.version, node: process.version, provider,
+                     files: undated ? "one undated memory/notes.md (variant)" : "daily memory/YYYY-MM-DD.md",
                      remote: process.env.OPENCLAW_MEMORY_BASEURL || null } };
 }
 

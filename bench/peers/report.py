@@ -85,6 +85,9 @@ def render(result: Mapping[str, Any], notes: str = "") -> str:
         results_table(systems),
         "",
     ]
+    for m in result.get("merged_runs") or []:
+        parts += [f"Added to this result by a later run at {m.get('run_at')} (same machine, "
+                  f"load average {m.get('load')}): {', '.join(m.get('systems', []))}.", ""]
     if fl:
         per_t = "; ".join(f"{k.split('_')[1]} thread(s): p50 {v['p50_ms']:.2f} ms, "
                           f"p99 {v['p99_ms']:.2f} ms"

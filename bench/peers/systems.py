@@ -115,12 +115,13 @@ def mem0_system(workdir: Path) -> SubprocessPeer:
     return peer
 
 
-def openclaw_system(workdir: Path, env: Mapping[str, str] | None = None) -> SubprocessPeer:
+def openclaw_system(workdir: Path, env: Mapping[str, str] | None = None,
+                    name: str = "OpenClaw memory-core") -> SubprocessPeer:
     if not NODE.exists() or not (OPENCLAW_DIR / "node_modules" / "openclaw").is_dir():
         raise PeerUnavailable(f"OpenClaw or its Node is missing under {PEERS_HOME}: "
                               "run bench/peers/setup.sh")
     state = Path(tempfile.mkdtemp(prefix="openclaw-", dir=workdir))
-    return SubprocessPeer("OpenClaw memory-core", [str(NODE), str(HERE / "openclaw_adapter.mjs")],
+    return SubprocessPeer(name, [str(NODE), str(HERE / "openclaw_adapter.mjs")],
                           stderr_path=workdir / "openclaw.stderr", cwd=state,
                           env={"OPENCLAW_DIR": str(OPENCLAW_DIR), "PEERS_STATE": str(state),
                                **(env or {})})
