@@ -18,7 +18,8 @@ system (train + val questions) in its own namespace, loaded and scored exactly a
 first {k} memories returned). Latency: one namespace of {n} memories (the first {n} of: the same
 LoCoMo turns and LogQA lines again, then LongMemEval-S dev turns of at most 600 characters), {q} distinct
 LoCoMo/LogQA questions timed at the client, after 5 warm-up queries, one at a time; ingest /s is
-those {n} memories from the first write until all are searchable; write→searchable is the median
+the quality corpora (every memory above, all namespaces; mem0: see below) from the first write until
+all are searchable; write→searchable is the median
 over probe memories (a new memory, then searching for its text until it is returned); memory is
 the PSS of the system's whole process tree (services, Postgres, NATS, Node, …) with every corpus
 loaded. The floor: llama.cpp embedding one query with the same GGUF, nothing else (best of 1 and
@@ -66,7 +67,8 @@ def _config_lines(result: Mapping[str, Any]) -> list[str]:
         cfg = ", ".join(f"{k}: {v}" for k, v in (s.get("config") or {}).items())
         lines.append(f"- **{s['name']}** — {cfg}. Load average before/after: "
                      f"{s.get('load_before')} / {s.get('load_after')}. Probes (ms): "
-                     f"{s.get('searchable_all_ms')}.")
+                     f"{s.get('searchable_all_ms')}. Ingest timed on "
+                     f"{s.get('ingest_timed_on', '?')}.")
     return lines
 
 
@@ -108,8 +110,9 @@ def render(result: Mapping[str, Any], notes: str = "") -> str:
         parts += ["## Could not run", ""]
         parts += [f"- **{k}**: {v}" for k, v in unavailable.items()]
         parts += [""]
+    notes = notes or str(result.get("notes") or "")
     if notes:
-        parts += [notes.rstrip(), ""]
+        parts += ["## Notes on this run", "", notes.rstrip(), ""]
     return "\n".join(parts)
 
 
