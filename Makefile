@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.bootstrapped
 PYPROJECTS := $(wildcard libs/*/pyproject.toml cli/pyproject.toml services/*/pyproject.toml integrations/*/pyproject.toml) requirements-dev.txt eval/requirements.txt
 
-.PHONY: bootstrap run test test-plugin test-unit test-integration test-e2e chaos bench eval lint typecheck compose-check clean
+.PHONY: bootstrap run test test-plugin test-unit test-integration test-e2e chaos bench bench-peers eval lint typecheck compose-check clean
 
 bootstrap: $(STAMP)
 
@@ -41,6 +41,11 @@ chaos: bootstrap
 ## bench: performance figures
 bench: bootstrap
 	$(BIN)/python -m bench
+
+## bench-peers: Total Recall beside mem0, OpenClaw's memory search and Postgres FTS (docs/peers.md)
+bench-peers: bootstrap
+	./bench/peers/setup.sh
+	$(BIN)/python -m bench.peers $(ARGS)
 
 ## eval: retrieval quality on the benchmark data
 eval: bootstrap

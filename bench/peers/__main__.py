@@ -1,0 +1,318 @@
+"""`make bench-peers`: Total Recall beside the memory systems people use, on one machine in one run.
+
+    python -m bench.peers                  # everything (~30 min on 2 cores), writes docs/peers.md
+    python -m bench.peers --quick          # 1 LoCoMo conversation, 20 LogQA questions per system,
+                                           # 5k memories for latency; prints, writes nothing shared
+    python -m bench.peers --only "Total Recall" "Postgres FTS"
+
+Each system in turn (never two at once: they share 2 cores): start it, load every LoCoMo dev
+conversation and LogQA system into its own namespace, ask every question (scored by `eval`'s own
+metrics), then load the latency corpus (20k memories) into one namespace and time recalls there,
+time write → searchable with probe memories, and read the system's resident memory (PSS of its
+process tree). Also the raw llama.cpp query embedding time (the floor). See docs/peers.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench.machine import describe
+from eval import metrics as M
+from eval.logqa_runner import summarise as logqa_summarise
+from eval.runner import summarise as locomo_summarise
+
+from . import systems as S
+from .procmem import pss_mib
+from .report import render
+from .workload import Corpus, Doc, latency_corpus, namespace, probe, quality_corpora
+
+REPO = Path(__file__).resolve().parents[2]
+K = 10
+Log = Callable[[str], None]
+
+
+def log(msg: str) -> None:
+    print(f"[{datetime.now(UTC):%H:%M:%S}] {msg}", flush=True)
+
+
+def loadavg() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def add_all(system: S.System, ns: str, docs: Sequence[Doc], batch: int = 200) -> None:
+    for i in range(0, len(docs), batch):
+        system.add(ns, docs[i:i + batch])
+
+
+def score_quality(system: S.System, corpora: Sequence[Corpus], tag: str) -> dict[str, Any]:
+    """Every question of every corpus, scored as `make eval` scores it → summary rows."""
+    per: dict[str, list[dict[str, Any]]] = {"locomo": [], "logqa": []}
+    for c in corpora:
+        ns = namespace(tag, c.key)
+        for q in c.queries:
+            ranked = system.search(ns, q.text, K)
+            scores = (M.locomo_scores(ranked, q.gold) if c.dataset == "locomo"
+                      else M.logqa_scores(ranked, q.gold))
+            per[c.dataset].append({"qid": q.qid, "category": q.category, "ranked": ranked,
+                                   "scores": scores})
+    out: dict[str, Any] = {"questions": {k: len(v) for k, v in per.items()}}
+    if per["locomo"]:
+        out["locomo"] = locomo_summarise("locomo", per["locomo"]).get("cats 1-4", {})
+    if per["logqa"]:
+        systems = sorted({c.key.split("/", 1)[1] for c in corpora if c.dataset == "logqa"})
+        out["logqa"] = logqa_summarise(per["logqa"], systems).get("all", {})
+    out["per_question"] = per
+    return out
+
+
+def time_recall(system: S.System, ns: str, queries: Sequence[str], warmup: int = 5
+                ) -> tuple[list[float], int]:
+    """→ (ms per timed query, how many of them returned anything: a sanity check)."""
+    for q in queries[:warmup]:
+        system.search(ns, q, K)
+    times = []
+    answered = 0
+    for q in queries[warmup:]:
+        t0 = time.perf_counter()
+        ids = system.search(ns, q, K)
+        times.append((time.perf_counter() - t0) * 1000)
+        answered += bool(ids)
+    return times, answered
+
+
+def write_to_searchable(system: S.System, ns: str, n: int, timeout: float = 60.0
+                        ) -> list[float | None]:
+    """ms from handing over a new memory until a search for its text returns it, n times
+    (None: not returned within `timeout`)."""
+    out: list[float | None] = []
+    for i in range(n):
+        doc = probe(i, datetime.now(UTC))
+        t0 = time.perf_counter()
+        system.add(ns, [doc])
+        found: float | None = None
+        while time.perf_counter() - t0 < timeout:
+            if doc.id in system.search(ns, doc.text, K):
+                found = (time.perf_counter() - t0) * 1000
+                break
+            time.sleep(0.005)
+        out.append(found)
+        if found is None:
+            log(f"{system.name}: probe {doc.id} not returned within {timeout:.0f} s")
+            break
+    return out
+
+
+def measure(system: S.System, quality: Sequence[Corpus], latency: Corpus, tag: str,
+            probes: int) -> dict[str, Any]:
+    res: dict[str, Any] = {"name": system.name, "load_before": loadavg()}
+    t0 = time.perf_counter()
+    system.start()
+    res["start_s"] = round(time.perf_counter() - t0, 1)
+    res["config"] = dict(getattr(system, "config", {}) or {})
+    lat_ns = namespace(tag, latency.key)
+    for c in [*quality, latency]:   # every namespace known before the first flush
+        system.add(namespace(tag, c.key), [])
+
+    bulk = bool(getattr(system, "bulk", False))
+    load = system.seed if bulk else (lambda ns, docs: add_all(system, ns, docs))  # type: ignore[attr-defined]
+    t0 = time.perf_counter()
+    for c in quality:
+        load(namespace(tag, c.key), c.docs)
+    system.flush()
+    quality_s = time.perf_counter() - t0
+    res["quality_ingest_s"] = round(quality_s, 1)
+    res["quality_memories"] = sum(len(c.docs) for c in quality)
+    log(f"{system.name}: quality corpora searchable in {res['quality_ingest_s']} s; asking")
+    q = score_quality(system, quality, tag)
+    for ds, metrics in (("locomo", ("R@5", "R@10", "MRR")), ("logqa", ("Hit@1", "Hit@5", "MRR"))):
+        for m in metrics:
+            if m in q.get(ds, {}):
+                res[f"{ds}_{m}"] = q[ds][m]
+    res["questions"] = q["questions"]
+    res["per_question"] = {ds: [{"qid": x["qid"], "scores": x["scores"]} for x in qs]
+                           for ds, qs in q["per_question"].items()}
+
+    timed = latency.docs[:system.ingest_sample] if bulk else latency.docs  # type: ignore[attr-defined]
+    t0 = time.perf_counter()
+    add_all(system, lat_ns, timed)
+    system.flush()
+    ingest_s = time.perf_counter() - t0
+    if bulk:
+        load(lat_ns, latency.docs[len(timed):])
+        system.flush()
+    res["latency_memories"] = len(latency.docs)
+    res["latency_ingest_s"] = round(ingest_s, 1)
+    # Ingest /s: the quality corpora (texts new to the system: the latency corpus repeats them,
+    # and a system with an embedding cache would load those repeats for free); for a bulk-loaded
+    # peer, its real add() on the first memories of the latency corpus (it has no cache).
+    if bulk:
+        res["ingest_timed_on"] = f"{len(timed)} add() calls"
+        res["ingest_per_s"] = len(timed) / ingest_s
+    else:
+        res["ingest_timed_on"] = f"the quality corpora ({res['quality_memories']} memories)"
+        res["ingest_per_s"] = res["quality_memories"] / quality_s
+    log(f"{system.name}: {len(timed)} memories searchable in {ingest_s:.1f} s; timing")
+    times, answered = time_recall(system, lat_ns, [x.text for x in latency.queries])
+    res["recall_n"] = len(times)
+    res["recall_answered"] = answered
+    res["recall_p50_ms"] = M.percentile(times, 50)
+    res["recall_p99_ms"] = M.percentile(times, 99)
+    probes_ms = write_to_searchable(system, lat_ns, probes)
+    found = [x for x in probes_ms if x is not None]
+    res["searchable_ms"] = statistics.median(found) if len(found) == len(probes_ms) else None
+    res["searchable_all_ms"] = [round(x, 1) if x is not None else None for x in probes_ms]
+    res["memory_mib"] = pss_mib(system.pids())
+    res["load_after"] = loadavg()
+    return res
+
+
+def floor(model: Path, queries: Sequence[str], threads: Sequence[int] = (1, 2)
+          ) -> dict[str, Any]:
+    """Raw llama.cpp query embedding (the embedder's n_ctx 256), per thread count."""
+    from llama_cpp import Llama
+
+    out: dict[str, Any] = {"model": model.name, "n": len(queries)}
+    for t in threads:
+        llm = Llama(model_path=str(model), embedding=True, n_ctx=256, n_batch=256, n_ubatch=256,
+                    n_threads=t, n_threads_batch=t, verbose=False)
+        for q in queries[:5]:
+            llm.embed(q)
+        times = []
+        for q in queries:
+            t0 = time.perf_counter()
+            llm.embed(q)
+            times.append((time.perf_counter() - t0) * 1000)
+        out[f"threads_{t}"] = {"p50_ms": M.percentile(times, 50),
+                               "p99_ms": M.percentile(times, 99)}
+        del llm
+    out["p50_ms"] = min(v["p50_ms"] for k, v in out.items() if k.startswith("threads_"))
+    return out
+
+
+def build_systems(names: Sequence[str], workdir: Path) -> list[tuple[str, Callable[[], Any]]]:
+    factories: dict[str, Callable[[], Any]] = {
+        "Total Recall": lambda: S.TotalRecallSystem(log),
+        "mem0": lambda: S.mem0_system(workdir),
+        "OpenClaw memory-core": lambda: S.openclaw_system(workdir),
+        OPENCLAW_UNDATED: lambda: S.openclaw_system(workdir, {"OPENCLAW_UNDATED": "1"},
+                                                    name=OPENCLAW_UNDATED),
+        "Postgres FTS": S.pgfts_system,
+    }
+    return [(n, factories[n]) for n in names]
+
+
+ALL = ("Total Recall", "mem0", "OpenClaw memory-core", "Postgres FTS")
+#: A variant (only with --only): the same memories in one undated Markdown file, which
+#: memory-core does not decay.
+OPENCLAW_UNDATED = "OpenClaw memory-core, one undated file"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.peers", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", nargs="+", choices=(*ALL, OPENCLAW_UNDATED), default=list(ALL))
+    ap.add_argument("--merge", action="store_true",
+                    help="add these systems to the existing result (--out) instead of a new one")
+    ap.add_argument("--n", type=int, help="memories in the latency namespace (20000; quick 5000)")
+    ap.add_argument("--queries", type=int, help="timed recalls (300; quick 100)")
+    ap.add_argument("--datasets", nargs="+", choices=("locomo", "logqa"),
+                    default=["locomo", "logqa"], help="quality datasets (a smoke run: locomo)")
+    ap.add_argument("--probes", type=int, default=5, help="write→searchable probes")
+    ap.add_argument("--out", type=Path, help="the JSON result (default bench/results/peers"
+                                             "[-quick].json)")
+    ap.add_argument("--doc", type=Path, help="the Markdown report (default docs/peers.md; "
+                                             "--quick: none)")
+    a = ap.parse_args(argv)
+    n = a.n or (5000 if a.quick else 20000)
+    n_queries = a.queries or (100 if a.quick else 300)
+    out = a.out or REPO / "bench" / "results" / ("peers-quick.json" if a.quick else "peers.json")
+    doc = a.doc or (None if a.quick else REPO / "docs" / "peers.md")
+
+    machine = describe()
+    log(f"{machine}; load average {loadavg()}")
+    quality = [c for c in quality_corpora(conversations=1 if a.quick else None,
+                                          logqa_questions=20 if a.quick else None)
+               if c.dataset in a.datasets]
+    latency = latency_corpus(quality, n, n_queries + 5)
+    log(f"quality: {len(quality)} namespaces, {sum(len(c.docs) for c in quality)} memories, "
+        f"{sum(len(c.queries) for c in quality)} questions; latency: {len(latency.docs)} "
+        f"memories, {len(latency.queries)} queries")
+    previous = json.loads(out.read_text()) if a.merge and out.exists() else None
+    result: dict[str, Any] = {"run_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                              "machine": machine, "quick": a.quick, "k": K,
+                              "latency_corpus": {"n": len(latency.docs),
+                                                 "queries": len(latency.queries)},
+                              "systems": [], "unavailable": {}}
+    from eval.stack import default_model_path
+
+    if previous is not None:
+        result = previous
+        result.setdefault("merged_runs", []).append(
+            {"run_at": datetime.now(UTC).isoformat(timespec="seconds"), "systems": a.only,
+             "load": loadavg()})
+    else:
+        model = default_model_path()
+        log(f"floor: raw llama.cpp query embedding with {model}")
+        result["floor"] = floor(model, [x.text for x in latency.queries])
+        log(f"floor p50 {result['floor']['p50_ms']:.2f} ms")
+
+    workdir = Path(tempfile.mkdtemp(prefix="tr-peers-"))
+    tag = f"peers{int(time.time())}"
+    try:
+        for name, make in build_systems(a.only, workdir):
+            log(f"=== {name} === load average {loadavg()}")
+            system = None
+            try:
+                system = make()
+                result["systems"].append(measure(system, quality, latency, tag, a.probes))
+                write(result, out, doc)     # after each system: a long run keeps what it has
+                r = result["systems"][-1]
+                log(f"{name}: " + ", ".join(f"{k} {v:.3f}" for k, v in r.items()
+                                            if isinstance(v, float)))
+            except Exception as exc:  # noqa: BLE001 - a peer that cannot run is reported
+                detail = f"{type(exc).__name__}: {exc}"
+                tail = getattr(system, "stderr_tail", None)
+                if callable(tail):
+                    detail += f"\nstderr: {tail(1500)}"
+                result["unavailable"][name] = detail
+                log(f"{name} could not run: {detail}")
+            finally:
+                if system is not None:
+                    try:
+                        system.stop()
+                    except Exception as exc:  # noqa: BLE001
+                        log(f"{name}: stop failed: {exc}")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    print(write(result, out, doc))
+    log(f"wrote {out}" + (f" and {doc}" if doc else ""))
+    return 0 if not result["unavailable"] else 1
+
+
+def write(result: dict[str, Any], out: Path, doc: Path | None) -> str:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1, default=str))
+    text = render(result)
+    if doc is not None:
+        doc.write_text(text)
+    return text
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""bench/peers: ratios, the tables and the report are pure functions of a result."""
+
+from __future__ import annotations
+
+from bench.peers.report import render
+from bench.peers.table import floor_lines, fmt_ratio, ratio, ratios_table, results_table
+
+OURS = {"name": "Total Recall", "locomo_R@5": 0.7, "locomo_R@10": 0.8, "logqa_Hit@1": 0.75,
+        "logqa_Hit@5": 0.9, "recall_p50_ms": 20.0, "recall_p99_ms": 40.0, "ingest_per_s": 120.0,
+        "searchable_ms": 300.0, "memory_mib": 800.0}
+PEER = {"name": "peer", "locomo_R@5": 0.35, "locomo_R@10": 0.5, "logqa_Hit@1": 0.25,
+        "logqa_Hit@5": None, "recall_p50_ms": 60.0, "recall_p99_ms": 30.0, "ingest_per_s": 240.0,
+        "searchable_ms": 3000.0, "memory_mib": 400.0}
+
+
+def test_ratio_is_above_one_when_we_are_better_either_way() -> None:
+    assert ratio(0.7, 0.35, higher_is_better=True) == 2.0
+    assert ratio(20.0, 60.0, higher_is_better=False) == 3.0      # we are 3x faster
+    assert ratio(800.0, 400.0, higher_is_better=False) == 0.5    # we use twice the memory
+
+
+def test_ratio_missing_or_zero_divisor_is_none() -> None:
+    assert ratio(None, 1.0, True) is None
+    assert ratio(1.0, None, False) is None
+    assert ratio(1.0, 0.0, True) is None
+    assert ratio(0.0, 5.0, False) is None
+
+
+def test_fmt_ratio() -> None:
+    assert fmt_ratio(None) == "—"
+    assert fmt_ratio(2.0) == "×2.00"
+    assert fmt_ratio(0.5) == "×0.50"
+    assert fmt_ratio(123.4) == "×123"
+
+
+def test_results_table_rows_and_missing_figures() -> None:
+    text = results_table([OURS, PEER])
+    lines = text.splitlines()
+    assert lines[0].startswith("| system | LoCoMo R@5 | LoCoMo R@10 |")
+    assert lines[2] == ("| Total Recall | 0.700 | 0.800 | 0.750 | 0.900 | 20.0 | 40.0 | 120 | "
+                        "300 | 800 |")
+    assert "| peer | 0.350 | 0.500 | 0.250 | — | 60.0 | 30.0 | 240 | 3000 | 400 |" in lines
+
+
+def test_ratios_table_one_row_per_peer() -> None:
+    rows = ratios_table([OURS, PEER]).splitlines()
+    assert len(rows) == 3
+    assert rows[2] == ("| peer | ×2.00 | ×1.60 | ×3.00 | — | ×3.00 | ×0.75 | ×0.50 | ×10 | "
+                       "×0.50 |")
+    assert ratios_table([PEER]) == ""      # without our row there is nothing to compare
+
+
+def test_floor_lines() -> None:
+    assert floor_lines([OURS, PEER], None) == []
+    lines = floor_lines([OURS, {"name": "x", "recall_p50_ms": None}], 4.0)
+    assert lines == ["- Total Recall: recall p50 20.0 ms = 5.0 × the floor (4.0 ms)"]
+
+
+def test_render_has_date_machine_tables_and_failures() -> None:
+    result = {"run_at": "2026-11-25T11:00:00+00:00", "machine": "machine: X, 2 cpus",
+              "k": 10, "latency_corpus": {"n": 20000, "queries": 305},
+              "floor": {"model": "m.gguf", "n": 305, "p50_ms": 4.0,
+                        "threads_1": {"p50_ms": 4.0, "p99_ms": 6.0}},
+              "systems": [OURS, PEER], "unavailable": {"other": "needs a GPU"}}
+    text = render(result)
+    assert "Run 2026-11-25T11:00:00+00:00; machine: X, 2 cpus." in text
+    assert "one namespace of 20000 memories" in text and "300 distinct" in text
+    assert "1 thread(s): p50 4.00 ms, p99 6.00 ms" in text
+    assert "| peer | ×2.00 |" in text
+    assert "- **other**: needs a GPU" in text
