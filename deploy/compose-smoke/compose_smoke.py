@@ -247,14 +247,15 @@ def build_standins(podman: Podman, steps: Steps) -> None:
 
 
 def llama_prebuilt(podman: Podman) -> str:
-    """An image holding the llama-cpp-python wheel `make bootstrap` compiled here, or scratch."""
+    """An image holding the llama-cpp-python wheel `make bootstrap` compiled here, else the
+    Dockerfile's default (an image without one: the build compiles llama.cpp)."""
     pyproject = (REPO / "services" / "embedder" / "pyproject.toml").read_text()
     version = pyproject.split('"llama-cpp-python==', 1)[1].split('"', 1)[0]
     wheels = sorted((CACHE / "wheels").glob(f"*/llama_cpp_python-{version}-*.whl"),
                     key=lambda p: p.stat().st_mtime)
     if not wheels:
         say("no cached llama-cpp-python wheel: the embedder image compiles llama.cpp")
-        return "scratch"
+        return "python:3.11-slim"
     with tempfile.TemporaryDirectory() as ctx:
         shutil.copy(wheels[-1], ctx)
         (Path(ctx) / "Containerfile").write_text(f"FROM scratch\nCOPY {wheels[-1].name} /\n")
