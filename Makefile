@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.bootstrapped
 PYPROJECTS := $(wildcard libs/*/pyproject.toml cli/pyproject.toml services/*/pyproject.toml integrations/*/pyproject.toml) requirements-dev.txt eval/requirements.txt
 
-.PHONY: bootstrap run test test-plugin test-unit test-integration test-e2e chaos bench bench-peers eval lint typecheck compose-check clean
+.PHONY: bootstrap run test test-plugin test-unit test-integration test-e2e chaos bench bench-peers eval lint typecheck compose-check compose-smoke clean
 
 bootstrap: $(STAMP)
 
@@ -62,6 +62,11 @@ typecheck: bootstrap
 ## compose-check: validate docker-compose.yml, Prometheus rules, dashboards, systemd, NixOS offline
 compose-check: bootstrap
 	$(BIN)/pytest tests/unit/deploy tests/integration/deploy
+
+## compose-smoke: build the images and run docker-compose.yml for real with podman (stand-in base
+## images from Debian/PyPI, no registry needed): healthchecks, ingest, recall, a restart, down -v
+compose-smoke: bootstrap
+	$(BIN)/python deploy/compose-smoke/compose_smoke.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

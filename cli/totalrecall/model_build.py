@@ -202,8 +202,12 @@ def ensure_sdist(cache: Path, sdist: Path | None = None) -> Path:
             say(f"downloading the llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} sdist "
                 "(for llama.cpp's converter and gguf-py, ~75 MB)")
             cache.mkdir(parents=True, exist_ok=True)
+            # --no-binary for this package only: `:all:` also applies to the build backend pip
+            # installs to read the sdist's metadata, which then builds setuptools, cmake, … from
+            # source, recursively (still nesting after 4 min in a fresh container).
             _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary",
-                  ":all:", f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}", "-d", str(cache)])
+                  "llama-cpp-python", f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}",
+                  "-d", str(cache)])
             if not tarball.is_file():
                 found = sorted(cache.glob("llama_cpp_python-*.tar.gz"))
                 if not found:
@@ -220,12 +224,15 @@ def ensure_sdist(cache: Path, sdist: Path | None = None) -> Path:
         members = []
         for m in tf.getmembers():
             rel = m.name.split("/", 1)[1] if "/" in m.name else ""
-            if rel.startswith(wanted) and (m.isfile() or m.isdir()):
+            if rel.startswith(wanted) and (m.isfile() or m.isdir()) and ".." not in rel.split("/"):
                 m.name = rel
                 members.append(m)
         if not members:
             raise BuildError(f"{tarball} does not contain vendor/llama.cpp")
-        tf.extractall(tmp, members=members, filter="data")
+        if hasattr(tarfile, "data_filter"):
+            tf.extractall(tmp, members=members, filter="data")
+        else:  # Python < 3.11.4 (Debian 12 has 3.11.2): relative files and dirs only, as checked
+            tf.extractall(tmp, members=members)
     shutil.rmtree(root, ignore_errors=True)
     tmp.rename(root)
     marker.write_text(str(tarball) + "\n")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -22,6 +23,12 @@ from .core.spool import Spool
 from .metrics import Metrics
 
 log = logging.getLogger(__name__)
+
+
+def loggable_url(url: str) -> str:
+    """A NATS URL (or comma-separated list) without its user:password@ (compose puts the
+    credentials in the URL, and the container's log is no place for them)."""
+    return re.sub(r"//[^/@,]*@", "//", url)
 
 
 class Publisher(Protocol):
@@ -145,7 +152,7 @@ class NatsPublisher:
             self.nc, self.js = nc, js
             self.last_error = None
             self.metrics.nats_connected.set(1)
-            log.info("connected to NATS at %s", self.nats_url)
+            log.info("connected to NATS at %s", loggable_url(self.nats_url))
             self._wake.set()
             return
 

@@ -113,7 +113,9 @@ def test_cpu_profile_validates(docker_compose: str, env_example: Path) -> None:
 def test_credentials_come_from_the_environment(compose_config: dict[str, Any]) -> None:
     s = compose_config["services"]
     assert s["postgres"]["environment"]["POSTGRES_PASSWORD"] == "change-me-postgres"
-    assert s["nats"]["environment"]["NATS_PASSWORD"] == "change-me-nats"
+    # quoted: nats.conf parses the variable as a value (a bare 9e5c22… would be a number)
+    assert s["nats"]["environment"]["NATS_PASSWORD"] == '"change-me-nats"'
+    assert s["nats"]["environment"]["NATS_USER"] == '"totalrecall"'
     for name, prefix in (("embedder", "TR_EMBEDDER"), ("indexer", "TR_INDEXER"),
                          ("recall-api", "TR_RECALL"), ("watchers", "TR_WATCHERS")):
         assert s[name]["environment"][f"{prefix}_NATS_URL"] == \
@@ -174,5 +176,8 @@ def test_state_volumes(compose_config: dict[str, Any]) -> None:
     assert s["recall-api"]["environment"]["TR_RECALL_MEMORY_DIR"] == "/data/memory"
     for name in APPS:
         assert s[name]["environment"]["TOTALRECALL_HOME"] == "/data", name
+    for name in ("embedder", "embedder-cpu"):  # its cache and backfill journal outlive it
+        assert "embedder-state:/data:rw" in s[name]["volumes"], name
     assert set(compose_config["volumes"]) == {"nats-data", "pg-data", "memory-state", "models",
-                                              "watchers-spool", "prometheus-data", "grafana-data"}
+                                              "embedder-state", "watchers-spool",
+                                              "prometheus-data", "grafana-data"}
