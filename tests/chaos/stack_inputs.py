@@ -1,0 +1,115 @@
+"""The stack as `make run` starts it, for the input, security and load rows of `make chaos`.
+
+Each row starts its own stack (own home, own free ports) so one row's damage cannot hide in
+another's figures. The watchers get real sources the rows can feed: an application log the
+journal watcher tails and a directory the filesystem watcher watches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+from totalrecall.launcher import RunningStack, launched_stack
+
+T = TypeVar("T")
+
+
+def full_run() -> bool:
+    """`make chaos` (the full rows) rather than the fast variants of `make test`."""
+    return os.environ.get("TOTALRECALL_CHAOS_FULL", "") not in ("", "0")
+
+
+def wait_for(fn: Callable[[], T | None], timeout: float, what: str, every: float = 0.25) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fn()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(every)
+
+
+@dataclass
+class Stack:
+    running: RunningStack
+    token: str | None
+    app_log: Path
+    watched_dir: Path
+
+    @property
+    def home(self) -> Path:
+        return self.running.home
+
+    @property
+    def url(self) -> str:
+        return self.running.api
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def post(self, path: str, body: Any, timeout: float = 30) -> httpx.Response:
+        return httpx.post(self.url + path, json=body, headers=self.headers, timeout=timeout)
+
+    def recall(self, query: str, **kw: Any) -> dict[str, Any]:
+        r = self.post("/memory/recall", {"query": query, "timeframe": "all", "maxResults": 10,
+                                         **kw})
+        r.raise_for_status()
+        return dict(r.json())
+
+    def wait_recallable(self, query: str, marker: str, timeout: float = 90, **kw: Any
+                        ) -> dict[str, Any]:
+        def hit() -> dict[str, Any] | None:
+            return next((m for m in self.recall(query, **kw)["memories"]
+                         if marker in m["summary"] + m.get("detail", "")), None)
+        return wait_for(hit, timeout, f"{marker!r} to be recallable", every=0.5)
+
+    def supervisor_restarts(self) -> int:
+        """Services the supervisor had to restart (it logs each crash)."""
+        return len(re.findall(r"exited .*restarting", self.running.log.read_text()))
+
+    def health(self) -> dict[str, int]:
+        """HTTP status of each service's health endpoint."""
+        codes: dict[str, int] = {}
+        for name in ("api", "embedder", "indexer", "watchers"):
+            path = "/memory/health" if name == "api" else "/health"
+            try:
+                codes[name] = httpx.get(f"http://127.0.0.1:{self.running.ports[name]}{path}",
+                                        headers=self.headers, timeout=5).status_code
+            except httpx.HTTPError:
+                codes[name] = 0
+        return codes
+
+
+@contextmanager
+def chaos_stack(home: Path, *, token: str | None = None,
+                extra_env: dict[str, str] | None = None) -> Iterator[Stack]:
+    """`totalrecall run` in `home` on free ports, its watchers fed from files beside the home."""
+    side = home.parent / f"{home.name}-sources"
+    side.mkdir(parents=True, exist_ok=True)
+    app_log, watched = side / "app.log", side / "watched"
+    app_log.touch()
+    watched.mkdir(exist_ok=True)
+    env = {
+        "TR_WATCHERS_RATE_LIMIT__PER_WATCHER_BURST": "1000",
+        "TR_WATCHERS_RATE_LIMIT__GLOBAL_BURST": "1000",
+        "TR_WATCHERS_JOURNAL__LOG_FILES": json.dumps([str(app_log)]),
+        "TR_WATCHERS_FILESYSTEM__PATHS": json.dumps([str(watched)]),
+        "TR_WATCHERS_FILESYSTEM__DEBOUNCE_MS": "100",
+        **(extra_env or {}),
+    }
+    if token:
+        env["TR_RECALL_API_TOKEN"] = token
+        env["TOTALRECALL_API_TOKEN"] = token
+    with launched_stack(home, extra_env=env, ready_timeout=300) as running:
+        yield Stack(running, token, app_log, watched)
