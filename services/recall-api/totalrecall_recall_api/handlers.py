@@ -151,7 +151,8 @@ async def health(c: C, request: Request) -> JSONResponse:
 
 
 @router.get("/stats")
-async def stats(c: C, namespace: str | None = None) -> dict[str, Any]:
+async def stats(c: C, namespace: Annotated[str | None, Query(pattern=NAMESPACE_PATTERN)] = None
+                ) -> dict[str, Any]:
     out: dict[str, Any] = {"namespace": namespace, **await c.store.stats(namespace)}
     if isinstance(c.publisher, PipelineLag):
         # Events each stage has yet to process (pending + unacked), all namespaces together.
