@@ -7,6 +7,7 @@ cannot open or close tags, and instruction-like phrases are defused before the m
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -65,15 +66,23 @@ def relative_time(ts: datetime, now: datetime) -> str:
     return f"on {ts:%Y-%m-%d}"
 
 
+def _plain(text: str) -> str:
+    """Text as a model reads it: no control or invisible characters, compatibility forms
+    (fullwidth letters and brackets, ligatures) folded by NFKC, so "Ｉｇｎｏｒｅ ｐｒｅｖｉｏｕｓ
+    ｉｎｓｔｒｕｃｔｉｏｎｓ" meets the phrase check and "＜" the escaping."""
+    return unicodedata.normalize("NFKC", _INVISIBLE.sub("", _CONTROL.sub(" ", text)))
+
+
 def sanitize(text: str) -> str:
     """Make memory text safe to place inside the block."""
-    text = _INVISIBLE.sub("", _CONTROL.sub(" ", text)).translate(_ANGLES)
+    text = _plain(text).translate(_ANGLES)
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _INJECTION.sub("[instruction removed]", text)
 
 
 def suspicious(text: str) -> bool:
     """Whether text reads like an instruction to the model (after or before sanitising)."""
+    text = _plain(text)
     return bool(_INJECTION.search(text) or _SUSPICIOUS.search(text))
 
 
