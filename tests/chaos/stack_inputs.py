@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -113,3 +115,44 @@ def chaos_stack(home: Path, *, token: str | None = None,
         env["TOTALRECALL_API_TOKEN"] = token
     with launched_stack(home, extra_env=env, ready_timeout=300) as running:
         yield Stack(running, token, app_log, watched)
+
+
+REPO = Path(__file__).resolve().parents[2]
+PLUGIN_DIR = REPO / "integrations" / "openclaw"
+
+
+def run_plugin(stack: Stack, job: dict[str, Any]) -> dict[str, Any]:
+    """The OpenClaw plugin (built as `make test-plugin` builds it) driven against `stack`: see
+    openclaw_plugin_driver.mjs for the job's shape."""
+    dist = PLUGIN_DIR / "dist" / "index.js"
+    if not dist.exists():
+        for cmd in (["npm", "ci", "--no-audit", "--no-fund"], ["npm", "run", "build"]):
+            subprocess.run(cmd, cwd=PLUGIN_DIR, check=True, capture_output=True, timeout=600)
+    config = {"apiUrl": stack.url, "apiToken": stack.token or "", "recallTimeoutMs": 10_000,
+              "timeoutMs": 30_000, **job.pop("config", {})}
+    done = subprocess.run(["node", str(Path(__file__).parent / "openclaw_plugin_driver.mjs"),
+                           str(dist)], input=json.dumps({**job, "config": config}),
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return dict(json.loads(done.stdout))
+
+
+async def run_mcp(stack: Stack, namespace: str,
+                  calls: list[tuple[str, dict[str, Any]]]) -> list[tuple[bool, str]]:
+    """Tool calls through the MCP server (`python -m totalrecall_mcp` over stdio): (is_error,
+    text) of each."""
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "totalrecall_mcp"],
+        env={**os.environ, "TOTALRECALL_API": stack.url,
+             "TOTALRECALL_API_TOKEN": stack.token or "", "TOTALRECALL_NAMESPACE": namespace,
+             "TOTALRECALL_TIMEOUT": "30"})
+    out: list[tuple[bool, str]] = []
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        for name, args in calls:
+            result = await session.call_tool(name, args)
+            text = "\n".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+            out.append((bool(result.is_error), text))
+    return out
