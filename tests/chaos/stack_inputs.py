@@ -12,33 +12,16 @@ import os
 import re
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 from totalrecall.launcher import RunningStack, launched_stack
 
-T = TypeVar("T")
-
-
-def full_run() -> bool:
-    """`make chaos` (the full rows) rather than the fast variants of `make test`."""
-    return os.environ.get("TOTALRECALL_CHAOS_FULL", "") not in ("", "0")
-
-
-def wait_for(fn: Callable[[], T | None], timeout: float, what: str, every: float = 0.25) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(every)
+from tests.chaos.stack import wait_for
 
 
 @dataclass

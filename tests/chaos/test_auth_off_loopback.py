@@ -16,10 +16,10 @@ import pytest
 from totalrecall.infra import free_port
 from totalrecall.launcher import launched_stack
 
-from tests.chaos.report import record
+from tests.chaos.report import ROWS, record
 from tests.chaos.stack_inputs import chaos_stack
 
-ROW = "auth_off_loopback"
+ROW = next(r for r in ROWS if r.startswith("the API bound off loopback"))
 
 
 def _machine_ip() -> str:
@@ -86,12 +86,16 @@ def _check(home: Path) -> dict[str, object]:
                      ("post", "/memory/ingest", {"summary": "forged", "namespace": ns}),
                      ("post", "/memory/timeline", {"hours": 24, "namespace": ns}),
                      ("get", "/memory/stats", None)]
+        codes: list[int] = []
         for label, headers in tried.items():
             for method, path, body in endpoints:
                 r = httpx.request(method, url + path, json=body, headers=headers, timeout=30)
-                figures[f"{label}:{path}"] = r.status_code
+                codes.append(r.status_code)
                 if r.status_code != 401 or secret_words in r.text:
                     failures.append(f"{label} token on {path}: {r.status_code} {r.text[:200]!r}")
+        figures["bad_token_requests"] = f"{len(tried)} kinds (none, wrong, not Bearer, prefix) x "\
+            f"{len(endpoints)} endpoints, off loopback"
+        figures["answered_401"] = f"{codes.count(401)}/{len(codes)}"
         # Liveness without a token: the status code only, none of the details.
         h = httpx.get(f"{url}/memory/health", timeout=10)
         figures["health_without_token"] = h.status_code
@@ -113,7 +117,9 @@ def test_auth_off_loopback(tmp_path: Path) -> None:
     assert not failures, failures
 
 
+@pytest.mark.fast
 def test_auth_off_loopback_fast() -> None:
     """Fast variant: the recall API alone, on a public address without a token, refuses."""
-    code, out, _ = _api_alone_without_token("0.0.0.0")
+    code, out, took = _api_alone_without_token("0.0.0.0")
+    record(ROW, code == 78, {"api_alone_0.0.0.0_exit": code, "api_alone_s": round(took, 1)})
     assert code == 78 and "refusing to listen on 0.0.0.0 without TR_RECALL_API_TOKEN" in out, out

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from tests.chaos.report import record
+from tests.chaos.report import ROWS, record
 from tests.chaos.stack_inputs import Stack, chaos_stack, run_mcp, run_plugin
 
-ROW = "prompt_injection"
+ROW = next(r for r in ROWS if r.startswith("a corpus of prompt injections"))
 
 #: {m} is the item's marker (a unique word, so its recall can be checked).
 CORPUS: list[tuple[str, str, str]] = [  # (summary, detail, category)
@@ -162,12 +162,15 @@ def test_prompt_injection(tmp_path: Path) -> None:
     assert not failures, failures
 
 
+@pytest.mark.fast
 def test_prompt_injection_fast(tmp_path: Path) -> None:
     with chaos_stack(tmp_path / "home", token=uuid.uuid4().hex) as stack:
-        _, failures = _check(stack, 9)
+        figures, failures = _check(stack, 9)
+    record(ROW, not failures, figures, "; ".join(failures)[:800])
     assert not failures, failures
 
 
+@pytest.mark.fast
 def test_the_checker_sees_a_forged_block() -> None:
     """The checker itself: a block a memory closed, forged or faked with look-alikes fails."""
     good = "<system_memory>\nline\n<user_profile>\n- x\n</user_profile>\n</system_memory>"
