@@ -220,10 +220,18 @@ class EmbeddedEvent(BaseModel):
 
 
 class DeadLetter(BaseModel):
-    """What goes to the dead-letter stream: the raw payload and why it can never succeed."""
+    """What goes to the dead-letter stream: the payload and why it can never succeed. Both are
+    scrubbed: a payload that never became a MemoryEvent was never scrubbed as one, and a
+    validation error quotes the input it refused."""
 
     stage: str
     reason: str
     subject: str
     payload: str
     failed_at: datetime = Field(default_factory=utcnow)
+
+    @model_validator(mode="after")
+    def _scrub(self) -> DeadLetter:
+        self.reason = scrub_text(self.reason)
+        self.payload = scrub_text(self.payload)
+        return self

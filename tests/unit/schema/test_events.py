@@ -81,3 +81,12 @@ def test_nul_characters_are_dropped_everywhere() -> None:
     assert e.metadata.model_extra == {"k": ["v"]} and e.metadata.tags == ["t"]
     with pytest.raises(ValueError, match="at least 1 character"):
         MemoryEvent(summary="\x00")
+
+
+def test_dead_letters_carry_no_secret() -> None:
+    from totalrecall_schema import DeadLetter
+
+    raw = '{"summary": 5, "detail": "DB_PASSWORD=hunter2x9 AKIAABCDEFGHIJKLMNOP"}'
+    dl = DeadLetter(stage="embedder", subject="memory.events.x", payload=raw,
+                    reason=f"invalid MemoryEvent: input_value={raw}")
+    assert "hunter2x9" not in dl.model_dump_json() and "AKIAABCDEFGHIJKLMNOP" not in dl.reason
