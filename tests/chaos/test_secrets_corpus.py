@@ -210,7 +210,8 @@ def _check(tmp_path: Path, items: list[tuple[str, str, str]]) -> tuple[dict[str,
                                                                          list[str]]:
     tag = f"sec{uuid.uuid4().hex[:6]}"
     home = tmp_path / "home"
-    env = {"TR_WATCHERS_PROCESS__INTERVAL_S": "1", "TR_WATCHERS_PROCESS__CPU_PERCENT": "30"}
+    # A low threshold: on a busy shared machine the spinning process may get a fraction of a core.
+    env = {"TR_WATCHERS_PROCESS__INTERVAL_S": "1", "TR_WATCHERS_PROCESS__CPU_PERCENT": "5"}
     with chaos_stack(home, token=uuid.uuid4().hex, extra_env=env) as stack:
         sent = _push(stack, items, tag)
         # Through the pipeline: each channel's last memory recallable, nothing pending.

@@ -32,6 +32,8 @@ ROW = next(r for r in ROWS if r.startswith("sustained load:"))
 #: architecture.md "Latency budgets": hot tier < 100 ms (the automatic recall on every prompt
 #: about 85 ms). Timeframe "auto" on memories of the last minutes searches the hot tier.
 P99_BUDGET_MS = 100.0
+#: After the load: how long the backlog may take to drain before the row records "not drained".
+DRAIN_TIMEOUT_S = 300.0
 SERVICES = ("totalrecall_recall_api", "totalrecall_embedder", "totalrecall_indexer",
             "totalrecall_watchers", "nats-server", "postgres")
 
@@ -250,7 +252,7 @@ def _grows(series: list[float], slack: float, share: float = 0.10) -> bool:
     return last > middle * (1 + share) + slack
 
 
-def _drain_s(stack: Stack) -> float:
+def _drain_s(stack: Stack) -> float | None:
     async def lag() -> tuple[int, int]:
         nc = await nats.connect(stack.running.nats_url)
         try:
@@ -259,7 +261,11 @@ def _drain_s(stack: Stack) -> float:
             await nc.drain()
 
     start = time.monotonic()
-    wait_for(lambda: asyncio.run(lag()) == (0, 0), 600, "the pipeline to drain", every=1)
+    try:
+        wait_for(lambda: asyncio.run(lag()) == (0, 0), DRAIN_TIMEOUT_S, "the pipeline to drain",
+                 every=1)
+    except AssertionError:
+        return None  # recorded as not drained (the lag at the end is in the figures)
     return time.monotonic() - start
 
 
@@ -287,6 +293,8 @@ def _check(tmp_path: Path, recall_rate: float, events_rate: float, duration: flo
         failures.append("consumer lag grows")
     if restarts:
         failures.append(f"{restarts} service restarts")
+    if drain is None:
+        failures.append(f"backlog not drained {DRAIN_TIMEOUT_S:.0f} s after the load")
     loads = [load for _, load in figures.load]
     out: dict[str, object] = {
         "duration_s": duration, "recall_rate_per_s": recall_rate,
@@ -305,7 +313,8 @@ def _check(tmp_path: Path, recall_rate: float, events_rate: float, duration: flo
         if emb_lag else [],
         "lag_indexer_start_middle_end": [idx_lag[0], idx_lag[len(idx_lag) // 2], idx_lag[-1]]
         if idx_lag else [],
-        "drain_after_load_s": round(drain, 1), "service_restarts": restarts,
+        "drain_after_load_s": round(drain, 1) if drain is not None else
+        f"not drained in {DRAIN_TIMEOUT_S:.0f} s", "service_restarts": restarts,
         "loadavg_1m_min_mean_max": [round(min(loads), 2), round(statistics.fmean(loads), 2),
                                     round(max(loads), 2)] if loads else [],
         "cpus": os.cpu_count(),

@@ -214,12 +214,15 @@ async def read_file(c: C, body: FileRequest) -> dict[str, str]:
     people, is served whole; nothing else in the memory directory is served."""
     root = c.settings.memory_dir.resolve()
     rel = body.path.removeprefix("memory/")
-    target = (root / rel).resolve() if not Path(rel).is_absolute() else Path(rel).resolve()
-    if root not in (target, *target.parents):
-        raise HTTPException(400, detail="path must be inside the memory directory")
-    if not target.is_file():
-        return {"path": body.path, "text": ""}
-    text = target.read_text(encoding="utf-8", errors="replace")
+    try:
+        target = (root / rel).resolve() if not Path(rel).is_absolute() else Path(rel).resolve()
+        if root not in (target, *target.parents):
+            raise HTTPException(400, detail="path must be inside the memory directory")
+        if not target.is_file():
+            return {"path": body.path, "text": ""}
+        text = target.read_text(encoding="utf-8", errors="replace")
+    except (OSError, ValueError) as exc:  # a NUL byte, a name over NAME_MAX, …
+        raise HTTPException(400, detail=f"unusable path: {type(exc).__name__}: {exc}") from None
     if target.parent == root / "daily":
         return {"path": body.path, "text": scoped_text(text, body.scope())}
     if target == root / "MEMORY.md":
