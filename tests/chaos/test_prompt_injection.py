@@ -165,7 +165,7 @@ def test_prompt_injection(tmp_path: Path) -> None:
 @pytest.mark.fast
 def test_prompt_injection_fast(tmp_path: Path) -> None:
     with chaos_stack(tmp_path / "home", token=uuid.uuid4().hex) as stack:
-        figures, failures = _check(stack, 9)
+        figures, failures = _check(stack, 6)
     record(ROW, not failures, figures, "; ".join(failures)[:800])
     assert not failures, failures
 

@@ -101,6 +101,6 @@ def test_schemathesis(tmp_path: Path) -> None:
 
 @pytest.mark.fast
 def test_schemathesis_fast(tmp_path: Path) -> None:
-    figures, failures = _check(tmp_path, examples=10)
+    figures, failures = _check(tmp_path, examples=3)
     record(ROW, not failures and figures["service_restarts"] == 0, figures)
     assert not failures and figures["service_restarts"] == 0, "\n".join(failures[:20])
