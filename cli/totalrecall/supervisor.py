@@ -22,6 +22,13 @@ from .infra.process import spawn, stop
 from .paths import default_model_path, home
 
 DATABASE = "totalrecall"
+#: sysexits.h EX_CONFIG: a service that exits with it cannot start as configured (e.g. the
+#: recall API on a public address without a token); restarting it would only repeat the refusal.
+EX_CONFIG = 78
+
+
+class ConfigRefused(RuntimeError):
+    """A service refused its configuration: `totalrecall run` stops with its reason."""
 
 
 @dataclass
@@ -66,6 +73,14 @@ class Service:
 
 def _log(msg: str) -> None:
     print(f"[totalrecall] {msg}", flush=True)
+
+
+def _last_line(log: Path) -> str:
+    try:
+        lines = log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "(no log)"
+    return lines[-1] if lines else "(empty log)"
 
 
 def _healthy(url: str) -> bool:
@@ -204,6 +219,9 @@ class Supervisor:
                 if s.proc is not None and now - s.started_at > 60:
                     s.backoff = 1.0  # stable for a minute: forget earlier crashes
                 continue
+            if s.proc.returncode == EX_CONFIG:
+                reason = _last_line(self.logs / f"{s.name}.log")
+                raise ConfigRefused(f"{s.name} refused to start: {reason}")
             if s.next_start == 0.0:
                 s.next_start = now + s.backoff
                 _log(f"{s.name} exited with {s.proc.returncode}; restarting in {s.backoff:.0f}s")

@@ -83,6 +83,17 @@ class EventMetadata(BaseModel):
         return cleaned
 
 
+def _without_nul(value: object) -> object:
+    """`value` (JSON-like) with every NUL character removed from its strings and keys."""
+    if isinstance(value, str):
+        return value.replace("\x00", "") if "\x00" in value else value
+    if isinstance(value, dict):
+        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_nul(v) for v in value]
+    return value
+
+
 class MemoryEvent(BaseModel):
     """One thing worth remembering. Secrets are scrubbed on construction, so every stage that
     builds or parses an event stores only scrubbed text."""
@@ -100,6 +111,13 @@ class MemoryEvent(BaseModel):
     summary: str = Field(min_length=1, max_length=MAX_SUMMARY_CHARS)
     detail: str = Field(default="", max_length=MAX_DETAIL_CHARS)
     metadata: EventMetadata = Field(default_factory=EventMetadata)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_nul(cls, data: object) -> object:
+        # Postgres text and jsonb cannot hold U+0000: one NUL in a log line would fail the
+        # indexer's write, and every rebuild after it (the Markdown keeps the line).
+        return _without_nul(data) if isinstance(data, dict) else data
 
     @field_validator("summary")
     @classmethod
@@ -203,10 +221,18 @@ class EmbeddedEvent(BaseModel):
 
 
 class DeadLetter(BaseModel):
-    """What goes to the dead-letter stream: the raw payload and why it can never succeed."""
+    """What goes to the dead-letter stream: the payload and why it can never succeed. Both are
+    scrubbed: a payload that never became a MemoryEvent was never scrubbed as one, and a
+    validation error quotes the input it refused."""
 
     stage: str
     reason: str
     subject: str
     payload: str
     failed_at: datetime = Field(default_factory=utcnow)
+
+    @model_validator(mode="after")
+    def _scrub(self) -> DeadLetter:
+        self.reason = scrub_text(self.reason)
+        self.payload = scrub_text(self.payload)
+        return self

@@ -15,6 +15,7 @@ REDACTED = "[REDACTED]"
 _KEY_WORDS = (
     r"pass(?:word|wd|phrase)?|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|auth[_-]?key"
     r"|private[_-]?key|client[_-]?secret|credentials?|bearer|session[_-]?id|cookie"
+    r"|account[_-]?key|shared[_-]?access[_-]?key"
 )
 
 _PATTERNS: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
@@ -42,6 +43,14 @@ _PATTERNS: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = 
     (re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"), REDACTED),  # Google
     (re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}\b"), REDACTED),  # GitLab
     (re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"), REDACTED),
+    # Stripe secret and restricted keys, webhook signing secrets.
+    (re.compile(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}\b"), REDACTED),
+    (re.compile(r"\bwhsec_[A-Za-z0-9]{24,}\b"), REDACTED),
+    (re.compile(r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"), REDACTED),  # SendGrid
+    # Incoming-webhook URLs: the path is the credential (Slack, Discord).
+    (re.compile(r"(?i)(\bhooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9_/-]+"),
+     r"\1" + REDACTED),
+    (re.compile(r"(?i)(\bdiscord(?:app)?\.com/api/webhooks/)[A-Za-z0-9_/-]+"), r"\1" + REDACTED),
     # JWT
     (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\b"), REDACTED),
     # key=value, key: value, --key value, "key": "value", KEY="value" (env, CLI flags, JSON).
@@ -56,6 +65,10 @@ _PATTERNS: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = 
     # mysql -pSECRET / sshpass -p SECRET
     (re.compile(r"(?<=\s)(-p)(?=[^\s-])\S{3,}"), r"\1" + REDACTED),
     (re.compile(r"(\bsshpass\s+-p\s*)\S+"), r"\1" + REDACTED),
+    # `docker login -u bob -p SECRET` (podman, helm, … alike): -p after `login` is a password.
+    (re.compile(r"(\blogin\b[^\n]*?\s-p\s+)[^\s-]\S*"), r"\1" + REDACTED),
+    # `curl -u user:SECRET`, `--user user:SECRET`, `--user=user:SECRET`.
+    (re.compile(r"((?:\s-u\s*|\s--user[=\s]\s*)[^\s:@]+:)[^\s@]+"), r"\1" + REDACTED),
 ]
 
 

@@ -1,11 +1,15 @@
 from __future__ import annotations
 
 import gc
+import sys
 
 import uvicorn
 
 from .app import create_app
 from .settings import Settings
+
+#: sysexits.h: the configuration is wrong; `totalrecall run` stops instead of restarting.
+EX_CONFIG = 78
 
 
 def tune_gc(threshold: int) -> None:
@@ -23,7 +27,9 @@ def main() -> None:
     try:
         app = create_app(settings)
     except ValueError as exc:  # e.g. a public address without TR_RECALL_API_TOKEN
-        raise SystemExit(f"recall-api: {exc}") from None
+        # EX_CONFIG: a supervisor does not restart it (restarting cannot fix a configuration).
+        print(f"recall-api: {exc}", file=sys.stderr, flush=True)
+        sys.exit(EX_CONFIG)
     tune_gc(settings.gc_threshold)
     uvicorn.run(app, host=settings.http_host, port=settings.http_port, log_level="info",
                 access_log=False)

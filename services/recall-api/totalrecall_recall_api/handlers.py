@@ -231,7 +231,8 @@ async def health(c: C, request: Request) -> JSONResponse:
 
 
 @router.get("/stats")
-async def stats(c: C, namespace: str | None = None) -> dict[str, Any]:
+async def stats(c: C, namespace: Annotated[str | None, Query(pattern=NAMESPACE_PATTERN)] = None
+                ) -> dict[str, Any]:
     out: dict[str, Any] = {"namespace": namespace, **await c.store.stats(namespace)}
     if isinstance(c.publisher, PipelineLag):
         # Events each stage has yet to process (pending + unacked), all namespaces together.
@@ -314,12 +315,15 @@ async def read_file(c: C, body: FileRequest) -> dict[str, str]:
     people, is served whole; nothing else in the memory directory is served."""
     root = c.settings.memory_dir.resolve()
     rel = body.path.removeprefix("memory/")
-    target = (root / rel).resolve() if not Path(rel).is_absolute() else Path(rel).resolve()
-    if root not in (target, *target.parents):
-        raise HTTPException(400, detail="path must be inside the memory directory")
-    if not target.is_file():
-        return {"path": body.path, "text": ""}
-    text = target.read_text(encoding="utf-8", errors="replace")
+    try:
+        target = (root / rel).resolve() if not Path(rel).is_absolute() else Path(rel).resolve()
+        if root not in (target, *target.parents):
+            raise HTTPException(400, detail="path must be inside the memory directory")
+        if not target.is_file():
+            return {"path": body.path, "text": ""}
+        text = target.read_text(encoding="utf-8", errors="replace")
+    except (OSError, ValueError) as exc:  # a NUL byte, a name over NAME_MAX, …
+        raise HTTPException(400, detail=f"unusable path: {type(exc).__name__}: {exc}") from None
     if target.parent == root / "daily":
         return {"path": body.path, "text": scoped_text(text, body.scope())}
     if target == root / "MEMORY.md":

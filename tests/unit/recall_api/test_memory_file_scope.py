@@ -106,3 +106,10 @@ async def test_only_memory_files_are_served(api: httpx.AsyncClient) -> None:
     assert r.json()["text"] == "# evergreen\n"
     r = await api.post("/memory/file", json={"path": ".recovered/torn.md"})
     assert r.status_code == 403 and "bob" not in r.text
+
+
+@pytest.mark.parametrize("path", ["daily/\x002026-11-25.md", "daily/" + "a" * 300 + ".md"])
+async def test_unusable_paths_are_a_400_with_the_reason(api: httpx.AsyncClient, path: str) -> None:
+    """Found by schemathesis (tests/chaos): a NUL in the path was a 500."""
+    r = await api.post("/memory/file", json={"path": path})
+    assert r.status_code == 400 and r.json()["detail"].startswith("unusable path"), r.text

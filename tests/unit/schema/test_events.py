@@ -70,3 +70,23 @@ def test_scrubbing_that_grows_a_field_past_its_limit_still_validates_downstream(
     assert all(len(t) <= MAX_TAG_CHARS for t in ev.metadata.tags)
     # the embedder and the indexer parse it again: it must not become a dead letter
     assert MemoryEvent.model_validate_json(ev.model_dump_json()) == ev
+
+
+def test_nul_characters_are_dropped_everywhere() -> None:
+    """Postgres cannot store U+0000: a NUL from a log line or a request must not reach it."""
+    e = MemoryEvent.model_validate_json(
+        '{"summary": "disk\\u0000 full", "detail": "\\u0000", "actor": "a\\u0000b",'
+        ' "metadata": {"k\\u0000": ["v\\u0000"], "tags": ["t\\u0000"]}}')
+    assert (e.summary, e.detail, e.actor) == ("disk full", "", "ab")
+    assert e.metadata.model_extra == {"k": ["v"]} and e.metadata.tags == ["t"]
+    with pytest.raises(ValueError, match="at least 1 character"):
+        MemoryEvent(summary="\x00")
+
+
+def test_dead_letters_carry_no_secret() -> None:
+    from totalrecall_schema import DeadLetter
+
+    raw = '{"summary": 5, "detail": "DB_PASSWORD=hunter2x9 AKIAABCDEFGHIJKLMNOP"}'
+    dl = DeadLetter(stage="embedder", subject="memory.events.x", payload=raw,
+                    reason=f"invalid MemoryEvent: input_value={raw}")
+    assert "hunter2x9" not in dl.model_dump_json() and "AKIAABCDEFGHIJKLMNOP" not in dl.reason

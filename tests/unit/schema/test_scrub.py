@@ -21,7 +21,25 @@ SECRETS = [
     ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAA\n-----END OPENSSH PRIVATE KEY-----",
      "b3BlbnNzaC1rZXktdjEAAAA"),
     ("/home/u/.config/app?api_key=ZXY98765abc", "ZXY98765abc"),
+    # Found by tests/chaos/test_secrets_corpus.py (they reached Markdown, Postgres, JetStream):
+    ("alert to https://hooks.slack.com/services/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",
+     "q1w2e3r4t5y6u7i8o9p0a1s2"),
+    ("using key rk_live_51HqLyjWDarjtT1zdp7dc for payouts", "rk_live_51HqLyjWDarjtT1zdp7dc"),
+    ("charge with sk_test_4eC39HqLyjWDarjtT1zdp7dc", "4eC39HqLyjWDarjtT1zdp7dc"),
+    ("docker login -u bob -p kOEIQ0wGXO8ByOTWMK registry.io", "kOEIQ0wGXO8ByOTWMK"),
+    ("curl -u admin:Zx9vB2nM4qW7eR1t https://ci.local/api", "Zx9vB2nM4qW7eR1t"),
+    ("curl --user=admin:Zx9vB2nM4qW7eR1t https://ci.local/api", "Zx9vB2nM4qW7eR1t"),
+    ("DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=WlkP2eLz6LAqDInnD0Lw/S+Dh==;"
+     "EndpointSuffix=core.windows.net", "WlkP2eLz6LAqDInnD0Lw"),
+    ("SENDGRID=SG.abcdefghijklmnopqrstuv.abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG",
+     "abcdefghijklmnopqrstuvwxyz0123456789"),
 ]
+
+
+@pytest.mark.parametrize("text", ["mkdir -p build/out", "ssh -p 2222 host", "ps -u root",
+                                  "curl -u user https://x"])
+def test_flags_that_are_not_passwords_are_kept(text: str) -> None:
+    assert scrub_text(text) == text
 
 
 @pytest.mark.parametrize(("text", "secret"), SECRETS)

@@ -8,6 +8,7 @@ cannot open or close tags, and instruction-like phrases are defused before the m
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -15,7 +16,16 @@ from totalrecall_schema import Alert, Memory
 
 MAX_DETAIL_IN_BLOCK = 280
 
+# Control characters, bidi overrides and invisible format characters (zero-width spaces and
+# joiners, word joiner, BOM): invisible ones would let "ig\u200bnore previous instructions" pass
+# the phrase check below while the model still reads it.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_INVISIBLE = re.compile(r"[\u00ad\u034f\u061c\u180e\u200b-\u200f\u2060-\u2064\ufeff]")
+# Look-alikes of `<` and `>` (fullwidth, small, angle brackets, modifier and Canadian syllabics
+# letters): a model reads `＜/system_memory＞` as the end of the block just as well.
+_LOOKALIKE_LT = "\uff1c\ufe64\u2039\u2329\u27e8\u3008\u02c2\u1438\u276e\u29fc"
+_LOOKALIKE_GT = "\uff1e\ufe65\u203a\u232a\u27e9\u3009\u02c3\u1433\u276f\u29fd"
+_ANGLES = str.maketrans({**dict.fromkeys(_LOOKALIKE_LT, "<"), **dict.fromkeys(_LOOKALIKE_GT, ">")})
 _INJECTION = re.compile(
     r"(?i)(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+|the\s+)?(?:previous|prior|above|"
     r"earlier|preceding|your)\s+(?:instructions?|prompts?|rules?|directions?|context)"
@@ -57,15 +67,23 @@ def relative_time(ts: datetime, now: datetime) -> str:
     return f"on {ts:%Y-%m-%d}"
 
 
+def _plain(text: str) -> str:
+    """Text as a model reads it: no control or invisible characters, compatibility forms
+    (fullwidth letters and brackets, ligatures) folded by NFKC, so "Ｉｇｎｏｒｅ ｐｒｅｖｉｏｕｓ
+    ｉｎｓｔｒｕｃｔｉｏｎｓ" meets the phrase check and "＜" the escaping."""
+    return unicodedata.normalize("NFKC", _INVISIBLE.sub("", _CONTROL.sub(" ", text)))
+
+
 def sanitize(text: str) -> str:
     """Make memory text safe to place inside the block."""
-    text = _CONTROL.sub(" ", text)
+    text = _plain(text).translate(_ANGLES)
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _INJECTION.sub("[instruction removed]", text)
 
 
 def suspicious(text: str) -> bool:
     """Whether text reads like an instruction to the model (after or before sanitising)."""
+    text = _plain(text)
     return bool(_INJECTION.search(text) or _SUSPICIOUS.search(text))
 
 
