@@ -335,8 +335,8 @@ function renderAlerts(alerts) {
   const list = Array.isArray(alerts) ? alerts : alerts.alerts || [];
   fill($("#alerts .body"), list.length
     ? el("ul", {}, list.map((a) => el("li", { class: `sev ${a.severity || ""}` },
-      `${a.severity || "alert"}: ${a.summary || a.title || a.message || JSON.stringify(a)}`,
-      a.timestamp ? ` (${when(a.timestamp)})` : "")))
+      `${a.severity || "alert"}: ${a.text || a.summary || JSON.stringify(a)}`,
+      a.count > 1 ? ` (${a.count}×, ` : " (", `last ${when(a.last_seen || a.timestamp)})`)))
     : el("p", {}, "No open alerts."));
 }
 
