@@ -356,7 +356,11 @@ def smoke(keep: bool) -> int:
 
     for svc in BUILT:
         with steps.step(f"build {svc} (services/{svc.removesuffix('-cpu')}/Dockerfile)"):
-            pc("build", svc, quiet=True)
+            # buildah (podman 4.3) cannot bind-mount from a stage it took whole from its cache
+            # ("couldn't find …/merged/wheels"): the embedder, which mounts its wheel stage,
+            # is built afresh (its wheel comes prebuilt, so that costs pip installs, not a
+            # compile), as on a machine that never built it.
+            pc("build", *(["--no-cache"] if svc.startswith("embedder") else []), svc, quiet=True)
     health = HealthRunner(podman)
     api = Api(ports["TR_SMOKE_API_PORT"], token)
     try:
