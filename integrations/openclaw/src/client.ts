@@ -1,4 +1,4 @@
-/** A small fetch-based client of the Total Recall recall API (the contract in docs/architecture.md). */
+/** A small fetch-based client of the Total Recall recall API (every endpoint: docs/api.md; the types come from its OpenAPI schema). */
 
 export type Timeframe = "auto" | "1h" | "24h" | "7d" | "30d" | "90d" | "all";
 
