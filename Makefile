@@ -68,5 +68,13 @@ compose-check: bootstrap
 compose-smoke: bootstrap
 	$(BIN)/python deploy/compose-smoke/compose_smoke.py
 
+## api-docs: regenerate what is generated from the recall API's OpenAPI schema: docs/api.md, the
+## OpenClaw plugin's openapi.json and its src/api-types.ts (tests fail while any of them is stale)
+.PHONY: api-docs
+api-docs: bootstrap
+	$(BIN)/python scripts/api_docs.py
+	$(BIN)/python scripts/openapi_schema.py
+	cd integrations/openclaw && npm ci --no-audit --no-fund && npm run generate:api-types
+
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

@@ -7,10 +7,11 @@ the plugin's use of it) is `docs/agents.md`; this page is the list of what exist
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Any
+
+from generated_file import write_or_check
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "api.md"
 
@@ -86,18 +87,8 @@ def current() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--check", action="store_true", help="exit 1 when docs/api.md is stale")
-    args = p.parse_args(argv)
-    text = current()
-    if args.check:
-        if not DOC.exists() or DOC.read_text(encoding="utf-8") != text:
-            print(f"{DOC} is out of date: run python scripts/api_docs.py", file=sys.stderr)
-            return 1
-        return 0
-    DOC.write_text(text, encoding="utf-8")
-    print(f"wrote {DOC}")
-    return 0
+    return write_or_check(DOC, current, argv, description=__doc__,
+                          regenerate="python scripts/api_docs.py")
 
 
 if __name__ == "__main__":

@@ -1,71 +1,27 @@
-/** A small fetch-based client of the Total Recall recall API (every endpoint: docs/api.md; the types come from its OpenAPI schema). */
+/** A small fetch-based client of the Total Recall recall API (every endpoint: docs/api.md; the
+ * request and answer types are generated from its OpenAPI schema: types.ts). */
 
-export type Timeframe = "auto" | "1h" | "24h" | "7d" | "30d" | "90d" | "all";
+import type {
+  AlertsResponse,
+  FileRequest,
+  FlushRequest,
+  ForgetRequest,
+  ForgetResponse,
+  IngestEvent,
+  IngestResponse,
+  RecallResponse,
+  SessionEndRequest,
+  SupersedeRequest,
+  Timeframe,
+  TimelineRequest,
+  TimelineResponse,
+  WarmRequest,
+} from "./types.js";
 
-export interface Memory {
-  id: string;
-  score: number;
-  timestamp: string;
-  category: string;
-  subcategory?: string;
-  summary: string;
-  detail?: string;
-  tier?: string;
-  namespace?: string;
-  severity?: string;
-  relative_time?: string;
-  tags?: string[];
-  metadata?: Record<string, unknown>;
-}
-export interface RecallResponse {
-  memories: Memory[];
-  /** The block to put into the prompt, rendered (escaped, marked) by the server: used as is.
-   * Holds a `<system_alerts>` part when there are open alerts (even with no memories). */
-  system_memory: string;
-  took_ms?: number;
-  query_class?: string;
-  /** The open alerts of the namespaces read (servers before alerts: absent). */
-  alerts?: Alert[];
-}
-/** A proactive alert (GET /memory/alerts): a condition found in the machine's events. */
-export interface Alert {
-  id: string;
-  rule: string;
-  subject: string;
-  namespace?: string;
-  state: "open" | "resolved";
-  severity: string;
-  text: string;
-  first_seen: string;
-  last_seen: string;
-  count: number;
-  resolved_at?: string | null;
-  evidence?: string[];
-}
-export interface IngestResponse {
-  ids: string[];
-  accepted: number;
-  duplicates?: number;
-}
-export interface ForgetResponse {
-  /** How many of the ids were found and are now gone everywhere (for good). */
-  forgotten: number;
-  /** Ids found nowhere in the namespace. */
-  missing: string[];
-}
-export interface IngestEvent {
-  summary: string;
-  detail?: string;
-  category?: string;
-  subcategory?: string;
-  actor?: string;
-  tags?: string[];
-  metadata?: Record<string, unknown>;
-  id?: string;
-  timestamp?: string;
-  namespace?: string;
-  source?: string;
-}
+// The API's shapes are generated from its OpenAPI schema (types.ts); re-exported for the modules
+// that take them from the client.
+export type { Alert, ForgetResponse, IngestEvent, IngestResponse, Memory, RecallResponse, Timeframe }
+  from "./types.js";
 
 /** The API answered with an error status; `reason` is the server's own explanation. */
 export class TotalRecallHttpError extends Error {
@@ -183,45 +139,39 @@ export class TotalRecallClient {
     return this.request<IngestResponse>("POST", "/memory/ingest", events, opts);
   }
 
-  timeline(req: { hours: number; category?: string; namespace?: string; limit?: number },
-           opts?: { timeoutMs?: number; signal?: AbortSignal }) {
-    return this.request<{ memories: Memory[] }>("POST", "/memory/timeline", req, opts);
+  timeline(req: TimelineRequest, opts?: { timeoutMs?: number; signal?: AbortSignal }) {
+    return this.request<TimelineResponse>("POST", "/memory/timeline", req, opts);
   }
 
   /** A memory file; a daily log shows only the memories of `namespace` and `namespaces` (the
    * server blanks other namespaces' lines, so line numbers stay those of recall's citations). */
-  file(req: { path: string; namespace?: string; namespaces?: string[] },
-       opts?: { timeoutMs?: number; signal?: AbortSignal }) {
+  file(req: FileRequest, opts?: { timeoutMs?: number; signal?: AbortSignal }) {
     return this.request<{ path: string; text: string }>("POST", "/memory/file", req, opts);
   }
 
-  flush(req: { messages: unknown[]; sessionId: string; namespace?: string },
-        opts?: { timeoutMs?: number }) {
+  flush(req: FlushRequest, opts?: { timeoutMs?: number }) {
     return this.request<Record<string, unknown>>("POST", "/memory/flush", req, opts);
   }
 
   /** Warm the query path; answers the session-start bundle (`session_context`: the block). */
-  warm(req: { sessionId: string; namespace?: string; namespaces?: string[] },
-       opts?: { timeoutMs?: number }) {
+  warm(req: WarmRequest, opts?: { timeoutMs?: number }) {
     return this.request<{ ok?: boolean; session_context?: string; bundle?: unknown }>(
       "POST", "/memory/warm", req, opts);
   }
 
   /** A finished session: the server stores an extractive summary of its stored turns. */
-  sessionEnd(req: { sessionId: string; namespace?: string }, opts?: { timeoutMs?: number }) {
+  sessionEnd(req: SessionEndRequest, opts?: { timeoutMs?: number }) {
     return this.request<{ stored: boolean; id?: string | null; summary?: string | null }>(
       "POST", "/memory/session/end", req, opts);
   }
 
   /** Store `next` as replacing the memory `old_id` (which recall then treats as history). */
-  supersede(req: { old_id: string; namespace?: string; new: IngestEvent },
-            opts?: { timeoutMs?: number; signal?: AbortSignal }) {
+  supersede(req: SupersedeRequest, opts?: { timeoutMs?: number; signal?: AbortSignal }) {
     return this.request<IngestResponse>("POST", "/memory/supersede", req, opts);
   }
 
   /** Forget memories by the ids recall returns, in one namespace, everywhere and for good. */
-  forget(req: { ids: string[]; namespace?: string },
-         opts?: { timeoutMs?: number; signal?: AbortSignal }) {
+  forget(req: ForgetRequest, opts?: { timeoutMs?: number; signal?: AbortSignal }) {
     return this.request<ForgetResponse>("POST", "/memory/forget", req, opts);
   }
 
@@ -229,7 +179,7 @@ export class TotalRecallClient {
          opts?: { timeoutMs?: number; signal?: AbortSignal }) {
     const query = new URLSearchParams({ namespace: req.namespace ?? "default",
       state: req.state ?? "open" });
-    return this.request<{ alerts: Alert[] }>("GET", `/memory/alerts?${query}`, undefined, opts);
+    return this.request<AlertsResponse>("GET", `/memory/alerts?${query}`, undefined, opts);
   }
 
   health(opts?: { timeoutMs?: number }) {

@@ -1,3 +1,35 @@
+import type { components } from "./api-types.js";
+
+// --- the recall API's shapes: generated from its OpenAPI schema (src/api-types.ts), never copied --
+
+type Schemas = components["schemas"];
+
+/** A recalled memory. */
+export type Memory = Schemas["Memory"];
+/** `POST /memory/recall`'s answer. `system_memory` is the block to put into the prompt, rendered
+ * (escaped, marked) by the server: used as is. It holds a `<system_alerts>` part when there are
+ * open alerts (even with no memories); `alerts` lists them. */
+export type RecallResponse = Schemas["RecallResponse"];
+/** A proactive alert (GET /memory/alerts): a condition found in the machine's events. */
+export type Alert = Schemas["Alert"];
+export type AlertsResponse = Schemas["AlertsResponse"];
+export type IngestEvent = Schemas["IngestEvent"];
+export type IngestResponse = Schemas["IngestResponse"];
+export type TimelineRequest = Schemas["TimelineRequest"];
+export type TimelineResponse = Schemas["TimelineResponse"];
+export type FileRequest = Schemas["FileRequest"];
+export type FlushRequest = Schemas["FlushRequest"];
+export type WarmRequest = Schemas["WarmRequest"];
+export type SessionEndRequest = Schemas["SessionEndRequest"];
+export type SupersedeRequest = Schemas["SupersedeRequest"];
+export type ForgetRequest = Schemas["ForgetRequest"];
+/** `forgotten`: how many of the ids were found and are now gone everywhere (for good);
+ * `missing`: ids found nowhere in the namespace. */
+export type ForgetResponse = Schemas["ForgetResponse"];
+export type Timeframe = NonNullable<Schemas["RecallRequest"]["timeframe"]>;
+
+// --- the OpenClaw plugin SDK ------------------------------------------------------------------
+
 /**
  * The slice of the OpenClaw plugin SDK this plugin uses, written structurally so the plugin builds
  * and unit-tests without the (large, Node 24+) `openclaw` package. Shapes mirror
