@@ -12,8 +12,9 @@
  * - Never breaks the agent: when the API is down or slow, hooks log one warning and return nothing;
  *   tools fail with a clear message the model can read.
  *
- * The hooks are in `hooks.ts`, the tools and their prompt guidance in `tools.ts`, what both share
- * (config, client, availability, namespaces) in `context.ts`; this module wires them.
+ * The hooks are in `hooks.ts`, the tools and their prompt guidance in `tools.ts` (each tool in
+ * `tools-read.ts`, `tools-write.ts`, `tools-alerts.ts`), what both share (config, client,
+ * availability, namespaces) in `context.ts`; this module wires them.
  */
 
 import type { TotalRecallClient } from "./client.js";
