@@ -371,14 +371,27 @@ class PostgresStore:
 
     async def recent(self, namespace: str, since: datetime | None, category: str | None,
                      limit: int, categories: Sequence[str] | None = None) -> list[Memory]:
-        rows = await self.pool.fetch(
-            f"""SELECT {_MEMORY_COLUMNS} FROM memories
-                WHERE namespace = $1 AND ($2::timestamptz IS NULL OR ts >= $2)
-                  AND ($3::text IS NULL OR category = $3)
-                  AND ($5::text[] IS NULL OR category = ANY($5))
-                ORDER BY ts DESC LIMIT $4""",
-            namespace, since, category, limit, list(categories) if categories else None,
-            timeout=self.timeout)
+        if categories:
+            # The newest of each category on its own (a walk of the (namespace, category, ts)
+            # index that stops at `limit`), then merged: a `category = ANY(…)` filter reads every
+            # row of those categories in the window and sorts them (7 ms at 2,000 memories,
+            # growing with the namespace; run on every diagnostic question).
+            cats = sorted({*categories} & {category} if category else {*categories})
+            sql = f"""SELECT {_COLUMNS_M} FROM unnest($3::text[]) AS c(category)
+                      CROSS JOIN LATERAL (
+                          SELECT {_MEMORY_COLUMNS} FROM memories
+                          WHERE namespace = $1 AND category = c.category
+                            AND ($2::timestamptz IS NULL OR ts >= $2)
+                          ORDER BY ts DESC LIMIT $4) AS m
+                      ORDER BY m.ts DESC LIMIT $4"""
+            args: tuple[Any, ...] = (namespace, since, cats, limit)
+        else:
+            sql = f"""SELECT {_MEMORY_COLUMNS} FROM memories
+                      WHERE namespace = $1 AND ($2::timestamptz IS NULL OR ts >= $2)
+                        AND ($3::text IS NULL OR category = $3)
+                      ORDER BY ts DESC LIMIT $4"""
+            args = (namespace, since, category, limit)
+        rows = await self.pool.fetch(sql, *args, timeout=self.timeout)
         return [_memory(r) for r in rows]
 
     async def session(self, namespace: str, session_id: str, limit: int) -> list[Memory]:
