@@ -75,9 +75,22 @@ class Pool:
         # A request that waited `timeout` for a connection fails like one the server held.
         conn = await asyncio.wait_for(self.free.get(), timeout)
         try:
+            if conn is not None and conn[0].at_eof():
+                conn[1].close()  # the server closed it while idle (keep-alive timeout)
+                conn = None
+            reused = conn is not None
             if conn is None:
                 conn = await asyncio.open_connection(self.host, self.port)
-            status = await asyncio.wait_for(self._exchange(conn, path, body), timeout)
+            try:
+                status = await asyncio.wait_for(self._exchange(conn, path, body), timeout)
+            except ConnectionResetError:
+                if not reused:
+                    raise
+                # Closed by the server as it went idle, just before this request: once more
+                # on a new connection (as an HTTP client's pool does).
+                conn[1].close()
+                conn = await asyncio.open_connection(self.host, self.port)
+                status = await asyncio.wait_for(self._exchange(conn, path, body), timeout)
         except BaseException:
             if conn is not None:
                 conn[1].close()
@@ -94,7 +107,10 @@ class Pool:
                      f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
                      .encode() + data)
         await writer.drain()
-        status = int((await reader.readline()).split()[1])
+        line = await reader.readline()
+        if not line:
+            raise ConnectionResetError("the server closed the connection")
+        status = int(line.split()[1])
         length = 0
         while (line := await reader.readline()) not in (b"\r\n", b""):
             name, _, value = line.decode("latin-1").partition(":")

@@ -136,11 +136,14 @@ def _memory(row: asyncpg.Record, score: float = 0.0) -> Memory:
         metadata = json.loads(metadata)
     if row.get("superseded_by"):  # the indexer's migration 8: a newer memory replaced this one
         metadata = {**(metadata or {}), "superseded_by": row["superseded_by"]}
-    return Memory(id=row["id"], score=score, timestamp=row["ts"], category=row["category"],
-                  subcategory=row["subcategory"], summary=row["summary"], detail=row["detail"],
-                  tier=row["tier"] if row["tier"] in ("hot", "warm", "cold") else "hot",
-                  namespace=row["namespace"], actor=row["actor"], severity=row["severity"],
-                  tags=list(row["tags"] or []), metadata=metadata or {})
+    # Constructed without validation: the indexer validated every row it wrote, and a recall
+    # reads a hundred rows or more (validating them was a tenth of its CPU time under load).
+    return Memory.model_construct(
+        id=row["id"], score=score, timestamp=row["ts"], category=row["category"],
+        subcategory=row["subcategory"], summary=row["summary"], detail=row["detail"],
+        tier=row["tier"] if row["tier"] in ("hot", "warm", "cold") else "hot",
+        namespace=row["namespace"], actor=row["actor"], severity=row["severity"],
+        tags=list(row["tags"] or []), metadata=metadata or {})
 
 
 def _quote(lexeme: str) -> str:
@@ -371,14 +374,27 @@ class PostgresStore:
 
     async def recent(self, namespace: str, since: datetime | None, category: str | None,
                      limit: int, categories: Sequence[str] | None = None) -> list[Memory]:
-        rows = await self.pool.fetch(
-            f"""SELECT {_MEMORY_COLUMNS} FROM memories
-                WHERE namespace = $1 AND ($2::timestamptz IS NULL OR ts >= $2)
-                  AND ($3::text IS NULL OR category = $3)
-                  AND ($5::text[] IS NULL OR category = ANY($5))
-                ORDER BY ts DESC LIMIT $4""",
-            namespace, since, category, limit, list(categories) if categories else None,
-            timeout=self.timeout)
+        if categories:
+            # The newest of each category on its own (a walk of the (namespace, category, ts)
+            # index that stops at `limit`), then merged: a `category = ANY(…)` filter reads every
+            # row of those categories in the window and sorts them (7 ms at 2,000 memories,
+            # growing with the namespace; run on every diagnostic question).
+            cats = sorted({*categories} & {category} if category else {*categories})
+            sql = f"""SELECT {_COLUMNS_M} FROM unnest($3::text[]) AS c(category)
+                      CROSS JOIN LATERAL (
+                          SELECT {_MEMORY_COLUMNS} FROM memories
+                          WHERE namespace = $1 AND category = c.category
+                            AND ($2::timestamptz IS NULL OR ts >= $2)
+                          ORDER BY ts DESC LIMIT $4) AS m
+                      ORDER BY m.ts DESC LIMIT $4"""
+            args: tuple[Any, ...] = (namespace, since, cats, limit)
+        else:
+            sql = f"""SELECT {_MEMORY_COLUMNS} FROM memories
+                      WHERE namespace = $1 AND ($2::timestamptz IS NULL OR ts >= $2)
+                        AND ($3::text IS NULL OR category = $3)
+                      ORDER BY ts DESC LIMIT $4"""
+            args = (namespace, since, category, limit)
+        rows = await self.pool.fetch(sql, *args, timeout=self.timeout)
         return [_memory(r) for r in rows]
 
     async def session(self, namespace: str, session_id: str, limit: int) -> list[Memory]:

@@ -48,7 +48,8 @@ from .ports import Exporter, PipelineLag, PublishFailed
 router = APIRouter(prefix="/memory")
 
 
-def container(request: Request) -> Container:
+async def container(request: Request) -> Container:
+    # async: FastAPI runs a plain `def` dependency in its thread pool, a thread hop per request.
     return request.app.state.container  # type: ignore[no-any-return]
 
 

@@ -377,6 +377,35 @@ async def test_neighbours_follow_the_thread_and_the_filters(pg_dsn: str) -> None
         await pool.close()
 
 
+async def test_recent_merges_the_newest_of_each_category(pg_dsn: str) -> None:
+    """The diagnostic lookup (`recent` with categories): the newest rows across the categories,
+    newest first, at most `limit`, within the window, nothing of another category or namespace."""
+    from totalrecall_recall_api.adapters import PostgresStore
+
+    await create_memories_table(pg_dsn)
+    t0 = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
+    cats = ["system.service", "system.process", "conversation"]
+    rows = [{"id": f"r{i}", "namespace": "rc", "category": cats[i % 3], "summary": f"event {i}",
+             "ts": t0 + timedelta(minutes=i)} for i in range(30)]
+    rows += [{"id": "other", "namespace": "rc-other", "category": "system.service",
+              "summary": "elsewhere", "ts": t0 + timedelta(hours=1)}]
+    await insert_rows(pg_dsn, rows)
+    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
+    try:
+        store = PostgresStore(pool)
+        got = await store.recent("rc", None, None, 5, ["system.service", "system.process"])
+        assert [m.id for m in got] == ["r28", "r27", "r25", "r24", "r22"]
+        since = await store.recent("rc", t0 + timedelta(minutes=25), None, 10,
+                                   ["system.service", "system.process"])
+        assert [m.id for m in since] == ["r28", "r27", "r25"]
+        one = await store.recent("rc", None, "system.process", 2, ["system.service", "system.process"])
+        assert [m.id for m in one] == ["r28", "r25"]
+        plain = await store.recent("rc", None, "conversation", 2)
+        assert [m.id for m in plain] == ["r29", "r26"]
+    finally:
+        await pool.close()
+
+
 async def test_bm25_returns_its_rows_and_caches_lexemes(pg_dsn: str) -> None:
     """The keyword search hands back each hit's row (so fusion fetches only vector-only rows),
     ranked exactly as `bm25`; a repeated question's lexemes come from the cache."""

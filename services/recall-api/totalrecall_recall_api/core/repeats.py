@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from datetime import datetime
+from functools import lru_cache
 from itertools import pairwise
 
 from totalrecall_schema.templates import template_hash
@@ -25,8 +26,16 @@ from .fusion import Candidate
 _TOKEN = re.compile(r"[\w.:/@+-]+")
 _SPLIT = re.compile(r"[/:@,=+]+")
 _EDGE = ".-:@"
+#: Texts seen by the memo functions below: a memory's text never changes and the same memories
+#: come back recall after recall, so each is parsed once (the parsing was a third of a recall's
+#: CPU time under load; docs/perf/2026-11-26-sustained-load.md).
+_MEMO = 8192
+
+#: The template of a text (memories of one template are near-duplicates).
+template_of = lru_cache(maxsize=_MEMO)(template_hash)
 
 
+@lru_cache(maxsize=_MEMO)
 def identifiers(text: str) -> frozenset[str]:
     """The tokens of `text` that carry a digit (ids, IPs, ports, PIDs, block ids, versions),
     whole and split at `/ : @ , = +` (so `/10.0.0.1:50010` also gives `10.0.0.1`)."""
@@ -39,6 +48,7 @@ def identifiers(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
+@lru_cache(maxsize=_MEMO)
 def value_pairs(text: str) -> frozenset[tuple[str, str]]:
     """The pairs of neighbouring words of `text` of which one carries a digit: a value in its
     context (`("task", "24.0")`, `("variable", "11")`, `("user", "test9")`)."""
@@ -58,8 +68,8 @@ _LIKENESS = frozenset({"vector", "bm25", "recency", "repeat_order"})
 def _order_key(c: Candidate, named: frozenset[str], pairs: frozenset[tuple[str, str]]
                ) -> tuple[int, int, float, datetime]:
     boosts = sum(v for k, v in c.components.items() if k not in _LIKENESS)
-    return (len(named & identifiers(c.text)), len(pairs & value_pairs(c.text)), round(boosts, 6),
-            c.timestamp)
+    return (len(named & identifiers(c.text)) if named else 0,
+            len(pairs & value_pairs(c.text)) if pairs else 0, round(boosts, 6), c.timestamp)
 
 
 def order_repeats(ranked: Iterable[Candidate], query: str) -> list[Candidate]:
@@ -69,7 +79,7 @@ def order_repeats(ranked: Iterable[Candidate], query: str) -> list[Candidate]:
     cands = list(ranked)
     groups: dict[str, list[Candidate]] = {}
     for c in cands:
-        groups.setdefault(template_hash(c.text), []).append(c)
+        groups.setdefault(template_of(c.text), []).append(c)
     named, pairs = identifiers(query), value_pairs(query)
     for members in groups.values():
         if len(members) < 2:
