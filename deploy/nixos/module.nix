@@ -201,7 +201,7 @@ in
       type = types.package;
       description = ''
         A Python environment containing the Total Recall workspace packages (totalrecall-schema,
-        the four services and the totalrecall CLI) with their dependencies.
+        totalrecall-worker, the four services and the totalrecall CLI) with their dependencies.
       '';
     };
 

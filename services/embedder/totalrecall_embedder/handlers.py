@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 from totalrecall_schema import EmbeddedEvent, EmbedReply, EmbedRequest, Topology, utcnow
+from totalrecall_worker import dead_letter_then_ack
 
 from .core.backend import ModelUnavailable
 from .core.backfill import BackfillJournal, Pending
@@ -68,18 +69,16 @@ async def handle_event_batch(msgs: Sequence[RawMsg], engine: Engine, metrics: Me
                       templates=engine.templates, model=engine.fingerprint)
 
     async def dead_letter(i: int, payload: bytes) -> None:
-        try:
+        async def park() -> None:
             await publish(topology.dlq_subject(STAGE), payload, dict(JSON_HEADERS),
                           topology.dlq_stream)
-        except Exception as exc:  # cannot park it: leave it to redelivery
-            log.warning("dead-letter publish failed (%s); message will be redelivered", exc)
+
+        if await dead_letter_then_ack(msgs[i], park, retry_delay):
+            metrics.dead_letters.inc()
+            counts["dead"] += 1
+        else:
             metrics.publish_errors.inc()
             counts["retry"] += 1
-            await msgs[i].nak(delay=retry_delay)
-            return
-        metrics.dead_letters.inc()
-        counts["dead"] += 1
-        await msgs[i].ack()
 
     dlq_tasks = [dead_letter(i, dl.model_dump_json().encode()) for i, dl in plan.dead]
     for _i, dl in plan.dead:

@@ -1,32 +1,22 @@
-"""Embedder settings (environment prefix TR_EMBEDDER_)."""
+"""Embedder settings (environment prefix TR_EMBEDDER_; the shared ones in `ServiceSettings`)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
-from totalrecall_schema import Topology
+from pydantic_settings import SettingsConfigDict
+from totalrecall_schema.service_settings import ServiceSettings
 
 DEFAULT_MODEL_FILE = "all-MiniLM-L6-v2.q8_0.gguf"
 
 
-def _default_home() -> Path:
-    return Path(os.environ.get("TOTALRECALL_HOME", "~/.local/share/totalrecall")).expanduser()
-
-
-class Settings(BaseSettings):
+class Settings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="TR_EMBEDDER_", extra="ignore")
 
-    nats_url: str = "nats://127.0.0.1:4222"
-    subject_prefix: str = "memory"
-    stream_prefix: str = "MEMORY"
-    http_host: str = "127.0.0.1"
     http_port: int = 8766
 
-    home: Path = Field(default_factory=_default_home)
     #: Any GGUF embedding model; default `$TOTALRECALL_HOME/models/all-MiniLM-L6-v2.q8_0.gguf`.
     #: The dimension is read from the model; every vector carries the model's fingerprint.
     model_path: Path | None = None
@@ -57,15 +47,14 @@ class Settings(BaseSettings):
     fallback_timeout_s: float = 30.0
 
     # llama.cpp. n_ubatch is always n_batch (BERT runs in one ubatch; a smaller one aborts).
-    #: Threads of the ingest model. All services share the CPU: 1 thread holds up far better
-    #: under contention (embedding.md: 27 vs 1.5–3 texts/s with two busy neighbours).
+    #: Threads of the ingest model. All services share the CPU: one thread holds up best under
+    #: contention (docs/perf/2026-11-26-settings-notes.md).
     n_threads: int = 1
     #: Threads of the query model (its own Llama context, so queries never wait behind ingest).
     query_n_threads: int = 1
     #: Threads of an exclusive query (a recall's long prompt, whose keyword search waits for it)
-    #: while nothing else on the machine is running: ~1.9x faster on two idle cores. Beside a
-    #: busy process ggml's threads stall each other, so it stays on `query_n_threads` then.
-    #: 1 (or `query_n_threads`): never spread.
+    #: while nothing else on the machine is running. Beside a busy process ggml's threads stall
+    #: each other, so it stays on `query_n_threads` then. 1 (or `query_n_threads`): never spread.
     query_parallel_threads: int = Field(default=2, ge=1)
     #: Nice value of the ingest embedding thread: ingest is background work, so on a busy CPU
     #: queries, the indexer and recall go first (0: ingest at the service's own priority).
@@ -133,10 +122,6 @@ class Settings(BaseSettings):
 
     #: How often the consumer backlog gauge is refreshed (0: never).
     metrics_interval_s: float = 15.0
-
-    @property
-    def topology(self) -> Topology:
-        return Topology(prefix=self.subject_prefix, stream_prefix=self.stream_prefix)
 
     @property
     def resolved_model_path(self) -> Path:

@@ -15,6 +15,7 @@ from totalrecall_schema import (
     VectorSearchReply,
     VectorSearchRequest,
 )
+from totalrecall_worker import dead_letter_then_ack
 
 from .core.indexer import EmbedFn, Indexer, StoreUnavailable
 
@@ -41,14 +42,11 @@ def _dead_letter(msg: RawMsg, reason: str) -> DeadLetter:
 
 async def _dlq_then_ack(msg: RawMsg, reason: str, publish_dlq: PublishDLQ, indexer: Indexer,
                         retry_delay: float) -> None:
-    try:
+    async def park() -> None:
         await publish_dlq(_dead_letter(msg, reason))
-    except Exception as exc:  # cannot park it: leave it to redelivery
-        log.warning("dead-letter publish failed (%s); message will be redelivered", exc)
-        await msg.nak(delay=retry_delay)
-        return
-    indexer.metrics.events.labels(outcome="dead_letter").inc()
-    await msg.ack()
+
+    if await dead_letter_then_ack(msg, park, retry_delay):
+        indexer.metrics.events.labels(outcome="dead_letter").inc()
 
 
 async def handle_embedded_batch(msgs: Sequence[Any], indexer: Indexer, publish_dlq: PublishDLQ,

@@ -11,7 +11,8 @@ import asyncio
 import contextlib
 from typing import Any
 
-from .app import build_indexer, nats_embed_fn
+from .adapters import nats_embed_fn
+from .bootstrap import build_indexer
 from .core.indexer import EmbedFn, ProgressFn
 from .settings import Settings
 

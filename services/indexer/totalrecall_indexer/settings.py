@@ -1,32 +1,25 @@
-"""Indexer settings (environment prefix TR_INDEXER_)."""
+"""Indexer settings (environment prefix TR_INDEXER_; the shared ones in `ServiceSettings`).
+
+The state directory `home` holds the Zvec tiers under `zvec/` and the Markdown logs under
+`memory/`.
+"""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
-from totalrecall_schema import Topology
+from pydantic_settings import SettingsConfigDict
+from totalrecall_schema.service_settings import ServiceSettings
 from totalrecall_schema.tiers import HOT_MAX_AGE_S, WARM_MAX_AGE_S
 
 
-def _default_home() -> Path:
-    return Path(os.environ.get("TOTALRECALL_HOME", "~/.local/share/totalrecall")).expanduser()
-
-
-class Settings(BaseSettings):
+class Settings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="TR_INDEXER_", extra="ignore")
 
-    nats_url: str = "nats://127.0.0.1:4222"
-    subject_prefix: str = "memory"
-    stream_prefix: str = "MEMORY"
-    http_host: str = "127.0.0.1"
     http_port: int = 8767
     pg_dsn: str = "postgresql://postgres@127.0.0.1:5433/totalrecall"
 
-    #: State directory; default `$TOTALRECALL_HOME` (zvec under `zvec/`, logs under `memory/`).
-    home: Path = Field(default_factory=_default_home)
     #: Vector dimension used until the first embedded event says otherwise.
     dim: int = 384
 
@@ -74,10 +67,6 @@ class Settings(BaseSettings):
 
     #: Refresh of the consumer-pending, DLQ-depth and disk-free gauges; 0 disables it.
     metrics_interval_s: float = 15.0
-
-    @property
-    def topology(self) -> Topology:
-        return Topology(prefix=self.subject_prefix, stream_prefix=self.stream_prefix)
 
     @property
     def zvec_dir(self) -> Path:

@@ -1,39 +1,33 @@
+"""Recall API settings (environment prefix TR_RECALL_; the shared ones in `ServiceSettings`)."""
+
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
-from totalrecall_schema import TierPolicy, Topology
+from pydantic_settings import SettingsConfigDict
+from totalrecall_schema import TierPolicy
+from totalrecall_schema.service_settings import ServiceSettings
 
 
-def _home() -> Path:
-    return Path(os.environ.get("TOTALRECALL_HOME", "~/.local/share/totalrecall")).expanduser()
-
-
-class Settings(BaseSettings):
+class Settings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="TR_RECALL_", extra="ignore")
 
-    nats_url: str = "nats://127.0.0.1:4222"
     pg_dsn: str = "postgresql://postgres@127.0.0.1:5433/totalrecall"
-    subject_prefix: str = "memory"
-    stream_prefix: str = "MEMORY"
-    http_host: str = "127.0.0.1"
     http_port: int = 8765
     api_token: str | None = Field(default=None, description="Bearer token; required off loopback")
-    memory_dir: Path = Field(default_factory=lambda: _home() / "memory")
+    #: The indexer's Markdown logs (default `<home>/memory`): citations are read from there.
+    memory_dir: Path = Field(default_factory=lambda data: _under_home(data, "memory"))
     #: The agent's hash-chained action ledger (POST/GET /memory/ledger; `totalrecall ledger
     #: verify`), and the namespace its entries are remembered in.
-    ledger_path: Path = Field(default_factory=lambda: _home() / "ledger.jsonl")
+    ledger_path: Path = Field(default_factory=lambda data: _under_home(data, "ledger.jsonl"))
     ledger_namespace: str = Field(default="default", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
-    # Python's cyclic garbage collector: allocations between collections of the youngest
-    # generation (Python's default is 700). A recall allocates thousands of short-lived objects:
-    # on a 100k stack the defaults ran ~1.4 collections per recall (0.58 ms) and every ~125
-    # recalls a full one that paused the process 35-42 ms, straight into p99. With 50,000 (and
-    # the startup heap frozen) none ran in 500 recalls. 0 keeps Python's defaults.
+    #: Python's cyclic garbage collector: allocations between collections of the youngest
+    #: generation (Python's default is 700). A recall allocates thousands of short-lived
+    #: objects; a higher threshold (and the startup heap frozen) keeps full collections out of
+    #: recall latency (docs/perf/2026-11-26-settings-notes.md). 0 keeps Python's defaults.
     gc_threshold: int = Field(default=50_000, ge=0)
 
     max_body_bytes: int = 2 * 1024 * 1024
@@ -43,11 +37,11 @@ class Settings(BaseSettings):
     # instead of holding up the prompt. Searches that include the warm/cold tiers get longer
     # (the design's budgets: warm < 500 ms, cold < 2 s).
     embed_timeout_s: float = 1.0
-    # A query this long (an agent's whole prompt, not a search phrase) is embedded first, alone,
-    # and its keyword search starts once the vector is back: the embedder may then spread it over
-    # both cores (EmbedRequest.exclusive), ~1.9x faster on an idle machine, while the keyword
-    # search takes a fraction of its time. Shorter queries run both at once (their embedding and
-    # the keyword search take about as long). 0: always at once.
+    # A query this long (characters; an agent's whole prompt, not a search phrase) is embedded
+    # first, alone, and its keyword search starts once the vector is back: the embedder may then
+    # spread it over both cores (EmbedRequest.exclusive) while the keyword search takes a
+    # fraction of its time. Shorter queries run both at once (their embedding and the keyword
+    # search take about as long). 0: always at once.
     long_query_chars: int = Field(default=160, ge=0)
     search_timeout_s: float = 1.0
     deep_search_timeout_s: float = 2.5
@@ -96,8 +90,7 @@ class Settings(BaseSettings):
     neighbour_decay: float = 1.0  # share × decay per step beyond the adjacent memory
     # The memory right after a hit that asks something, said by an actor the query names (the
     # answer to the matching question), gets this share of the hit's score when it is more than
-    # `neighbour_weight`. LoCoMo R@5 / R@10 / MRR by share: 0.5 (off) 0.698/0.773/0.561,
-    # 0.7 0.708/0.777/0.576, 0.9 0.714/0.777/0.589, 1.0 0.715/0.779/0.592.
+    # `neighbour_weight` (the LoCoMo figures by share: docs/perf/2026-11-26-settings-notes.md).
     neighbour_answer_weight: float = 1.0
     neighbour_max_gap_s: float = 6 * 3600.0
     # Machine events (no session) are dense: their neighbours are the minutes around a hit, and a
@@ -118,9 +111,9 @@ class Settings(BaseSettings):
     # Added to memories whose actor the query names ("what did Caroline say…").
     actor_boost: float = 0.1
     # A question in the first person ("what did I say…", "my car"; not "…did you suggest", not
-    # a diagnostic one) is about the user's own words: memories of this actor get `asker_boost`.
-    # LongMemEval turn any@5 / MRR by boost: 0 0.81/0.59, 0.2 0.88/0.71, 0.3 0.90/0.72,
-    # 0.4 0.88/0.71, 0.5 0.85/0.69. Empty actor or 0: no such boost.
+    # a diagnostic one) is about the user's own words: memories of this actor get `asker_boost`
+    # (the LongMemEval figures by boost: docs/perf/2026-11-26-settings-notes.md).
+    # Empty actor or 0: no such boost.
     asker_actor: str = "user"
     asker_boost: float = 0.3
     term_stats_refresh_s: float = 120.0
@@ -184,9 +177,9 @@ class Settings(BaseSettings):
     alerts_max_rows: int = Field(default=5000, ge=10)
 
     @property
-    def topology(self) -> Topology:
-        return Topology(prefix=self.subject_prefix, stream_prefix=self.stream_prefix)
-
-    @property
     def loopback(self) -> bool:
         return self.http_host in {"127.0.0.1", "::1", "localhost"}
+
+
+def _under_home(data: dict[str, Any], name: str) -> Path:
+    return Path(data["home"]) / name

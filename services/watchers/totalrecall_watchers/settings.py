@@ -7,17 +7,12 @@ Examples: `TR_WATCHERS_PROCESS__INTERVAL_S=1`, `TR_WATCHERS_PROCESS__CPU_PERCENT
 
 from __future__ import annotations
 
-import os
 import socket
 from pathlib import Path
 
 from pydantic import BaseModel, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
-from totalrecall_schema import Topology
-
-
-def _home() -> Path:
-    return Path(os.environ.get("TOTALRECALL_HOME", "~/.local/share/totalrecall")).expanduser()
+from pydantic_settings import SettingsConfigDict
+from totalrecall_schema.service_settings import ServiceSettings
 
 
 class WatcherSettings(BaseModel):
@@ -184,14 +179,10 @@ class SpoolSettings(BaseModel):
     drain_interval_s: float = 5.0
 
 
-class Settings(BaseSettings):
+class Settings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="TR_WATCHERS_", env_nested_delimiter="__",
                                       extra="ignore")
 
-    nats_url: str = "nats://127.0.0.1:4222"
-    subject_prefix: str = "memory"
-    stream_prefix: str = "MEMORY"
-    http_host: str = "127.0.0.1"
     http_port: int = 8768
     namespace: str = "default"
     hostname: str = Field(default_factory=socket.gethostname)
@@ -215,17 +206,13 @@ class Settings(BaseSettings):
     spool: SpoolSettings = Field(default_factory=SpoolSettings)
 
     @property
-    def topology(self) -> Topology:
-        return Topology(prefix=self.subject_prefix, stream_prefix=self.stream_prefix)
-
-    @property
     def packages_state_file(self) -> Path:
         if self.packages.state_file:
             return Path(self.packages.state_file).expanduser()
-        return _home() / "state" / "watchers" / "packages.json"
+        return self.home / "state" / "watchers" / "packages.json"
 
     @property
     def spool_dir(self) -> Path:
         if self.spool.dir:
             return Path(self.spool.dir).expanduser()
-        return _home() / "spool" / "watchers"
+        return self.home / "spool" / "watchers"

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 import zvec
 from indexer_it_helpers import Harness, make_event, running, unit_vectors, wait_for
-from totalrecall_indexer.app import build_indexer
+from totalrecall_indexer.bootstrap import build_indexer
 from totalrecall_indexer.core.tiers import TierUnavailable, ZDoc, ZvecTiers
 from totalrecall_indexer.settings import Settings
 

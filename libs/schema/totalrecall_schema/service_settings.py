@@ -1,0 +1,57 @@
+"""What every service's settings share: where NATS is, whose subjects and streams, where the
+state lives, where /health and /metrics listen.
+
+Each service's `Settings` inherits `ServiceSettings` with its own environment prefix
+(`TR_EMBEDDER_`, `TR_INDEXER_`, `TR_RECALL_`, `TR_WATCHERS_`): `TR_INDEXER_NATS_URL` sets the
+indexer's `nats_url`. Imported from here rather than the package root so that the schema's other
+users (the client, the CLI) do not load pydantic-settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .topology import Topology
+
+DEFAULT_HOME = "~/.local/share/totalrecall"
+
+C = TypeVar("C")
+
+
+def default_home() -> Path:
+    """`$TOTALRECALL_HOME`, else ~/.local/share/totalrecall (read when settings are built)."""
+    return Path(os.environ.get("TOTALRECALL_HOME", DEFAULT_HOME)).expanduser()
+
+
+class ServiceSettings(BaseSettings):
+    model_config = SettingsConfigDict(extra="ignore")
+
+    nats_url: str = "nats://127.0.0.1:4222"
+    #: Subjects are `<subject_prefix>.events.>`, … and streams `<stream_prefix>_EVENTS`, …
+    #: (`Topology`); tests and side-by-side installations use their own.
+    subject_prefix: str = "memory"
+    stream_prefix: str = "MEMORY"
+    #: /health and /metrics (each service sets its own port).
+    http_host: str = "127.0.0.1"
+    http_port: int
+    #: State directory: default `$TOTALRECALL_HOME`.
+    home: Path = Field(default_factory=default_home)
+
+    @property
+    def topology(self) -> Topology:
+        return Topology(prefix=self.subject_prefix, stream_prefix=self.stream_prefix)
+
+    def section(self, config: type[C], **overrides: Any) -> C:
+        """The core's config dataclass `config`, filled from the settings of the same names (so
+        the core never sees the service's settings, and the environment names stay flat);
+        `overrides` for the fields that need converting first."""
+        fields = type(self).model_fields
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(config)  # type: ignore[arg-type]
+                  if f.name in fields}
+        return config(**{**values, **overrides})

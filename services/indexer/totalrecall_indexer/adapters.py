@@ -1,0 +1,56 @@
+"""The indexer's I/O besides its stores: the embedder over NATS, the runtime gauges."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+from typing import Any
+
+from totalrecall_schema import EmbedReply, EmbedRequest
+from totalrecall_worker import consumer_backlog
+
+from .core.indexer import EmbedFn
+from .metrics import Metrics
+from .settings import Settings
+
+log = logging.getLogger("totalrecall.indexer")
+
+
+def nats_embed_fn(nc: Any, settings: Settings) -> EmbedFn:
+    """Embed documents through the embedder's `rpc_embed_batch` (None when unavailable)."""
+    subject = settings.topology.rpc_embed_batch
+
+    async def embed(texts: list[str]) -> EmbedReply | None:
+        req = EmbedRequest(texts=texts, kind="document")
+        try:
+            msg = await nc.request(subject, req.model_dump_json().encode(),
+                                   timeout=settings.embed_timeout_s)
+        except Exception as exc:  # no responders, timeout, connection closed
+            log.warning("embedder unavailable: %s", exc)
+            return None
+        return EmbedReply.model_validate_json(msg.data)
+
+    return embed
+
+
+async def refresh_runtime_gauges(nc: Any, settings: Settings, metrics: Metrics) -> None:
+    """Consumer backlog, dead-letter depth, free disk (each best effort)."""
+    topo = settings.topology
+    try:
+        free = (await asyncio.to_thread(shutil.disk_usage, settings.home)).free
+        metrics.state_disk_free.set(free)
+    except OSError as exc:
+        log.debug("disk usage of %s: %s", settings.home, exc)
+    if nc is None or not nc.is_connected:
+        return
+    try:
+        metrics.consumer_pending.set(
+            await consumer_backlog(nc, topo.embedded_stream, topo.indexer_durable))
+    except Exception as exc:  # consumer not created yet, NATS trouble
+        log.debug("consumer info: %s", exc)
+    try:
+        dlq = await nc.jetstream().stream_info(topo.dlq_stream)
+        metrics.dlq_messages.set(dlq.state.messages)
+    except Exception as exc:
+        log.debug("dlq stream info: %s", exc)

@@ -1,0 +1,66 @@
+"""One bootstrap: the indexer's object graph, built from its settings. Nothing is opened or
+connected here (`lifecycle.py` does that when the app starts)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from faststream.nats import NatsBroker
+from totalrecall_schema import DeadLetter
+from totalrecall_worker import WorkerRuntime
+
+from .core.indexer import EmbedFn, Indexer, IndexerConfig
+from .core.markdown import MarkdownLog
+from .core.pgstore import PgStore
+from .core.tiers import ZvecTiers
+from .handlers import STAGE
+from .metrics import Metrics
+from .settings import Settings
+
+
+@dataclass
+class Container:
+    settings: Settings
+    indexer: Indexer
+    #: The admin RPC's FastStream broker.
+    broker: NatsBroker
+    #: Embeds for rebuilds, MEMORY.md and re-indexing (default: the embedder over `nc`).
+    embed: EmbedFn | None = None
+    runtime: WorkerRuntime = field(default_factory=WorkerRuntime)
+    #: The nats-py connection of the consumer, the search RPC, dead letters and progress
+    #: (connected at start).
+    nc: Any = None
+
+    @property
+    def metrics(self) -> Metrics:
+        return self.indexer.metrics
+
+    async def publish_dlq(self, dl: DeadLetter) -> None:
+        topo = self.settings.topology
+        await self.nc.jetstream().publish(
+            topo.dlq_subject(STAGE), dl.model_dump_json().encode(), stream=topo.dlq_stream,
+            headers={"content-type": "application/json"})
+
+
+def build_indexer(settings: Settings, metrics: Metrics | None = None,
+                  pg: PgStore | None = None, tiers: ZvecTiers | None = None) -> Indexer:
+    """The indexer over its three stores (Markdown logs, Postgres, Zvec tiers)."""
+    metrics = metrics or Metrics()
+    return Indexer(
+        markdown=MarkdownLog(settings.memory_dir,
+                             on_repair=lambda _path, _reason: metrics.markdown_repairs.inc()),
+        pg=pg or PgStore(settings.pg_dsn),
+        tiers=tiers or ZvecTiers(settings.zvec_dir, default_dim=settings.dim,
+                                 optimize_threads=settings.optimize_threads),
+        metrics=metrics,
+        config=settings.section(IndexerConfig),
+    )
+
+
+def build(settings: Settings, *, indexer: Indexer | None = None,
+          embed: EmbedFn | None = None) -> Container:
+    """`indexer` and `embed` replace the real ones (tests)."""
+    return Container(settings=settings, indexer=indexer or build_indexer(settings),
+                     broker=NatsBroker(settings.nats_url, log_level=logging.DEBUG), embed=embed)

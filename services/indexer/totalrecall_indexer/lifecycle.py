@@ -1,0 +1,154 @@
+"""The indexer from start to stop: open the stores, consume embedded events, answer vector
+searches, run the maintenance loops, report health, shut down in order."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from typing import Any
+
+import nats
+from totalrecall_schema import ensure_streams
+from totalrecall_worker import (
+    ConcurrentResponder,
+    PullConsumer,
+    PullSpec,
+    confirm_subscriptions,
+)
+
+from . import maintenance
+from .adapters import nats_embed_fn
+from .bootstrap import Container
+from .handlers import handle_embedded_batch, handle_search
+
+log = logging.getLogger("totalrecall.indexer")
+
+#: Vector searches answered at once (each on its own task; see ConcurrentResponder).
+SEARCH_CONCURRENCY = 4
+
+
+class Lifecycle:
+    def __init__(self, c: Container, *, pg_connect_timeout_s: float = 60.0) -> None:
+        self.c = c
+        self.pg_connect_timeout_s = pg_connect_timeout_s
+        s, topo = c.settings, c.settings.topology
+        self.consumer = PullConsumer(
+            lambda: c.nc,
+            PullSpec(stream=topo.embedded_stream, subject=topo.embedded_all,
+                     durable=topo.indexer_durable, ack_wait_s=s.ack_wait_s,
+                     max_ack_pending=20_000, batch_max=s.batch_size,
+                     fetch_timeout_s=s.fetch_timeout_s),
+            self.on_embedded)
+        # Vector search is on every recall's critical path: no FastStream there.
+        self.search = ConcurrentResponder(topo.rpc_vector_search, self.answer_search,
+                                          concurrency=SEARCH_CONCURRENCY)
+
+    async def startup(self) -> None:
+        c, idx = self.c, self.c.indexer
+        await asyncio.to_thread(idx.tiers.open)
+        for tier in idx.tiers.quarantined:  # logged by tiers; re-indexed by reindex_loop
+            c.metrics.quarantined.labels(tier=tier).inc()
+        repaired = await asyncio.to_thread(idx.markdown.recover)  # torn tails after a crash
+        if repaired:
+            log.warning("repaired torn daily logs after an unclean shutdown: %s", repaired)
+        await self._start_postgres()
+        await idx.load_tombstones()  # before the consumer starts: forgotten stays forgotten
+        c.nc = await nats.connect(c.settings.nats_url, name="totalrecall-indexer-admin")
+        await ensure_streams(c.nc.jetstream(), c.settings.topology)
+        if c.embed is None:
+            c.embed = nats_embed_fn(c.nc, c.settings)
+        if idx.on_progress is None:
+            idx.on_progress = self.publish_progress
+
+    async def _start_postgres(self) -> None:
+        deadline = time.monotonic() + self.pg_connect_timeout_s
+        while True:
+            try:
+                await self.c.indexer.pg.start()
+                return
+            except Exception as exc:  # Postgres not up yet: retry until the deadline
+                if time.monotonic() > deadline:
+                    raise
+                log.warning("postgres not reachable yet (%s); retrying", exc)
+                await asyncio.sleep(1.0)
+
+    async def serve(self) -> None:
+        """After the broker started the admin RPC: search, the consumer, the loops."""
+        c, s, runtime = self.c, self.c.settings, self.c.runtime
+        await self.search.start(c.nc)
+        await confirm_subscriptions(c.broker.connection, c.nc)
+        await c.indexer.refresh_metrics()
+        runtime.start()
+        await runtime.consume(self.consumer)
+        # Always on (not a background nicety): a tier whose last HNSW build was interrupted
+        # takes no writes until a build completed; ingest is redelivered meanwhile.
+        runtime.spawn(maintenance.held_builds_loop(c), name="held builds")
+        if s.background_tasks:
+            runtime.spawn(maintenance.compact_loop(c), name="compaction")
+            runtime.spawn(maintenance.optimize_loop(c), name="optimize")
+        if s.memory_md_poll_s > 0:
+            runtime.spawn(maintenance.memory_md_loop(c), name="MEMORY.md sync")
+        if s.metrics_interval_s > 0:
+            runtime.every(s.metrics_interval_s, lambda: maintenance.refresh_gauges(c),
+                          what="metrics refresh")
+        # A tier that could not be opened (refilled), or whose build was interrupted (checked):
+        # re-indexed from Postgres, whenever `tiers.reindex` lists one.
+        runtime.spawn(maintenance.reindex_loop(c), name="re-index")
+        runtime.ready = True
+
+    async def shutdown(self) -> None:
+        self.c.runtime.halt()
+        await self.search.stop()
+        await self.c.runtime.stop()
+
+    async def close(self) -> None:
+        """After the broker closed: the connection and the stores, under the write lock."""
+        c, idx = self.c, self.c.indexer
+        async with idx.write_lock:
+            if c.nc is not None:
+                with contextlib.suppress(Exception):
+                    await c.nc.close()
+            await idx.pg.close()
+            await idx.close_stores()
+            # Waits for an append still running in a thread (the log's own lock), then records
+            # that the daily logs need no tail check at the next start.
+            await asyncio.to_thread(idx.markdown.mark_clean)
+
+    async def on_embedded(self, msgs: list[Any]) -> None:
+        await handle_embedded_batch(msgs, self.c.indexer, self.c.publish_dlq,
+                                    self.c.settings.retry_delay_s)
+
+    async def answer_search(self, body: bytes) -> bytes:
+        return (await handle_search(body, self.c.indexer)).model_dump_json().encode()
+
+    async def publish_progress(self, progress: dict[str, Any]) -> None:
+        nc = self.c.nc
+        if nc is not None and nc.is_connected:
+            await nc.publish(self.c.settings.topology.rpc_index_progress,
+                             json.dumps(progress, default=str).encode())
+
+    async def health(self) -> tuple[dict[str, Any], int]:
+        c, idx = self.c, self.c.indexer
+        if not c.runtime.ready:
+            return {"status": "starting"}, 503
+        pg_ok = await idx.pg.ping()
+        nats_ok = bool(c.nc is not None and c.nc.is_connected)
+        try:
+            tiers = await asyncio.to_thread(idx.tiers.stats)
+        except Exception as exc:
+            return {"status": "error", "zvec": str(exc)}, 503
+        reindex = {t: {"reason": why, **idx.reindex_state.get(t, {})}
+                   for t, why in idx.tiers.reindex.items()}
+        held = dict(idx.tiers.held)
+        status = "ok" if pg_ok and nats_ok and not reindex and not held else "degraded"
+        body: dict[str, Any] = {"status": status, "postgres": pg_ok, "nats": nats_ok,
+                                "model": idx.tiers.model, "dim": idx.tiers.dim,
+                                "docs": {t: int(s["doc_count"]) for t, s in tiers.items()}}
+        if reindex:
+            body["reindex"] = reindex
+        if held:
+            body["writes_held"] = held
+        return body, 200
