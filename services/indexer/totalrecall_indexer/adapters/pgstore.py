@@ -1,0 +1,302 @@
+"""The Postgres mirror: table `memories` (one row per key) with its full-text tsvector, and the
+`forgotten` tombstones. The schema and its migrations are `pg_schema`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from ..core.daily_format import LogRecord
+from .pg_schema import migrate
+
+#: The newest memory of each (namespace, subject) among the given keys' subjects supersedes the
+#: others of that subject, and is itself current: events need not arrive in order (an older fact
+#: that arrives late is superseded at once; a rebuild replays in any order and ends the same).
+_SUPERSEDE_BY_SUBJECT_SQL = """
+WITH s AS (SELECT DISTINCT namespace, metadata->>'subject' AS subject FROM memories
+           WHERE key = ANY($1::text[]) AND metadata ? 'subject'
+             AND coalesce(metadata->>'subject', '') <> ''),
+     newest AS (SELECT DISTINCT ON (m.namespace, s.subject) m.namespace, s.subject, m.key
+                FROM s JOIN memories m ON m.namespace = s.namespace
+                                      AND m.metadata ? 'subject'
+                                      AND m.metadata->>'subject' = s.subject
+                ORDER BY m.namespace, s.subject, m.ts DESC, m.key DESC)
+UPDATE memories m SET superseded_by = NULLIF(n.key, m.key)
+FROM newest n
+WHERE m.namespace = n.namespace AND m.metadata ? 'subject' AND m.metadata->>'subject' = n.subject
+  AND m.superseded_by IS DISTINCT FROM NULLIF(n.key, m.key)
+"""
+
+#: Memories named by a newer one's `metadata.supersedes` (ids, same namespace) are superseded by it.
+_SUPERSEDE_NAMED_SQL = """
+UPDATE memories m SET superseded_by = u.key
+FROM memories u, jsonb_array_elements_text(
+         CASE WHEN jsonb_typeof(u.metadata->'supersedes') = 'array'
+              THEN u.metadata->'supersedes' ELSE '[]'::jsonb END) AS old(id)
+WHERE u.key = ANY($1::text[]) AND m.namespace = u.namespace AND m.id = old.id
+  AND m.key <> u.key AND m.superseded_by IS DISTINCT FROM u.key
+"""
+
+_COLUMNS = ("key", "id", "namespace", "ts", "category", "subcategory", "actor", "source",
+            "severity", "service", "tags", "summary", "detail", "metadata", "tier", "embedded",
+            "model", "repeat_count", "last_seen")
+
+_UPSERT_SQL = f"""
+INSERT INTO memories ({", ".join(_COLUMNS)})
+SELECT u.key, u.id, u.namespace, u.ts, u.category, u.subcategory, u.actor, u.source, u.severity,
+       u.service, u.tags::text[], u.summary, u.detail, u.metadata, u.tier, u.embedded, u.model,
+       u.repeat_count, u.last_seen
+FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[],
+            $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
+            $12::text[], $13::text[], $14::jsonb[], $15::text[], $16::bool[], $17::text[],
+            $18::int[], $19::timestamptz[])
+     AS u({", ".join(_COLUMNS)})
+ON CONFLICT (key) DO UPDATE SET
+    id = EXCLUDED.id, namespace = EXCLUDED.namespace, ts = EXCLUDED.ts,
+    category = EXCLUDED.category, subcategory = EXCLUDED.subcategory, actor = EXCLUDED.actor,
+    source = EXCLUDED.source, severity = EXCLUDED.severity, service = EXCLUDED.service,
+    tags = EXCLUDED.tags, summary = EXCLUDED.summary, detail = EXCLUDED.detail,
+    metadata = EXCLUDED.metadata, tier = EXCLUDED.tier,
+    embedded = EXCLUDED.embedded
+               OR (memories.embedded AND EXCLUDED.model IS NOT DISTINCT FROM memories.model),
+    model = COALESCE(EXCLUDED.model, memories.model),
+    repeat_count = GREATEST(memories.repeat_count, EXCLUDED.repeat_count),
+    last_seen = GREATEST(memories.last_seen, EXCLUDED.last_seen)
+"""
+
+
+@dataclass
+class PgRow:
+    rec: LogRecord
+    tier: str
+    embedded: bool
+
+
+def is_data_error(exc: BaseException) -> bool:
+    """A Postgres error caused by the data itself: retrying won't help. SQLSTATE classes 22
+    (data exception), 23 (integrity) and 54 (program limit exceeded: a value too big for an
+    index entry or a tsvector). The batch is then retried event by event and only the event
+    that fails on its own is dead-lettered, so one such event never stalls ingest."""
+    state = getattr(exc, "sqlstate", None) or ""
+    return isinstance(exc, asyncpg.PostgresError) and state[:2] in ("22", "23", "54")
+
+
+def _columns(rows: Sequence[PgRow]) -> list[list[Any]]:
+    cols: list[list[Any]] = [[] for _ in _COLUMNS]
+    for row in rows:
+        ev = row.rec.event
+        md = ev.metadata
+        values = (
+            ev.key, ev.id, ev.namespace, ev.timestamp, ev.category, ev.subcategory, ev.actor,
+            ev.source, md.severity.value, md.service, list(md.tags), ev.summary, ev.detail,
+            json.dumps(md.model_dump(mode="json")), row.tier, row.embedded, row.rec.model,
+            row.rec.repeat_count, row.rec.last_seen,
+        )
+        for col, val in zip(cols, values, strict=True):
+            col.append(val)
+    # text[] of tags: unnest of a 2-D array is not what we want, so encode each as a literal.
+    cols[10] = [_text_array_literal(t) for t in cols[10]]
+    return cols
+
+
+def _extra(row: PgRow, name: str) -> Any:
+    """A metadata field beyond the schema's own (`subject`, `supersedes`), or None."""
+    return (row.rec.event.metadata.model_extra or {}).get(name)
+
+
+def _text_array_literal(items: list[str]) -> str:
+    def q(s: str) -> str:
+        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    return "{" + ",".join(q(s) for s in items) + "}"
+
+
+class PgStore:
+    def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 4) -> None:
+        self.dsn = dsn
+        self._min = min_size
+        self._max = max_size
+        self.pool: asyncpg.Pool | None = None
+
+    async def start(self) -> None:
+        self.pool = await asyncpg.create_pool(self.dsn, min_size=self._min, max_size=self._max,
+                                              command_timeout=60)
+        async with self.pool.acquire() as conn:
+            if await migrate(conn):
+                # A migration may rewrite the table (a new stored column): that clears the
+                # visibility map BM25's index-only scans rely on, and the planner's statistics.
+                await conn.execute("VACUUM (ANALYZE) memories")
+
+    async def close(self) -> None:
+        if self.pool is not None:
+            await self.pool.close()
+            self.pool = None
+
+    def _p(self) -> asyncpg.Pool:
+        if self.pool is None:
+            raise ConnectionError("postgres pool is not started")
+        return self.pool
+
+    async def ping(self) -> bool:
+        try:
+            async with self._p().acquire(timeout=2) as conn:
+                await conn.fetchval("SELECT 1", timeout=2)
+            return True
+        except Exception:
+            return False
+
+    async def keys_older_than(self, cutoff: datetime, limit: int) -> list[str]:
+        """The oldest memories before `cutoff` (retention), never the curated MEMORY.md ones."""
+        rows = await self._p().fetch(
+            "SELECT key FROM memories WHERE ts < $1 AND source <> 'MEMORY.md' ORDER BY ts LIMIT $2",
+            cutoff, limit)
+        return [r["key"] for r in rows]
+
+    async def vacuum_if_grown(self, min_new_rows: int) -> int:
+        """`VACUUM (ANALYZE)` the table once at least `min_new_rows`, and a fifth of its rows,
+        were inserted since the last vacuum (autovacuum's or ours); returns the rows that
+        triggered it (0: nothing done). After bulk loads (rebuild, backfill, a burst) this keeps
+        BM25 on index-only scans (the visibility map) and the planner's statistics fresh
+        (without them Postgres scans a whole namespace instead of its newest matches), without
+        waiting for autovacuum's nap. The indexer owns the table: nothing else maintains it."""
+        if min_new_rows <= 0:
+            return 0
+        async with self._p().acquire() as conn:
+            row = await conn.fetchrow(
+                "SELECT n_ins_since_vacuum AS grown, n_live_tup AS live FROM pg_stat_user_tables "
+                "WHERE relname = 'memories'")
+            grown = int(row["grown"] or 0) if row else 0
+            if not grown or grown < max(min_new_rows, 0.2 * (int(row["live"] or 0) - grown)):
+                return 0
+            await conn.execute("VACUUM (ANALYZE) memories")  # not in a transaction: allowed
+            return int(grown)
+
+    async def upsert(self, rows: Sequence[PgRow]) -> None:
+        if not rows:
+            return
+        # One row per key per statement (ON CONFLICT cannot touch a row twice).
+        dedup: dict[str, PgRow] = {}
+        for row in rows:
+            dedup[row.rec.key] = row
+        cols = _columns(list(dedup.values()))
+        async with self._p().acquire() as conn:
+            await conn.execute(_UPSERT_SQL, *cols)
+            await self._mark_superseded(conn, list(dedup.values()))
+
+    @staticmethod
+    async def _mark_superseded(conn: asyncpg.Connection, rows: Sequence[PgRow]) -> None:
+        """Mark what the upserted rows supersede (see migration 8): by subject, by named ids.
+        Most batches carry neither (machine events): then nothing is run."""
+        subjects = [r.rec.key for r in rows if _extra(r, "subject")]
+        named = [r.rec.key for r in rows if _extra(r, "supersedes")]
+        if subjects:
+            await conn.execute(_SUPERSEDE_BY_SUBJECT_SQL, subjects)
+        if named:
+            await conn.execute(_SUPERSEDE_NAMED_SQL, named)
+
+    async def set_tier(self, keys: Sequence[str], tier: str) -> None:
+        if keys:
+            async with self._p().acquire() as conn:
+                await conn.execute("UPDATE memories SET tier = $2 WHERE key = ANY($1::text[])",
+                                   list(keys), tier)
+
+    async def delete(self, keys: Sequence[str], namespace: str | None = None) -> list[str]:
+        async with self._p().acquire() as conn:
+            if namespace is None:
+                rows = await conn.fetch(
+                    "DELETE FROM memories WHERE key = ANY($1::text[]) RETURNING key", list(keys))
+            else:
+                rows = await conn.fetch(
+                    "DELETE FROM memories WHERE key = ANY($1::text[]) AND namespace = $2 "
+                    "RETURNING key", list(keys), namespace)
+            deleted = [r["key"] for r in rows]
+            if deleted:  # what they superseded is current again, unless another newer one is
+                revived = await conn.fetch(
+                    "UPDATE memories SET superseded_by = NULL "
+                    "WHERE superseded_by = ANY($1::text[]) RETURNING key", deleted)
+                if revived:
+                    await conn.execute(_SUPERSEDE_BY_SUBJECT_SQL, [r["key"] for r in revived])
+        return deleted
+
+    async def namespaces_of(self, keys: Sequence[str]) -> dict[str, str]:
+        """key -> namespace of the memories with these keys that are stored."""
+        async with self._p().acquire() as conn:
+            rows = await conn.fetch(
+                "SELECT key, namespace FROM memories WHERE key = ANY($1::text[])", list(keys))
+        return {r["key"]: r["namespace"] for r in rows}
+
+    async def add_tombstones(self, keys: Sequence[str], namespace: str | None) -> None:
+        if keys:
+            async with self._p().acquire() as conn:
+                await conn.execute(
+                    "INSERT INTO forgotten (key, namespace) SELECT k, $2 FROM unnest($1::text[]) k "
+                    "ON CONFLICT (key) DO NOTHING", list(keys), namespace)
+
+    async def tombstones(self) -> set[str]:
+        """Every forgotten key (few: forgetting is rare; the indexer keeps them in memory)."""
+        async with self._p().acquire() as conn:
+            return {r["key"] for r in await conn.fetch("SELECT key FROM forgotten")}
+
+    async def timestamps(self, keys: Sequence[str],
+                         namespace: str | None = None) -> dict[str, datetime]:
+        async with self._p().acquire() as conn:
+            rows = await conn.fetch(
+                "SELECT key, ts FROM memories WHERE key = ANY($1::text[]) "
+                "AND ($2::text IS NULL OR namespace = $2)", list(keys), namespace)
+        return {r["key"]: r["ts"] for r in rows}
+
+    async def count(self) -> int:
+        async with self._p().acquire() as conn:
+            return int(await conn.fetchval("SELECT count(*) FROM memories"))
+
+    async def counts_by_tier(self) -> dict[str, int]:
+        async with self._p().acquire() as conn:
+            rows = await conn.fetch(
+                "SELECT tier, embedded, count(*) AS n FROM memories GROUP BY tier, embedded")
+        out: dict[str, int] = {}
+        for r in rows:
+            name = r["tier"] if r["embedded"] else f"{r['tier']}_unembedded"
+            out[name] = out.get(name, 0) + int(r["n"])
+        return out
+
+    async def source_rows(self, source: str) -> dict[str, dict[str, Any]]:
+        """key -> row (the fields MEMORY.md sync compares) of every memory from `source`."""
+        async with self._p().acquire() as conn:
+            rows = await conn.fetch(
+                "SELECT key, id, namespace, ts, category, subcategory, summary, detail, tags, "
+                "embedded, model, metadata FROM memories WHERE source = $1", source)
+        out: dict[str, dict[str, Any]] = {}
+        for r in rows:
+            row = dict(r)
+            if isinstance(row.get("metadata"), str):
+                row["metadata"] = json.loads(row["metadata"])
+            out[r["key"]] = row
+        return out
+
+    async def tier_page(self, tier: str, model: str | None, after_key: str,
+                        limit: int) -> list[dict[str, Any]]:
+        """Embedded memories of a tier (by the `tier` column), in key order after `after_key`:
+        what a re-index of that tier needs."""
+        async with self._p().acquire() as conn:
+            rows = await conn.fetch(
+                "SELECT key, id, namespace, ts, category, subcategory, severity, summary, detail "
+                "FROM memories WHERE tier = $1 AND embedded "
+                "AND model IS NOT DISTINCT FROM $2 AND key > $3 ORDER BY key LIMIT $4",
+                tier, model, after_key, limit)
+        return [dict(r) for r in rows]
+
+    async def keys_in_tier(self, keys: Sequence[str], tier: str) -> set[str]:
+        async with self._p().acquire() as conn:
+            rows = await conn.fetch(
+                "SELECT key FROM memories WHERE key = ANY($1::text[]) AND tier = $2",
+                list(keys), tier)
+        return {r["key"] for r in rows}
+
+    async def truncate(self) -> None:
+        async with self._p().acquire() as conn:
+            await conn.execute("TRUNCATE memories")

@@ -1,0 +1,339 @@
+"""The Zvec collections: hot (fp32 HNSW), warm (int8 HNSW), cold (int4 HNSW).
+
+zvec is single-writer per process and its calls block: every method here is synchronous and is
+meant to run in a worker thread. Queries run concurrently with everything; a tier's writes wait
+while its HNSW build (`optimize()`) runs, and after a crash inside a build the tier takes no
+writes until a build has completed (both for zvec 0.8's crash behaviour: see `build_guard`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import shutil
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import zvec
+from zvec import HnswQueryParam, Query
+
+from ..core.search import TIERS
+from .build_guard import BuildMarkers
+from .zvec_schema import OUTPUT_FIELDS, QUANTIZE, VECTOR, RawHit, ZDoc, collection_schema, init_zvec
+
+MAX_BATCH = 1024
+MAX_EF = 2048
+log = logging.getLogger("totalrecall.indexer")
+_SAFE_ID = re.compile(r"^[A-Za-z0-9_.:@/+=-]{1,200}$")  # event ids: no quotes
+
+
+class TierUnavailable(RuntimeError):
+    """A tier takes no writes until an HNSW build has completed (see `build_guard`): its last
+    build was interrupted, or a write to it just failed. Retry later; nothing is lost."""
+
+
+class ZvecTiers:
+    """Owns the three collections under `root` plus `meta.json` (dim, model fingerprint)."""
+
+    def __init__(self, root: Path, default_dim: int = 384,
+                 optimize_threads: int | None = None) -> None:
+        self.root = Path(root)
+        self.optimize_threads = optimize_threads
+        self.default_dim = default_dim
+        self.cols: dict[str, Any] = {}
+        self.dim = default_dim
+        self.model: str | None = None
+        #: tier -> why it must be re-indexed from Postgres (it could not be opened and was
+        #: started empty, or it is checked after an interrupted build or a failed write);
+        #: kept in meta.json until the re-index is done.
+        self.reindex: dict[str, str] = {}
+        #: tier -> why it takes no writes until a build completed
+        #: (`Indexer.finish_held_builds`); from the markers at open, or a failed write.
+        self.held: dict[str, str] = {}
+        self.markers = BuildMarkers(self.root)
+        #: tiers `open` found unopenable and quarantined (counted by the app's metrics)
+        self.quarantined: list[str] = []
+        # A tier's writes and its HNSW build never overlap (see `build_guard`): zvec 0.8 replays
+        # the writes made during a build with their vectors shifted onto other docs after a kill.
+        self._tier_locks: dict[str, threading.Lock] = {t: threading.Lock() for t in TIERS}
+        self._meta_lock = threading.Lock()
+        #: tier -> (monotonic time, doc count): `col.stats` costs a third of a search
+        self._counts: dict[str, tuple[float, int]] = {}
+
+    # --- lifecycle -------------------------------------------------------------------------
+    @property
+    def meta_path(self) -> Path:
+        return self.root / "meta.json"
+
+    def open(self) -> None:
+        init_zvec(self.optimize_threads)
+        self.root.mkdir(parents=True, exist_ok=True)
+        if self.meta_path.exists():
+            meta = json.loads(self.meta_path.read_text())
+            self.dim = int(meta.get("dim") or self.default_dim)
+            self.model = meta.get("model")
+            self.reindex = dict(meta.get("reindex") or {})
+        else:
+            self.dim, self.model, self.reindex = self.default_dim, None, {}
+            self._write_meta()
+        fresh: set[str] = set()  # started empty here: an interrupted build left nothing to fix
+        for tier in TIERS:
+            path = self.root / tier
+            if not path.exists():
+                self.cols[tier] = self._create(tier)
+                fresh.add(tier)
+                continue
+            try:
+                self.cols[tier] = zvec.open(str(path))
+            # zvec raises RuntimeError for a damaged segment but KeyError for a collection
+            # killed inside `create_and_open` (LOCK, del.0, idmap.0, a segment folder, no
+            # manifest: "Failed to find the version file", issue 25): both are quarantined.
+            except (RuntimeError, KeyError, ValueError, OSError) as exc:
+                if "lock" in str(exc).lower():  # another process holds it: not ours to fix
+                    raise
+                self.cols[tier] = self._quarantine(tier, str(exc))
+                self.quarantined.append(tier)
+                fresh.add(tier)
+        self.held = {}
+        for tier, note in self.markers.pending().items():
+            if tier not in self.cols or tier in fresh:
+                self.markers.end(tier)
+                continue
+            # Opens and reads fine, but a write now could delete other memories (build_guard).
+            self.held[tier] = f"its HNSW build was interrupted ({note}); finishing it first"
+            log.warning("zvec tier %s: the last HNSW build did not finish (%s); it takes no "
+                        "writes until a build has completed, then it is checked against "
+                        "Postgres", tier, note)
+            self._verify_later(tier, "its HNSW build was interrupted: every memory of the tier "
+                                     "is checked against Postgres")
+
+    def _create(self, tier: str) -> Any:
+        return zvec.create_and_open(str(self.root / tier),
+                                    collection_schema(tier, self.dim, QUANTIZE[tier]))
+
+    def _quarantine(self, tier: str, reason: str) -> Any:
+        """A collection zvec cannot open any more (seen after a kill inside `optimize()`, which
+        rewrites a segment's RocksDB column families in place): move it aside, start the tier
+        empty and record that it must be re-indexed (from Postgres, re-embedding)."""
+        broken = self.root / f"{tier}.broken-{time.time_ns()}"
+        os.replace(self.root / tier, broken)
+        log.error("zvec collection %s cannot be opened (%s): moved to %s, starting it empty; "
+                  "its memories are re-indexed from Postgres", tier, reason, broken.name)
+        self.reindex[tier] = f"{reason} (moved to {broken.name})"
+        self._write_meta()
+        return self._create(tier)
+
+    def _verify_later(self, tier: str, why: str) -> None:
+        """Record (durably, in meta.json) that `tier` must be checked against Postgres and its
+        missing memories re-indexed (`Indexer.reindex_tiers`)."""
+        with self._meta_lock:
+            if tier not in self.reindex:
+                self.reindex[tier] = why
+                self._write_meta()
+
+    def reindexed(self, tier: str) -> None:
+        with self._meta_lock:
+            if self.reindex.pop(tier, None) is not None:
+                self._write_meta()
+        self._drop_old_quarantined(tier)
+
+    def _drop_old_quarantined(self, tier: str, keep: int = 1) -> None:
+        """Once a tier is whole again, only its newest quarantined copy stays (to look at why
+        it broke): each copy is a whole collection, and a tier that keeps breaking would
+        otherwise fill the disk."""
+        copies = sorted(self.root.glob(f"{tier}.broken-*"))  # named by time_ns: oldest first
+        for old in copies[: len(copies) - keep]:
+            shutil.rmtree(old, ignore_errors=True)
+            log.info("zvec tier %s: removed the older quarantined copy %s", tier, old.name)
+
+    def close(self) -> None:
+        for col in self.cols.values():
+            with contextlib.suppress(Exception):
+                col.close()
+        self.cols.clear()
+
+    def _write_meta(self) -> None:
+        tmp = self.meta_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"dim": self.dim, "model": self.model,
+                                   "reindex": self.reindex}))
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.meta_path)
+
+    def reset(self, dim: int, model: str | None) -> None:
+        """Drop every collection and start empty with this dim/model (rebuild, model change)."""
+        self.close()
+        for tier in TIERS:
+            shutil.rmtree(self.root / tier, ignore_errors=True)
+            self.markers.end(tier)  # open() below starts every tier empty: nothing to repair
+        self.dim, self.model, self.reindex = dim, model, {}
+        self._write_meta()
+        self.open()
+
+    # --- model fingerprint -----------------------------------------------------------------
+    def total_docs(self) -> int:
+        return sum(int(c.stats.doc_count) for c in self.cols.values())
+
+    def accept(self, model: str | None, dim: int) -> bool:
+        """May vectors of (model, dim) go into these collections? The first embedded event
+        fixes the model (and the dim, re-creating the empty collections if needed)."""
+        with self._meta_lock:
+            if self.model is None and self.total_docs() == 0:
+                if dim != self.dim:
+                    self.reset(dim, model)
+                else:
+                    self.model = model
+                    self._write_meta()
+                return True
+            if self.model is None:  # docs exist but no fingerprint recorded: adopt it
+                if dim != self.dim:
+                    return False
+                self.model = model
+                self._write_meta()
+                return True
+            return model == self.model and dim == self.dim
+
+    # --- writes ----------------------------------------------------------------------------
+    def _writable(self, tier: str) -> Any:
+        """The collection, when `tier` takes writes (call with the tier's lock held)."""
+        why = self.held.get(tier)
+        if why is not None:
+            raise TierUnavailable(f"zvec tier {tier} takes no writes yet: {why}")
+        return self.cols[tier]
+
+    def hold(self, tier: str, why: str) -> None:
+        """No more writes to `tier` until a build completed, in this process and after a
+        restart (the marker)."""
+        self.held[tier] = why
+        try:
+            self.markers.begin(tier, why)
+            self._verify_later(tier, f"{why}; every memory of the tier is checked against "
+                                     "Postgres")
+        except OSError as exc:  # disk full: the hold still stands in this process
+            log.error("cannot record the write hold of zvec tier %s: %s", tier, exc)
+
+    def upsert(self, tier: str, docs: list[ZDoc]) -> int:
+        """Waits while the tier's HNSW build runs."""
+        n = 0
+        with self._tier_locks[tier]:
+            col = self._writable(tier)
+            for i in range(0, len(docs), MAX_BATCH):
+                chunk = docs[i: i + MAX_BATCH]
+                statuses = col.upsert([d.to_doc() for d in chunk])
+                bad = [s for s in statuses if not s.ok()]
+                if bad:
+                    # Schema violations raise ValueError before anything is written; a failed
+                    # status is the store itself (seen after an interrupted build). Writing on
+                    # could delete other docs: hold the tier until a build repaired it.
+                    why = (f"zvec upsert failed for {len(bad)} of {len(chunk)} docs: "
+                           f"{bad[0].code()} {bad[0].message()}".strip())
+                    log.error("zvec tier %s: %s; holding its writes until an HNSW build "
+                              "completed", tier, why)
+                    self.hold(tier, why)
+                    raise TierUnavailable(f"zvec upsert into {tier} failed: {why}")
+                n += len(chunk)
+        return n
+
+    def delete(self, tier: str, keys: list[str]) -> int:
+        """Delete keys from one tier; returns how many existed. Waits while its build runs."""
+        if not keys:
+            return 0
+        n = 0
+        with self._tier_locks[tier]:
+            col = self._writable(tier)
+            for i in range(0, len(keys), MAX_BATCH):
+                statuses = col.delete(keys[i: i + MAX_BATCH])
+                n += sum(1 for s in statuses if s.ok())
+        return n
+
+    def fetch_older(self, tier: str, cutoff_ms: int, limit: int = MAX_BATCH,
+                    exclude_ids: Iterable[str] = ()) -> list[ZDoc]:
+        """Up to `limit` docs of `tier` with ts < cutoff_ms, with their vectors; docs whose
+        event id is in `exclude_ids` (pinned memories) are left out."""
+        flt = f"ts < {int(cutoff_ms)}"
+        excluded = sorted({i for i in exclude_ids if _SAFE_ID.match(i)})
+        if excluded:
+            flt += " and id NOT IN (" + ", ".join(f"'{i}'" for i in excluded) + ")"
+        res = self.cols[tier].query(filter=flt, topk=limit, include_vector=True)
+        return [ZDoc.from_doc(d) for d in res]
+
+    def present(self, tier: str, keys: list[str]) -> set[str]:
+        """Which of `keys` can be fetched, vector included, from `tier` or another tier
+        (compaction may have moved a memory before Postgres learnt its new tier)."""
+        found: set[str] = set()
+        for name in [tier, *(t for t in TIERS if t != tier)]:
+            rest = [k for k in keys if k not in found]
+            if not rest or name not in self.cols:
+                continue
+            for i in range(0, len(rest), MAX_BATCH):
+                found |= set(self.cols[name].fetch(rest[i: i + MAX_BATCH], include_vector=True))
+        return found
+
+    def fetch(self, tier: str, keys: list[str]) -> dict[str, ZDoc]:
+        docs = self.cols[tier].fetch(keys, include_vector=True)
+        return {k: ZDoc.from_doc(d) for k, d in docs.items()}
+
+    def optimize(self, tier: str) -> None:
+        """Build the HNSW of `tier` with its writes waiting, bracketed by its marker (see
+        `build_guard`); a completed build also lifts a write hold. Searches go on."""
+        with self._tier_locks[tier]:
+            self.markers.begin(tier)
+            try:
+                self.cols[tier].optimize()
+            except Exception as exc:
+                # Unknown state, as after a kill: the marker stays, writes wait for a build.
+                self.hold(tier, f"its HNSW build failed: {type(exc).__name__}: {exc}")
+                raise
+            self.markers.end(tier)
+            self.held.pop(tier, None)
+
+    def flush(self) -> None:
+        for col in self.cols.values():
+            col.flush()
+
+    # --- reads -----------------------------------------------------------------------------
+    def doc_count(self, tier: str, max_age_s: float = 1.0) -> int:
+        """The tier's document count, at most `max_age_s` old (search asks on every query)."""
+        now = time.monotonic()
+        cached = self._counts.get(tier)
+        if cached is not None and now - cached[0] < max_age_s:
+            return cached[1]
+        n = int(self.cols[tier].stats.doc_count)
+        self._counts[tier] = (now, n)
+        return n
+
+    def search(self, tier: str, vector: list[float], topk: int, filter: str | None,
+               ef: int = 128, linear: bool = False) -> list[RawHit]:
+        """ANN search (HNSW; quantized tiers refined with their full vectors), or an exact scan
+        with `linear`."""
+        param = HnswQueryParam(ef=max(min(ef, MAX_EF), topk), is_linear=linear,
+                               is_using_refiner=tier != "hot")
+        res = self.cols[tier].query(Query(VECTOR, vector=vector, param=param), topk=topk,
+                                    filter=filter, output_fields=OUTPUT_FIELDS)
+        return [RawHit(key=d.id, distance=float(d.score), fields=dict(d.fields or {}))
+                for d in res]
+
+    def stats(self) -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {}
+        for tier, col in self.cols.items():
+            st = col.stats
+            out[tier] = {"doc_count": int(st.doc_count),
+                         "index_completeness": float(st.index_completeness.get(VECTOR, 1.0))}
+        return out
+
+    def disk_bytes(self) -> dict[str, int]:
+        out = {}
+        for tier in TIERS:
+            total = 0
+            for dirpath, _dirs, files in os.walk(self.root / tier):
+                for f in files:
+                    with contextlib.suppress(OSError):
+                        total += os.path.getsize(os.path.join(dirpath, f))
+            out[tier] = total
+        return out
