@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from totalrecall_indexer.adapters.zvec_schema import ZDoc
-from totalrecall_indexer.adapters.zvec_tiers import ZvecTiers
 from totalrecall_indexer.core.search import build_filter
+from totalrecall_indexer.stores.zvec_schema import ZDoc
+from totalrecall_indexer.stores.zvec_tiers import ZvecTiers
 from totalrecall_schema import VectorFilter
 
 

@@ -8,7 +8,6 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
-from totalrecall_indexer.adapters.markdown_log import MarkdownLog
 from totalrecall_indexer.core.daily_format import (
     LogRecord,
     file_header,
@@ -17,6 +16,7 @@ from totalrecall_indexer.core.daily_format import (
     scan_keys,
 )
 from totalrecall_indexer.core.torn_tail import find_torn_tail
+from totalrecall_indexer.stores.markdown_log import MarkdownLog
 from totalrecall_schema import EventMetadata, MemoryEvent
 
 DAY = date(2026, 11, 20)

@@ -18,7 +18,7 @@ comment lines outside fenced blocks, so a detail that *contains* something looki
 cannot inject one. Later lines may record that a memory was seen again (`tr:seen`) or forgotten
 (`tr:forgotten`, the audit trail; the memory's text is removed from the file).
 
-Pure text in, text out: the file I/O is `adapters.markdown_log`; the repair of a torn tail
+Pure text in, text out: the file I/O is `stores.markdown_log`; the repair of a torn tail
 after a crash is `torn_tail`.
 """
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 from totalrecall_schema import EmbeddedEvent
 
-from ..adapters.pgstore import PgRow, is_data_error
-from ..adapters.zvec_schema import ZDoc
-from ..adapters.zvec_tiers import TierUnavailable
+from ..stores.pgstore import PgRow, is_data_error
+from ..stores.zvec_schema import ZDoc
+from ..stores.zvec_tiers import TierUnavailable
 from .daily_format import LogRecord
 from .gate import CollectionGate
 from .state import IndexState, StoreUnavailable, now_ms

@@ -1,6 +1,6 @@
-"""Moved to `totalrecall_indexer.adapters.pgstore` (I/O does not live in core/). This name stays
-for app.py until it imports from adapters/; delete it then."""
+"""Moved to `totalrecall_indexer.stores.pgstore` (I/O does not live in core/). This name stays
+for app.py until it imports from stores/; delete it then."""
 
-from ..adapters.pgstore import PgStore
+from ..stores.pgstore import PgStore
 
 __all__ = ["PgStore"]

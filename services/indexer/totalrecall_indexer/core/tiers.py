@@ -1,6 +1,6 @@
-"""Moved to `totalrecall_indexer.adapters.zvec_tiers` (I/O does not live in core/). This name stays
-for app.py until it imports from adapters/; delete it then."""
+"""Moved to `totalrecall_indexer.stores.zvec_tiers` (I/O does not live in core/). This name stays
+for app.py until it imports from stores/; delete it then."""
 
-from ..adapters.zvec_tiers import ZvecTiers
+from ..stores.zvec_tiers import ZvecTiers
 
 __all__ = ["ZvecTiers"]

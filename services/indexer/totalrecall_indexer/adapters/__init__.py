@@ -1,1 +1,0 @@
-"""The indexer's I/O: the Markdown daily log on disk, Postgres, the Zvec tiers."""
