@@ -57,16 +57,11 @@ class MemoryMdSync:
 
     @property
     def path(self) -> Path:
-        return Path(self.state.markdown.root) / "MEMORY.md"
+        return self.state.markdown.memory_md_path
 
     def due(self) -> bool:
         """Has MEMORY.md changed (mtime/size) since the last sync, or is a retry due?"""
-        try:
-            st = self.path.stat()
-            sig: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
-        except OSError:
-            sig = None
-        if sig != self.synced_sig:
+        if self.state.markdown.memory_md_signature() != self.synced_sig:
             return True
         return self._retry_at is not None and time.monotonic() >= self._retry_at
 
@@ -77,13 +72,7 @@ class MemoryMdSync:
         async with self._lock:
             if not force and not self.due():
                 return None
-            path = self.path
-            try:
-                stat = await asyncio.to_thread(path.stat)
-                sig: tuple[int, int] | None = (stat.st_mtime_ns, stat.st_size)
-                text = await asyncio.to_thread(path.read_text, "utf-8", "replace")
-            except FileNotFoundError:
-                sig, text = None, ""
+            sig, text = await asyncio.to_thread(st.markdown.read_memory_md)
             now = datetime.now(UTC)
             entries: list[tuple[Entry, MemoryEvent]] = []
             for e in parse_memory_md(text, st.cfg.memory_md_namespace):

@@ -1,8 +1,8 @@
 """What the indexer's rooms share: the three stores, the write lock, and the state every write
 consults (forgotten keys, pinned MEMORY.md memories, tiers whose writes are held).
 
-The rooms (`ingest`, `maintenance`, `reindex`, `rebuild`, `memory_md_sync`, `forget`, `admin`)
-each hold one `IndexState`; the `Indexer` facade builds it and them.
+The rooms (`gate`, `ingest`, `searcher`, `maintenance`, `reindex`, `rebuild`, `memory_md_sync`,
+`forget`, `admin`) each hold the one `IndexState`; the `Indexer` facade builds it and them.
 """
 
 from __future__ import annotations

@@ -270,6 +270,28 @@ class MarkdownLog:
         with self._lock:
             self._index.clear()
 
+    # --- MEMORY.md (next to the daily logs; the user's file: read, never written) ---------------
+    @property
+    def memory_md_path(self) -> Path:
+        return self.root / "MEMORY.md"
+
+    def memory_md_signature(self) -> tuple[int, int] | None:
+        """MEMORY.md's (mtime_ns, size): None when it cannot be read."""
+        try:
+            st = self.memory_md_path.stat()
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_size
+
+    def read_memory_md(self) -> tuple[tuple[int, int] | None, str]:
+        """MEMORY.md's signature and text; (None, "") when there is no such file."""
+        path = self.memory_md_path
+        try:
+            st = path.stat()
+            return (st.st_mtime_ns, st.st_size), path.read_text("utf-8", "replace")
+        except FileNotFoundError:
+            return None, ""
+
 
 def _separator(path: Path, header: str) -> str:
     """What to write before appending to an existing file so that our block starts on its own
