@@ -165,11 +165,11 @@ def chaos_stack_in(home: Path, model_path: Path | None, extra_env: dict[str, str
 def markdown_key_counts(home: Path) -> Counter[str]:
     """key -> how many event blocks the daily logs hold for it (a torn block the indexer cut
     off is under `.recovered/`, not counted). Uses the indexer's own block parser."""
-    from totalrecall_indexer.core.markdown import _iter_blocks
+    from totalrecall_indexer.core.daily_format import iter_blocks
 
     counts: Counter[str] = Counter()
     for path in sorted((home / "memory" / "daily").glob("*.md")):
-        for block in _iter_blocks(path.read_text()):
+        for block in iter_blocks(path.read_text()):
             if block.kind == "event" and block.key:
                 counts[block.key] += 1
             elif block.kind == "forgotten" and block.payload:
@@ -181,7 +181,7 @@ def markdown_key_counts(home: Path) -> Counter[str]:
 def zvec_key_counts(home: Path, keys: list[str]) -> Counter[str]:
     """key -> in how many Zvec tiers it can be fetched (read with the stack stopped)."""
     import zvec
-    from totalrecall_indexer.core.tiers import TIERS
+    from totalrecall_indexer.core.search import TIERS
 
     counts: Counter[str] = Counter()
     for tier in TIERS:

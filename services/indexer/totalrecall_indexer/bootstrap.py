@@ -12,12 +12,12 @@ from totalrecall_schema import DeadLetter
 from totalrecall_worker import WorkerRuntime
 
 from .core.indexer import EmbedFn, Indexer, IndexerConfig
-from .core.markdown import MarkdownLog
-from .core.pgstore import PgStore
-from .core.tiers import ZvecTiers
 from .handlers import STAGE
 from .metrics import Metrics
 from .settings import Settings
+from .stores.markdown_log import MarkdownLog
+from .stores.pgstore import PgStore
+from .stores.zvec_tiers import ZvecTiers
 
 
 @dataclass

@@ -18,14 +18,10 @@ import asyncpg
 import numpy as np
 from indexer_it_helpers import MODEL, Harness, unit_vectors, wait_for
 from indexer_proc import IndexerProcess
-from totalrecall_indexer.core.markdown import (
-    _iter_blocks,
-    file_header,
-    find_torn_tail,
-    parse_daily,
-)
+from totalrecall_indexer.core.daily_format import file_header, iter_blocks, parse_daily
 from totalrecall_indexer.core.search import TIERS
-from totalrecall_indexer.core.tiers import ZvecTiers
+from totalrecall_indexer.core.torn_tail import find_torn_tail
+from totalrecall_indexer.stores.zvec_tiers import ZvecTiers
 from totalrecall_schema import (
     EmbeddedEvent,
     EmbedReply,
@@ -193,7 +189,7 @@ async def test_kill_9_while_writing_loses_and_duplicates_nothing(
     tiers.open()
     try:
         found: dict[str, list[str]] = {}
-        moved: list[str] = []  # another memory's vector (zvec can do that: core/build_guard.py)
+        moved: list[str] = []  # another memory's vector (zvec can do that: stores/build_guard.py)
         keys = list(by_key)
         for tier in TIERS:
             for i in range(0, N, 500):
@@ -222,7 +218,7 @@ async def test_kill_9_while_writing_loses_and_duplicates_nothing(
     for path in daily:
         text = path.read_text(encoding="utf-8")
         assert find_torn_tail(text, file_header(date.fromisoformat(path.stem))) is None, path
-        for block in _iter_blocks(text):
+        for block in iter_blocks(text):
             if block.kind == "event" and block.key:
                 md_keys[block.key] = md_keys.get(block.key, 0) + 1
         parsed.update({r.key: r.event for r in parse_daily(text)})
@@ -236,7 +232,8 @@ _WRITER = r'''
 import random, sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from totalrecall_indexer.core.markdown import LogRecord, MarkdownLog
+from totalrecall_indexer.stores.markdown_log import MarkdownLog
+from totalrecall_indexer.core.daily_format import LogRecord
 from totalrecall_schema import EventMetadata, MemoryEvent
 
 root, n, per_batch = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])

@@ -17,9 +17,9 @@ import pytest
 from indexer_it_helpers import MODEL, Harness, unit_vectors, wait_for
 from indexer_proc import IndexerProcess
 from nats.js.errors import NotFoundError
-from totalrecall_indexer.core.markdown import _iter_blocks
+from totalrecall_indexer.core.daily_format import iter_blocks
 from totalrecall_indexer.core.search import TIERS
-from totalrecall_indexer.core.tiers import ZvecTiers
+from totalrecall_indexer.stores.zvec_tiers import ZvecTiers
 from totalrecall_schema import EmbeddedEvent, EmbedReply, EmbedRequest, MemoryEvent, Topology
 
 N = 120
@@ -104,7 +104,7 @@ async def test_killed_during_its_first_start_it_comes_back_and_indexes_everythin
 
     in_markdown: dict[str, int] = {}
     for path in (tr_home / "memory" / "daily").glob("*.md"):
-        for block in _iter_blocks(path.read_text(encoding="utf-8")):
+        for block in iter_blocks(path.read_text(encoding="utf-8")):
             if block.kind == "event" and block.key:
                 in_markdown[block.key] = in_markdown.get(block.key, 0) + 1
     assert in_markdown == dict.fromkeys(by_key, 1)

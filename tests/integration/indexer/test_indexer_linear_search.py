@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 from totalrecall_indexer.core.search import build_filter
-from totalrecall_indexer.core.tiers import ZDoc, ZvecTiers
+from totalrecall_indexer.stores.zvec_schema import ZDoc
+from totalrecall_indexer.stores.zvec_tiers import ZvecTiers
 from totalrecall_schema import VectorFilter
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import asyncpg
-from totalrecall_indexer.core.pgstore import MIGRATIONS, migrate
+from totalrecall_indexer.stores.pg_schema import MIGRATIONS, migrate
 
 
 async def _database_at(conn: asyncpg.Connection, version: int) -> None:

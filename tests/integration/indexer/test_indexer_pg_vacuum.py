@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncpg
 from indexer_it_helpers import wait_for
-from totalrecall_indexer.core.pgstore import PgStore
+from totalrecall_indexer.stores.pgstore import PgStore
 
 
 async def _inserted_since_vacuum(conn: asyncpg.Connection) -> int:

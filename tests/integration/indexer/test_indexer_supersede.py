@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
-from totalrecall_indexer.core.markdown import LogRecord
-from totalrecall_indexer.core.pgstore import PgRow, PgStore
+from totalrecall_indexer.core.daily_format import LogRecord
+from totalrecall_indexer.stores.pgstore import PgRow, PgStore
 from totalrecall_schema import MemoryEvent, memory_key
 
 T0 = datetime.now(UTC) - timedelta(days=3)

@@ -40,7 +40,7 @@ NOW = datetime.now(UTC)
 
 async def create_memories_table(dsn: str) -> None:
     """The indexer's schema, by its own migrations (the indexer owns the table)."""
-    from totalrecall_indexer.core.pgstore import migrate
+    from totalrecall_indexer.stores.pg_schema import migrate
 
     conn = await asyncpg.connect(dsn)
     try:

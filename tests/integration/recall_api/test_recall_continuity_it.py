@@ -17,8 +17,8 @@ import nats
 import pytest
 from nats.js.api import ConsumerConfig, DeliverPolicy
 from pattern_world import World
-from totalrecall_indexer.core.markdown import LogRecord
-from totalrecall_indexer.core.pgstore import PgRow, PgStore
+from totalrecall_indexer.core.daily_format import LogRecord
+from totalrecall_indexer.stores.pgstore import PgRow, PgStore
 from totalrecall_recall_api.app import create_app
 from totalrecall_recall_api.settings import Settings
 from totalrecall_schema import MemoryEvent, Topology, ensure_streams, memory_key

@@ -1,4 +1,4 @@
-"""The guard around zvec's HNSW builds (core/build_guard.py), in-process with real zvec: a marker
+"""The guard around zvec's HNSW builds (stores/build_guard.py), in-process with real zvec: a marker
 left by an interrupted build holds the tier's writes until a build completed; a failed zvec write
 holds them too; writes wait while a build runs; the indexer redelivers instead of dead-lettering.
 The real kills are in tests/integration/indexer/test_indexer_build_crash.py."""
@@ -12,11 +12,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from totalrecall_indexer.core.build_guard import BuildMarkers
 from totalrecall_indexer.core.indexer import Indexer, StoreUnavailable
-from totalrecall_indexer.core.markdown import MarkdownLog
-from totalrecall_indexer.core.tiers import TierUnavailable, ZDoc, ZvecTiers
 from totalrecall_indexer.metrics import Metrics
+from totalrecall_indexer.stores.build_guard import BuildMarkers
+from totalrecall_indexer.stores.markdown_log import MarkdownLog
+from totalrecall_indexer.stores.zvec_schema import ZDoc
+from totalrecall_indexer.stores.zvec_tiers import TierUnavailable, ZvecTiers
 from totalrecall_schema import EmbeddedEvent, EmbedReply, MemoryEvent
 
 DIM = 384

@@ -8,15 +8,15 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
-from totalrecall_indexer.core.markdown import (
+from totalrecall_indexer.core.daily_format import (
     LogRecord,
-    MarkdownLog,
-    _iter_blocks,
     file_header,
-    find_torn_tail,
+    iter_blocks,
     parse_daily,
     scan_keys,
 )
+from totalrecall_indexer.core.torn_tail import find_torn_tail
+from totalrecall_indexer.stores.markdown_log import MarkdownLog
 from totalrecall_schema import EventMetadata, MemoryEvent
 
 DAY = date(2026, 11, 20)
@@ -39,7 +39,7 @@ def _no_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _blocks_per_key(text: str) -> dict[str, int]:
     out: dict[str, int] = {}
-    for b in _iter_blocks(text):
+    for b in iter_blocks(text):
         if b.kind == "event" and b.key:
             out[b.key] = out.get(b.key, 0) + 1
     return out
@@ -92,7 +92,7 @@ def test_sound_files_are_left_alone(tmp_path: Path) -> None:
     log.append([_rec(1, repeat=3)])
     text = log.path_for(DAY).read_text()
     assert find_torn_tail(text, file_header(DAY)) is None
-    assert "".join("".join(b.lines) for b in _iter_blocks(text)) == text
+    assert "".join("".join(b.lines) for b in iter_blocks(text)) == text
     assert MarkdownLog(tmp_path).recover() == []
     # a forget rewrite is sound too
     log.forget([_rec(0).key])

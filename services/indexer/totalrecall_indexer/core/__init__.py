@@ -1,1 +1,2 @@
-"""Pure(ish) logic of the indexer: Markdown log, Postgres store, Zvec tiers, search."""
+"""The indexer's logic: the rooms composed by `indexer.Indexer`, and pure helpers (the daily
+log's format, MEMORY.md parsing, search filters and fusion). I/O on the stores lives in `stores/`."""

@@ -17,107 +17,25 @@ import shutil
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import zvec
-from zvec import (
-    CollectionSchema,
-    DataType,
-    Doc,
-    FieldSchema,
-    HnswIndexParam,
-    HnswQueryParam,
-    InvertIndexParam,
-    MetricType,
-    QuantizeType,
-    Query,
-    VectorSchema,
-)
+from zvec import HnswQueryParam, Query
 
+from ..core.search import TIERS
 from .build_guard import BuildMarkers
-from .search import TIERS
+from .zvec_schema import OUTPUT_FIELDS, QUANTIZE, VECTOR, RawHit, ZDoc, collection_schema, init_zvec
 
-VECTOR = "semantic"
 MAX_BATCH = 1024
 MAX_EF = 2048
-_OUTPUT_FIELDS = ["namespace", "category", "severity", "ts", "id", "summary"]
-_QUANT: dict[str, Any] = {"hot": None, "warm": QuantizeType.INT8, "cold": QuantizeType.INT4}
 log = logging.getLogger("totalrecall.indexer")
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_.:@/+=-]{1,200}$")  # event ids: no quotes
-_init_lock = threading.Lock()
-_initialised = False
-
-
-def _init_zvec(optimize_threads: int | None = None) -> None:
-    """Process-wide zvec settings (first caller wins)."""
-    global _initialised
-    with _init_lock:
-        if not _initialised:
-            with contextlib.suppress(Exception):  # already initialised in this process
-                zvec.init(log_level=zvec.LogLevel.WARN, optimize_threads=optimize_threads)
-            _initialised = True
 
 
 class TierUnavailable(RuntimeError):
     """A tier takes no writes until an HNSW build has completed (see `build_guard`): its last
     build was interrupted, or a write to it just failed. Retry later; nothing is lost."""
-
-
-@dataclass
-class ZDoc:
-    key: str
-    vector: list[float]
-    namespace: str
-    category: str
-    subcategory: str
-    severity: str
-    ts_ms: int
-    id: str
-    summary: str
-
-    def to_doc(self) -> Doc:
-        return Doc(id=self.key, vectors={VECTOR: self.vector}, fields={
-            "namespace": self.namespace, "category": self.category,
-            "subcategory": self.subcategory, "severity": self.severity, "ts": self.ts_ms,
-            "id": self.id, "summary": self.summary})
-
-    @classmethod
-    def from_doc(cls, doc: Doc) -> ZDoc:
-        f = doc.fields
-        vec: Any = doc.vectors[VECTOR] if doc.vectors else []
-        return cls(key=doc.id, vector=[float(v) for v in vec], namespace=f["namespace"],
-                   category=f["category"], subcategory=f.get("subcategory", ""),
-                   severity=f["severity"],
-                   ts_ms=int(f["ts"]), id=f["id"], summary=f["summary"])
-
-
-@dataclass
-class RawHit:
-    key: str
-    distance: float
-    fields: dict[str, Any]
-
-
-def collection_schema(name: str, dim: int, quantize: Any, m: int = 16,
-                      ef_construction: int = 200) -> CollectionSchema:
-    kw = {} if quantize is None else {"quantize_type": quantize}
-    return CollectionSchema(
-        name=name,
-        fields=[
-            FieldSchema("namespace", DataType.STRING, index_param=InvertIndexParam()),
-            FieldSchema("category", DataType.STRING, index_param=InvertIndexParam()),
-            FieldSchema("subcategory", DataType.STRING),
-            FieldSchema("severity", DataType.STRING, index_param=InvertIndexParam()),
-            FieldSchema("ts", DataType.INT64,
-                        index_param=InvertIndexParam(enable_range_optimization=True)),
-            FieldSchema("id", DataType.STRING),
-            FieldSchema("summary", DataType.STRING),
-        ],
-        vectors=[VectorSchema(VECTOR, DataType.VECTOR_FP32, dim, index_param=HnswIndexParam(
-            metric_type=MetricType.COSINE, m=m, ef_construction=ef_construction, **kw))],
-    )
 
 
 class ZvecTiers:
@@ -154,7 +72,7 @@ class ZvecTiers:
         return self.root / "meta.json"
 
     def open(self) -> None:
-        _init_zvec(self.optimize_threads)
+        init_zvec(self.optimize_threads)
         self.root.mkdir(parents=True, exist_ok=True)
         if self.meta_path.exists():
             meta = json.loads(self.meta_path.read_text())
@@ -197,7 +115,7 @@ class ZvecTiers:
 
     def _create(self, tier: str) -> Any:
         return zvec.create_and_open(str(self.root / tier),
-                                    collection_schema(tier, self.dim, _QUANT[tier]))
+                                    collection_schema(tier, self.dim, QUANTIZE[tier]))
 
     def _quarantine(self, tier: str, reason: str) -> Any:
         """A collection zvec cannot open any more (seen after a kill inside `optimize()`, which
@@ -397,7 +315,7 @@ class ZvecTiers:
         param = HnswQueryParam(ef=max(min(ef, MAX_EF), topk), is_linear=linear,
                                is_using_refiner=tier != "hot")
         res = self.cols[tier].query(Query(VECTOR, vector=vector, param=param), topk=topk,
-                                    filter=filter, output_fields=_OUTPUT_FIELDS)
+                                    filter=filter, output_fields=OUTPUT_FIELDS)
         return [RawHit(key=d.id, distance=float(d.score), fields=dict(d.fields or {}))
                 for d in res]
 

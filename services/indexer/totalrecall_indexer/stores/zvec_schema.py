@@ -1,0 +1,93 @@
+"""What a Zvec tier holds: its documents (`ZDoc`), their collection schema (a quantized HNSW per
+tier), the hits a query returns, and zvec's process-wide settings."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import zvec
+from zvec import (
+    CollectionSchema,
+    DataType,
+    Doc,
+    FieldSchema,
+    HnswIndexParam,
+    InvertIndexParam,
+    MetricType,
+    QuantizeType,
+    VectorSchema,
+)
+
+VECTOR = "semantic"
+OUTPUT_FIELDS = ["namespace", "category", "severity", "ts", "id", "summary"]
+QUANTIZE: dict[str, Any] = {"hot": None, "warm": QuantizeType.INT8, "cold": QuantizeType.INT4}
+_init_lock = threading.Lock()
+_initialised = False
+
+
+def init_zvec(optimize_threads: int | None = None) -> None:
+    """Process-wide zvec settings (first caller wins)."""
+    global _initialised
+    with _init_lock:
+        if not _initialised:
+            with contextlib.suppress(Exception):  # already initialised in this process
+                zvec.init(log_level=zvec.LogLevel.WARN, optimize_threads=optimize_threads)
+            _initialised = True
+
+
+@dataclass
+class ZDoc:
+    key: str
+    vector: list[float]
+    namespace: str
+    category: str
+    subcategory: str
+    severity: str
+    ts_ms: int
+    id: str
+    summary: str
+
+    def to_doc(self) -> Doc:
+        return Doc(id=self.key, vectors={VECTOR: self.vector}, fields={
+            "namespace": self.namespace, "category": self.category,
+            "subcategory": self.subcategory, "severity": self.severity, "ts": self.ts_ms,
+            "id": self.id, "summary": self.summary})
+
+    @classmethod
+    def from_doc(cls, doc: Doc) -> ZDoc:
+        f = doc.fields
+        vec: Any = doc.vectors[VECTOR] if doc.vectors else []
+        return cls(key=doc.id, vector=[float(v) for v in vec], namespace=f["namespace"],
+                   category=f["category"], subcategory=f.get("subcategory", ""),
+                   severity=f["severity"],
+                   ts_ms=int(f["ts"]), id=f["id"], summary=f["summary"])
+
+
+@dataclass
+class RawHit:
+    key: str
+    distance: float
+    fields: dict[str, Any]
+
+
+def collection_schema(name: str, dim: int, quantize: Any, m: int = 16,
+                      ef_construction: int = 200) -> CollectionSchema:
+    kw = {} if quantize is None else {"quantize_type": quantize}
+    return CollectionSchema(
+        name=name,
+        fields=[
+            FieldSchema("namespace", DataType.STRING, index_param=InvertIndexParam()),
+            FieldSchema("category", DataType.STRING, index_param=InvertIndexParam()),
+            FieldSchema("subcategory", DataType.STRING),
+            FieldSchema("severity", DataType.STRING, index_param=InvertIndexParam()),
+            FieldSchema("ts", DataType.INT64,
+                        index_param=InvertIndexParam(enable_range_optimization=True)),
+            FieldSchema("id", DataType.STRING),
+            FieldSchema("summary", DataType.STRING),
+        ],
+        vectors=[VectorSchema(VECTOR, DataType.VECTOR_FP32, dim, index_param=HnswIndexParam(
+            metric_type=MetricType.COSINE, m=m, ef_construction=ef_construction, **kw))],
+    )
