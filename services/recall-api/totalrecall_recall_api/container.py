@@ -9,6 +9,7 @@ from typing import Any
 from totalrecall_schema import AdminRequest
 
 from . import statedisk
+from .admission import Admission
 from .alerts import AlertMonitor
 from .citations import Citations
 from .learning import PatternLearner
@@ -37,6 +38,9 @@ class Container:
                              self.settings.ledger_namespace)
         self.service = RecallService(self.settings, self.embedder, self.index, self.store,
                                      self.metrics, self.citations, alerts=self.alerts)
+        self.admission = Admission(self.settings.max_concurrent_recalls,
+                                   self.settings.recall_queue_wait_s, self.metrics.recalls_shed,
+                                   self.metrics.recalls_in_flight)
         self.learner = PatternLearner(self.settings, self.store, self.publisher)
         self.continuity = SessionContinuity(self.settings, self.store, self.publisher)
 

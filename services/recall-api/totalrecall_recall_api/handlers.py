@@ -39,6 +39,7 @@ from totalrecall_schema.ledger import (
 )
 
 from . import statedisk
+from .admission import Overloaded
 from .citations import scoped_text
 from .container import Container
 from .core.continuity import Turn
@@ -205,8 +206,13 @@ async def supersede(c: C, body: SupersedeRequest) -> IngestResponse:
 @router.post("/recall", response_model=RecallResponse)
 async def recall(c: C, body: RecallRequest) -> RecallResponse:
     """The memories for a question (vector + keyword + recency, fused, MMR) and the
-    `<system_memory>` block to put into the prompt; `namespaces` reads several at once."""
-    return await c.service.recall(body)
+    `<system_memory>` block to put into the prompt; `namespaces` reads several at once.
+    503 with Retry-After when the service is saturated (admission.py)."""
+    try:
+        async with c.admission.slot():
+            return await c.service.recall(body)
+    except Overloaded as exc:
+        raise HTTPException(503, detail=str(exc), headers={"Retry-After": "1"}) from None
 
 
 @router.post("/timeline", response_model=TimelineResponse)

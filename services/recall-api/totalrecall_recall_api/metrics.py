@@ -25,6 +25,10 @@ class Metrics:
                                 "Events accepted by ingest/store/flush", ["category"], registry=r)
         self.ingest_duplicates = Counter("totalrecall_recall_ingest_duplicates_total",
                                          "Ingested events JetStream already had", registry=r)
+        self.recalls_shed = Counter("totalrecall_recall_shed_total",
+                                    "Recalls refused (503) for want of a slot in time", registry=r)
+        self.recalls_in_flight = Gauge("totalrecall_recall_in_flight",
+                                       "Recalls holding a slot (admission control)", registry=r)
         self.degraded = Counter("totalrecall_recall_degraded_total",
                                 "Recalls served without a component", ["component"], registry=r)
         self.results = Histogram("totalrecall_recall_results_count", "Memories returned per recall",

@@ -30,6 +30,11 @@ class Settings(ServiceSettings):
     #: recall latency (docs/perf/2026-11-26-settings-notes.md). 0 keeps Python's defaults.
     gc_threshold: int = Field(default=50_000, ge=0)
 
+    #: Admission control (admission.py): recalls served at once, and how long another may wait
+    #: for a slot before it is refused with 503 + Retry-After. 0 recalls: no limit.
+    max_concurrent_recalls: int = Field(default=8, ge=0)
+    recall_queue_wait_s: float = Field(default=2.0, gt=0)
+
     max_body_bytes: int = 2 * 1024 * 1024
     max_events_per_request: int = 1000
 

@@ -679,3 +679,40 @@ async def test_a_hostile_shared_memory_is_escaped_as_for_one_namespace(
 async def test_bad_namespaces_get_a_422(client: httpx.AsyncClient, namespaces: Any) -> None:
     r = await client.post("/memory/recall", json={"query": "q", "namespaces": namespaces})
     assert r.status_code == 422, r.text
+
+
+class _HeldEmbedder(FakeWorld):
+    """Every query embedding waits until the test lets it go."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self.held = asyncio.Event()
+
+    async def embed_query(self, text: str, *, exclusive: bool = False
+                          ) -> tuple[list[float], str | None]:
+        self.held.set()
+        await self.release.wait()
+        return await super().embed_query(text, exclusive=exclusive)
+
+
+async def test_a_recall_that_finds_no_slot_in_time_is_refused_with_the_reason() -> None:
+    world = _HeldEmbedder()
+    c = await _client(world, max_concurrent_recalls=1, recall_queue_wait_s=0.05)
+    try:
+        first = asyncio.create_task(c.post("/memory/recall", json={"query": "nginx errors"}))
+        await asyncio.wait_for(world.held.wait(), 10)  # the first recall holds the only slot
+        refused = await c.post("/memory/recall", json={"query": "disk usage"})
+        assert refused.status_code == 503
+        assert "overloaded" in refused.json()["detail"]
+        assert refused.headers["retry-after"] == "1"
+        world.release.set()
+        assert (await first).status_code == 200
+        # the slot is free again
+        assert (await c.post("/memory/recall", json={"query": "disk usage"})).status_code == 200
+        metrics = (await c.get("/metrics")).text
+        assert "totalrecall_recall_shed_total 1.0" in metrics
+        assert "totalrecall_recall_in_flight 0.0" in metrics
+    finally:
+        world.release.set()
+        await c._ctx.__aexit__(None, None, None)  # type: ignore[attr-defined]
