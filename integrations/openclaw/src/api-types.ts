@@ -268,6 +268,7 @@ export interface paths {
          * Recall
          * @description The memories for a question (vector + keyword + recency, fused, MMR) and the
          *     `<system_memory>` block to put into the prompt; `namespaces` reads several at once.
+         *     503 with Retry-After when the service is saturated (admission.py).
          */
         post: operations["recall_memory_recall_post"];
         delete?: never;

@@ -35,8 +35,9 @@ class Settings(ServiceSettings):
     #: The tier policy's ages (`totalrecall_schema.tiers`): recall-api reads the same settings.
     hot_max_age_s: float = Field(default=HOT_MAX_AGE_S, gt=0)
     warm_max_age_s: float = Field(default=WARM_MAX_AGE_S, gt=0)
-    #: Retention of the cold tier: memories older than this are forgotten from every store, with
-    #: an audit line in the daily log (unset: kept forever). MEMORY.md memories never expire.
+    #: Retention of the cold tier: memories older than this are dropped from the indexes (Zvec,
+    #: Postgres) at each compaction; the Markdown daily logs, the ground truth, keep them (unset:
+    #: indexed forever). MEMORY.md memories never expire.
     cold_max_age_s: float | None = Field(default=None, gt=0)
     compact_interval_s: float = 600.0
     optimize_interval_s: float = 30.0
