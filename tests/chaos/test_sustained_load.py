@@ -25,6 +25,7 @@ import psutil
 import pytest
 from totalrecall_schema import Topology
 
+from bench.machine import describe
 from tests.chaos.report import ROWS, record
 from tests.chaos.stack_inputs import Stack, chaos_stack, wait_for
 
@@ -169,6 +170,16 @@ def _service_pids(stack: Stack) -> dict[str, int]:
     return found
 
 
+def _memory_mb(proc: psutil.Process) -> float:
+    """Proportional set size: shared pages divided among the processes that map them. (Postgres's
+    backends each map the shared buffers: summing their RSS counted those pages once per backend
+    that had touched them, a "growth" of 800 MB that was the pool warming up.)"""
+    try:
+        return float(proc.memory_full_info().pss) / 2**20
+    except (psutil.AccessDenied, AttributeError):
+        return float(proc.memory_info().rss) / 2**20
+
+
 def _rss(pids: dict[str, int]) -> dict[str, float]:
     out: dict[str, float] = {}
     for name, pid in pids.items():
@@ -176,7 +187,7 @@ def _rss(pids: dict[str, int]) -> dict[str, float]:
             proc = psutil.Process(pid)
             # Postgres: the postmaster and its backends (the pool's connections) together.
             procs = [proc, *proc.children(recursive=True)] if name == "postgres" else [proc]
-            out[name] = sum(p.memory_info().rss for p in procs) / 2**20
+            out[name] = sum(_memory_mb(p) for p in procs)
         except psutil.Error:
             out[name] = 0.0
     return out
@@ -304,7 +315,7 @@ def _check(tmp_path: Path, recall_rate: float, events_rate: float, duration: flo
     if figures.recall_errors or figures.ingest_errors:
         failures.append(f"errors: recall {figures.recall_errors}, ingest {figures.ingest_errors}")
     if any(growing.values()):
-        failures.append(f"RSS grows: {[n for n, g in growing.items() if g]}")
+        failures.append(f"memory (PSS) grows: {[n for n, g in growing.items() if g]}")
     if _grows(emb_lag, lag_slack) or _grows(idx_lag, lag_slack):
         failures.append("consumer lag grows")
     if restarts:
@@ -322,7 +333,7 @@ def _check(tmp_path: Path, recall_rate: float, events_rate: float, duration: flo
         "events_ingested": figures.events_sent, "ingest_errors": figures.ingest_errors,
         "ingest_p99_ms": round(_pct(figures.ingest_ms, 0.99), 1),
         "client_late_sends": figures.late_sends,
-        "rss_mb_start_middle_end": {n: [s[0], s[len(s) // 2], s[-1]]
+        "pss_mb_start_middle_end": {n: [s[0], s[len(s) // 2], s[-1]]
                                     for n, s in figures.rss_mb.items() if s},
         "lag_embedder_max": max(emb_lag, default=0), "lag_indexer_max": max(idx_lag, default=0),
         "lag_embedder_start_middle_end": [emb_lag[0], emb_lag[len(emb_lag) // 2], emb_lag[-1]]
@@ -334,7 +345,7 @@ def _check(tmp_path: Path, recall_rate: float, events_rate: float, duration: flo
         "loadavg_1m_min_mean_max": [round(min(loads), 2), round(statistics.fmean(loads), 2),
                                     round(max(loads), 2)] if loads else [],
         "cpus": os.cpu_count(),
-        "machine": "2 cores shared with other helpers' test runs (load average beside)",
+        "machine": describe(),
     }
     return not failures, out, failures
 
