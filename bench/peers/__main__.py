@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -254,7 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"memories, {len(latency.queries)} queries")
     previous = json.loads(out.read_text()) if a.merge and out.exists() else None
     result: dict[str, Any] = {"run_at": datetime.now(UTC).isoformat(timespec="seconds"),
-                              "machine": machine, "quick": a.quick, "k": K,
+                              "commit": _commit(), "machine": machine, "quick": a.quick, "k": K,
                               "latency_corpus": {"n": len(latency.docs),
                                                  "queries": len(latency.queries)},
                               "systems": [], "unavailable": {}}
@@ -303,6 +304,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(write(result, out, doc))
     log(f"wrote {out}" + (f" and {doc}" if doc else ""))
     return 0 if not result["unavailable"] else 1
+
+
+def _commit() -> str | None:
+    """The commit measured (Total Recall runs from this tree), with `+` when it has changes."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+" if dirty else "")
 
 
 def write(result: dict[str, Any], out: Path, doc: Path | None) -> str:

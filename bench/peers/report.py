@@ -81,7 +81,8 @@ def render(result: Mapping[str, Any], notes: str = "") -> str:
         "",
         HOW.format(k=result.get("k", 10), n=lat.get("n", "?"), q=max(0, lat.get("queries", 5) - 5)),
         "",
-        f"Run {result.get('run_at')}{' (--quick)' if result.get('quick') else ''}; "
+        f"Run {result.get('run_at')}{' (--quick)' if result.get('quick') else ''}"
+        f"{' at commit ' + result['commit'] if result.get('commit') else ''}; "
         f"{result.get('machine')}.",
         "",
         results_table(systems),
