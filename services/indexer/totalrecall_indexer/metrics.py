@@ -36,6 +36,10 @@ class Metrics:
             buckets=(1, 2, 5, 10, 25, 50, 100, 250, 500, 1000), registry=r)
         self.events = Counter("totalrecall_indexer_events_total", "Events by outcome",
                               ["outcome"], registry=r)
+        self.search_skipped = Counter(
+            "totalrecall_indexer_search_skipped_total",
+            "Tier searches answered without the tier because its HNSW build was running",
+            ["tier"], registry=r)
         self.search_seconds = Histogram(
             "totalrecall_indexer_search_seconds", "Vector search latency per tier", ["tier"],
             buckets=_LATENCY_BUCKETS, registry=r)

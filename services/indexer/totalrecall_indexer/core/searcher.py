@@ -8,6 +8,8 @@ import time
 
 from totalrecall_schema import VectorHit, VectorSearchReply, VectorSearchRequest
 
+from ..stores.zvec_schema import RawHit
+from ..stores.zvec_tiers import TierBuilding
 from .gate import CollectionGate
 from .search import build_filter, distance_to_similarity, fuse_tier_hits
 from .state import IndexState
@@ -42,11 +44,17 @@ class Searcher:
             return VectorSearchReply(error=f"invalid filter: {exc}")
         ef = max(cfg.search_ef, req.topk * 2)
 
+        def search_tier(tier: str) -> list[RawHit]:
+            try:
+                linear = tiers.doc_count(tier) <= cfg.linear_max_docs
+                return tiers.search(tier, req.vector, req.topk, flt, ef, linear)
+            except TierBuilding:  # its HNSW build runs: without this tier, not behind it
+                self.state.metrics.search_skipped.labels(tier=tier).inc()
+                return []
+
         async def one(tier: str) -> tuple[str, list[VectorHit], float]:
             t0 = time.perf_counter()
-            linear = tiers.doc_count(tier) <= cfg.linear_max_docs
-            raw = await asyncio.to_thread(tiers.search, tier, req.vector, req.topk, flt, ef,
-                                          linear)
+            raw = await asyncio.to_thread(search_tier, tier)
             took = time.perf_counter() - t0
             self.state.metrics.search_seconds.labels(tier=tier).observe(took)
             hits = [VectorHit(key=h.key, id=str(h.fields.get("id", "")),

@@ -16,7 +16,7 @@ zvec 0.8 is not crash-safe around `optimize()`; two failure modes were measured 
    The writes made while the build ran are replayed from the write-ahead log with their vectors
    shifted onto other docs (fetch returns another memory's vector; search finds the wrong key).
    No build repairs that. So a tier's writes wait while its build runs (`ZvecTiers` holds a
-   per-tier lock); searches go on.
+   per-tier lock), and so do its searches, for another reason (`build_exclusion.py`).
 
 For 1, every build is bracketed by a marker file `<root>/<tier>.optimize-pending`, fsynced before
 the build starts and removed after it returned. A marker found at startup means the build was

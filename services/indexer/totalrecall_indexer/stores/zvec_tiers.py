@@ -24,6 +24,7 @@ import zvec
 from zvec import HnswQueryParam, Query
 
 from ..core.search import TIERS
+from .build_exclusion import BuildExclusion
 from .build_guard import BuildMarkers
 from .zvec_schema import OUTPUT_FIELDS, QUANTIZE, VECTOR, RawHit, ZDoc, collection_schema, init_zvec
 
@@ -38,12 +39,19 @@ class TierUnavailable(RuntimeError):
     build was interrupted, or a write to it just failed. Retry later; nothing is lost."""
 
 
+class TierBuilding(RuntimeError):
+    """The tier's HNSW build is running: a search goes without the tier (`BuildExclusion`)."""
+
+
 class ZvecTiers:
     """Owns the three collections under `root` plus `meta.json` (dim, model fingerprint)."""
 
     def __init__(self, root: Path, default_dim: int = 384,
-                 optimize_threads: int | None = None) -> None:
+                 optimize_threads: int | None = None, search_build_wait_s: float = 0.05) -> None:
         self.root = Path(root)
+        #: How long a search waits for a running build of its tier before going without it.
+        self.search_build_wait_s = search_build_wait_s
+        self._access = BuildExclusion()
         self.optimize_threads = optimize_threads
         self.default_dim = default_dim
         self.cols: dict[str, Any] = {}
@@ -260,7 +268,8 @@ class ZvecTiers:
         excluded = sorted({i for i in exclude_ids if _SAFE_ID.match(i)})
         if excluded:
             flt += " and id NOT IN (" + ", ".join(f"'{i}'" for i in excluded) + ")"
-        res = self.cols[tier].query(filter=flt, topk=limit, include_vector=True)
+        with self._access.reading(tier):
+            res = self.cols[tier].query(filter=flt, topk=limit, include_vector=True)
         return [ZDoc.from_doc(d) for d in res]
 
     def present(self, tier: str, keys: list[str]) -> set[str]:
@@ -271,18 +280,22 @@ class ZvecTiers:
             rest = [k for k in keys if k not in found]
             if not rest or name not in self.cols:
                 continue
-            for i in range(0, len(rest), MAX_BATCH):
-                found |= set(self.cols[name].fetch(rest[i: i + MAX_BATCH], include_vector=True))
+            with self._access.reading(name):
+                for i in range(0, len(rest), MAX_BATCH):
+                    found |= set(self.cols[name].fetch(rest[i: i + MAX_BATCH],
+                                                       include_vector=True))
         return found
 
     def fetch(self, tier: str, keys: list[str]) -> dict[str, ZDoc]:
-        docs = self.cols[tier].fetch(keys, include_vector=True)
+        with self._access.reading(tier):
+            docs = self.cols[tier].fetch(keys, include_vector=True)
         return {k: ZDoc.from_doc(d) for k, d in docs.items()}
 
     def optimize(self, tier: str) -> None:
         """Build the HNSW of `tier` with its writes waiting, bracketed by its marker (see
-        `build_guard`); a completed build also lifts a write hold. Searches go on."""
-        with self._tier_locks[tier]:
+        `build_guard`); a completed build also lifts a write hold. Reads of the tier wait or
+        go without it (`BuildExclusion`)."""
+        with self._tier_locks[tier], self._access.building(tier):
             self.markers.begin(tier)
             try:
                 self.cols[tier].optimize()
@@ -304,7 +317,12 @@ class ZvecTiers:
         cached = self._counts.get(tier)
         if cached is not None and now - cached[0] < max_age_s:
             return cached[1]
-        n = int(self.cols[tier].stats.doc_count)
+        with self._access.reading(tier, self.search_build_wait_s) as admitted:
+            if not admitted:
+                if cached is not None:
+                    return cached[1]
+                raise TierBuilding(f"zvec tier {tier}: its HNSW build is running")
+            n = int(self.cols[tier].stats.doc_count)
         self._counts[tier] = (now, n)
         return n
 
@@ -314,8 +332,11 @@ class ZvecTiers:
         with `linear`."""
         param = HnswQueryParam(ef=max(min(ef, MAX_EF), topk), is_linear=linear,
                                is_using_refiner=tier != "hot")
-        res = self.cols[tier].query(Query(VECTOR, vector=vector, param=param), topk=topk,
-                                    filter=filter, output_fields=OUTPUT_FIELDS)
+        with self._access.reading(tier, self.search_build_wait_s) as admitted:
+            if not admitted:
+                raise TierBuilding(f"zvec tier {tier}: its HNSW build is running")
+            res = self.cols[tier].query(Query(VECTOR, vector=vector, param=param), topk=topk,
+                                        filter=filter, output_fields=OUTPUT_FIELDS)
         return [RawHit(key=d.id, distance=float(d.score), fields=dict(d.fields or {}))
                 for d in res]
 

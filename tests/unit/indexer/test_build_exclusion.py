@@ -1,0 +1,59 @@
+"""BuildExclusion: a build waits for the reads in flight and keeps new ones out; a read waits
+for a build at most its wait, then goes without (threads, no zvec)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from totalrecall_indexer.stores.build_exclusion import BuildExclusion
+
+
+def test_a_build_waits_for_reads_in_flight_and_keeps_new_ones_out() -> None:
+    ex = BuildExclusion()
+    reading, release_read, built = threading.Event(), threading.Event(), threading.Event()
+
+    def read() -> None:
+        with ex.reading("hot") as ok:
+            assert ok
+            reading.set()
+            release_read.wait(10)
+
+    def build() -> None:
+        with ex.building("hot"):
+            built.set()
+
+    threading.Thread(target=read).start()
+    assert reading.wait(5)
+    builder = threading.Thread(target=build)
+    builder.start()
+    time.sleep(0.05)
+    assert not built.is_set()  # the read in flight holds it back
+    assert ex.building_now("hot")
+    with ex.reading("hot", wait_s=0.01) as ok:
+        assert not ok  # new reads stay out while the build waits or runs
+    with ex.reading("warm", wait_s=0.01) as ok:
+        assert ok  # other tiers are not affected
+    release_read.set()
+    builder.join(5)
+    assert built.is_set()
+    assert not ex.building_now("hot")
+    with ex.reading("hot", wait_s=0.01) as ok:
+        assert ok
+
+
+def test_a_read_waits_for_a_short_build() -> None:
+    ex = BuildExclusion()
+    started = threading.Event()
+
+    def build() -> None:
+        with ex.building("hot"):
+            started.set()
+            time.sleep(0.1)
+
+    threading.Thread(target=build).start()
+    assert started.wait(5)
+    t0 = time.monotonic()
+    with ex.reading("hot", wait_s=5) as ok:
+        assert ok
+    assert 0.03 < time.monotonic() - t0 < 5
