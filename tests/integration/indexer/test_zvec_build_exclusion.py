@@ -1,9 +1,10 @@
 """zvec 0.8 hangs when an HNSW build starts while queries of the same collection are in flight
-(seen under sustained load: the indexer stopped for good, 0 % CPU, the build waiting on the
-collection's write lock and the queries inside zvec's query pool; without the exclusion this
-test hung at the fourth build). With `BuildExclusion`, queries hammering a tier while it is
-written to and built again and again never hang: a search during a build goes without the tier
-at once (TierBuilding), searches between builds answer."""
+or an upsert takes a collection's write lock while queries of it are in flight (seen under
+sustained load: the indexer stopped for good, 0 % CPU, the writer waiting on the collection's
+write lock and the queries inside zvec's query pool; without the exclusion this hung at the
+fourth build). With `BuildExclusion`, queries hammering a tier while it is written to and built
+again and again never hang: a search during a build goes without the tier at once
+(TierBuilding), searches between builds answer."""
 
 from __future__ import annotations
 
@@ -65,7 +66,18 @@ def _hammer(tmp_path: Path) -> None:
                 errors.append(exc)
                 return
 
+    written = [0]
+
+    def write() -> None:  # small upserts beside the queries, as ingest does
+        wrng = np.random.default_rng(3)
+        n = 0
+        while not stop.is_set():
+            tiers.upsert("hot", _docs(wrng, 20, 1_000_000 + n))
+            n += 20
+            written[0] = n
+
     threads = [threading.Thread(target=query, daemon=True) for _ in range(4)]
+    threads.append(threading.Thread(target=write, daemon=True))
     for t in threads:
         t.start()
     try:
@@ -90,11 +102,11 @@ def _hammer(tmp_path: Path) -> None:
                   flush=True)
         assert not errors, errors
         assert skipped[0] > 0  # some searches came during a build and went without the tier
-        assert tiers.stats()["hot"]["doc_count"] == base
     finally:
         stop.set()
         for t in threads:
             t.join(10)
+    assert tiers.stats()["hot"]["doc_count"] == base + written[0]
     print("builds done", flush=True)
 
 

@@ -1,5 +1,5 @@
-"""BuildExclusion: a build waits for the reads in flight and keeps new ones out; a read waits
-for a build at most its wait, then goes without (threads, no zvec)."""
+"""BuildExclusion: a write or build waits for the reads in flight and keeps new ones out; a read
+waits for a write at most its wait and goes without a tier being built (threads, no zvec)."""
 
 from __future__ import annotations
 
@@ -42,18 +42,30 @@ def test_a_build_waits_for_reads_in_flight_and_keeps_new_ones_out() -> None:
         assert ok
 
 
-def test_a_read_waits_for_a_short_build() -> None:
+def test_a_read_waits_for_a_short_write_but_not_for_a_build() -> None:
     ex = BuildExclusion()
     started = threading.Event()
 
-    def build() -> None:
-        with ex.building("hot"):
+    def hold(kind: str) -> None:
+        with ex.writing("hot", kind):
             started.set()
             time.sleep(0.1)
 
-    threading.Thread(target=build).start()
+    threading.Thread(target=hold, args=("write",)).start()
     assert started.wait(5)
     t0 = time.monotonic()
     with ex.reading("hot", wait_s=5) as ok:
-        assert ok
+        assert ok  # admitted once the write is done
     assert 0.03 < time.monotonic() - t0 < 5
+
+    started.clear()
+    builder = threading.Thread(target=hold, args=("build",))
+    builder.start()
+    assert started.wait(5)
+    t0 = time.monotonic()
+    with ex.reading("hot", wait_s=5) as ok:
+        assert not ok  # a search goes without a tier being built, at once
+    assert time.monotonic() - t0 < 0.05
+    with ex.reading("hot") as ok:
+        assert ok  # a background read waits for the build
+    builder.join(5)

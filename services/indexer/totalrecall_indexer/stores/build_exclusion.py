@@ -1,16 +1,18 @@
-"""Reads of a zvec collection and its HNSW build never overlap.
+"""Reads of a zvec collection never overlap its writes or its HNSW build.
 
-zvec 0.8 hangs for good when `optimize()` starts while queries of the same collection are in
-flight: the build waits on the collection's write lock, the queries inside zvec's query pool, and
-the process sits at 0 % CPU with every later search and write of the tier stuck behind them. Seen
-under sustained load (recall at 50/s while 200 events/s were indexed: the indexer stopped for
-good at its fourth build of the hot tier) and reproduced with four query threads and a build
-every thousand inserts (`tests/integration/indexer/test_zvec_build_exclusion.py`).
+zvec 0.8 hangs for good when a write takes a collection's write lock while queries of that
+collection are in flight: `optimize()` (the HNSW build) or an upsert that seals a segment waits
+on the lock, the queries wait inside zvec's query pool, and the process sits at 0 % CPU with
+every later search and write of the tier stuck behind them. Seen twice under sustained load
+(recall at 50/s while 200 events/s were indexed: once at a build, once at an upsert) and
+reproduced with four query threads beside a writer and repeated builds
+(`tests/integration/indexer/test_zvec_build_exclusion.py`).
 
-So a build first keeps new reads of its tier out, waits until the reads in flight are done, and
-lets reads in again once it has finished. A read waits for a running build at most `wait_s`:
-a search then goes without that tier (a large tier's build takes minutes), background reads
-(compaction, re-index checks) wait for it.
+So a tier is either read (any number of reads at once) or written or built (alone): a write or
+a build keeps new reads out, waits until the reads in flight are done, and lets reads in again
+when it is done. A read that finds the tier building goes without it at once when it has a wait
+limit (a search: a build takes seconds to minutes); one that finds it written waits for the write
+(milliseconds) up to its limit. Background reads (compaction, re-index checks) have no limit.
 """
 
 from __future__ import annotations
@@ -18,25 +20,29 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 
 class BuildExclusion:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._reads: Counter[str] = Counter()
-        self._building: set[str] = set()
+        #: tier -> "write" or "build": held (or waited for) by a writer
+        self._held: dict[str, str] = {}
 
     def building_now(self, tier: str) -> bool:
         with self._cond:
-            return tier in self._building
+            return self._held.get(tier) == "build"
 
     @contextmanager
     def reading(self, tier: str, wait_s: float | None = None) -> Iterator[bool]:
-        """Yields True with a read of `tier` admitted, False if a build of it still ran after
-        `wait_s` seconds (None: wait for it)."""
+        """Yields True with a read of `tier` admitted, False when it is building (and `wait_s`
+        is set) or still written after `wait_s` seconds (None: wait for either)."""
         with self._cond:
-            admitted = self._cond.wait_for(lambda: tier not in self._building, timeout=wait_s)
+            if wait_s is not None and self._held.get(tier) == "build":
+                admitted = False
+            else:
+                admitted = self._cond.wait_for(lambda: tier not in self._held, timeout=wait_s)
             if admitted:
                 self._reads[tier] += 1
         if not admitted:
@@ -50,16 +56,19 @@ class BuildExclusion:
                 self._cond.notify_all()
 
     @contextmanager
-    def building(self, tier: str) -> Iterator[None]:
-        """Hold `tier` for a build: no new reads, and none in flight once this is entered."""
+    def writing(self, tier: str, kind: str = "write") -> Iterator[None]:
+        """Hold `tier` alone for a write or (`kind` "build") an HNSW build: no new reads, and
+        none in flight once this is entered. Writers of a tier take turns."""
         with self._cond:
-            # Another build of the tier (the caller's tier lock prevents one) would not be waited for.
-            self._cond.wait_for(lambda: tier not in self._building)
-            self._building.add(tier)
+            self._cond.wait_for(lambda: tier not in self._held)
+            self._held[tier] = kind
             self._cond.wait_for(lambda: self._reads[tier] == 0)
         try:
             yield
         finally:
             with self._cond:
-                self._building.discard(tier)
+                del self._held[tier]
                 self._cond.notify_all()
+
+    def building(self, tier: str) -> AbstractContextManager[None]:
+        return self.writing(tier, "build")

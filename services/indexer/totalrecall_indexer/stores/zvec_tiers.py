@@ -47,11 +47,12 @@ class ZvecTiers:
     """Owns the three collections under `root` plus `meta.json` (dim, model fingerprint)."""
 
     def __init__(self, root: Path, default_dim: int = 384,
-                 optimize_threads: int | None = None, search_build_wait_s: float = 0.05) -> None:
+                 optimize_threads: int | None = None, search_build_wait_s: float = 0.25) -> None:
         self.root = Path(root)
-        #: How long a search waits for a running build of its tier before going without it.
+        #: How long a search waits for a write of its tier before going without it (a build: not at all).
         self.search_build_wait_s = search_build_wait_s
         self._access = BuildExclusion()
+        self._last_stats: dict[str, dict[str, float]] = {}
         self.optimize_threads = optimize_threads
         self.default_dim = default_dim
         self.cols: dict[str, Any] = {}
@@ -229,7 +230,7 @@ class ZvecTiers:
     def upsert(self, tier: str, docs: list[ZDoc]) -> int:
         """Waits while the tier's HNSW build runs."""
         n = 0
-        with self._tier_locks[tier]:
+        with self._tier_locks[tier], self._access.writing(tier):
             col = self._writable(tier)
             for i in range(0, len(docs), MAX_BATCH):
                 chunk = docs[i: i + MAX_BATCH]
@@ -253,7 +254,7 @@ class ZvecTiers:
         if not keys:
             return 0
         n = 0
-        with self._tier_locks[tier]:
+        with self._tier_locks[tier], self._access.writing(tier):
             col = self._writable(tier)
             for i in range(0, len(keys), MAX_BATCH):
                 statuses = col.delete(keys[i: i + MAX_BATCH])
@@ -307,8 +308,9 @@ class ZvecTiers:
             self.held.pop(tier, None)
 
     def flush(self) -> None:
-        for col in self.cols.values():
-            col.flush()
+        for tier, col in self.cols.items():
+            with self._access.writing(tier):
+                col.flush()
 
     # --- reads -----------------------------------------------------------------------------
     def doc_count(self, tier: str, max_age_s: float = 1.0) -> int:
@@ -341,11 +343,18 @@ class ZvecTiers:
                 for d in res]
 
     def stats(self) -> dict[str, dict[str, float]]:
+        """Per tier; a tier being built or written answers with its last stats (a build of a
+        large tier takes minutes, and the health check asks)."""
         out: dict[str, dict[str, float]] = {}
         for tier, col in self.cols.items():
-            st = col.stats
-            out[tier] = {"doc_count": int(st.doc_count),
-                         "index_completeness": float(st.index_completeness.get(VECTOR, 1.0))}
+            with self._access.reading(tier, self.search_build_wait_s) as admitted:
+                if admitted:
+                    st = col.stats
+                    self._last_stats[tier] = {
+                        "doc_count": int(st.doc_count),
+                        "index_completeness": float(st.index_completeness.get(VECTOR, 1.0))}
+            out[tier] = dict(self._last_stats.get(tier)
+                             or {"doc_count": 0, "index_completeness": 1.0})
         return out
 
     def disk_bytes(self) -> dict[str, int]:
