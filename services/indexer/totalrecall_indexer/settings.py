@@ -51,6 +51,9 @@ class Settings(ServiceSettings):
     vacuum_min_new_rows: int = 1000
     #: Threads zvec may use for an HNSW build (the machine has 2 cores shared by everyone).
     optimize_threads: int = 1
+    #: A zvec query or write in flight this long means zvec hung: the indexer exits (code 70)
+    #: for its supervisor to restart it (`stores/zvec_watchdog.py`). 0: never.
+    zvec_stall_s: float = Field(default=60.0, ge=0)
 
     # search
     search_ef: int = 128

@@ -27,6 +27,7 @@ from ..core.search import TIERS
 from .build_exclusion import BuildExclusion
 from .build_guard import BuildMarkers
 from .zvec_schema import OUTPUT_FIELDS, QUANTIZE, VECTOR, RawHit, ZDoc, collection_schema, init_zvec
+from .zvec_watchdog import ZvecWatchdog
 
 MAX_BATCH = 1024
 MAX_EF = 2048
@@ -47,11 +48,14 @@ class ZvecTiers:
     """Owns the three collections under `root` plus `meta.json` (dim, model fingerprint)."""
 
     def __init__(self, root: Path, default_dim: int = 384,
-                 optimize_threads: int | None = None, search_build_wait_s: float = 0.25) -> None:
+                 optimize_threads: int | None = None, search_build_wait_s: float = 0.25,
+                 stall_s: float = 0.0) -> None:
         self.root = Path(root)
         #: How long a search waits for a write of its tier before going without it (a build: not at all).
         self.search_build_wait_s = search_build_wait_s
         self._access = BuildExclusion()
+        #: Ends the process when a zvec query or write hangs (0: off; `zvec_watchdog.py`).
+        self.watchdog = ZvecWatchdog(stall_s)
         self._last_stats: dict[str, dict[str, float]] = {}
         self.optimize_threads = optimize_threads
         self.default_dim = default_dim
@@ -82,6 +86,7 @@ class ZvecTiers:
 
     def open(self) -> None:
         init_zvec(self.optimize_threads)
+        self.watchdog.start()
         self.root.mkdir(parents=True, exist_ok=True)
         if self.meta_path.exists():
             meta = json.loads(self.meta_path.read_text())
@@ -234,7 +239,8 @@ class ZvecTiers:
             col = self._writable(tier)
             for i in range(0, len(docs), MAX_BATCH):
                 chunk = docs[i: i + MAX_BATCH]
-                statuses = col.upsert([d.to_doc() for d in chunk])
+                with self.watchdog.call("upsert"):
+                    statuses = col.upsert([d.to_doc() for d in chunk])
                 bad = [s for s in statuses if not s.ok()]
                 if bad:
                     # Schema violations raise ValueError before anything is written; a failed
@@ -257,7 +263,8 @@ class ZvecTiers:
         with self._tier_locks[tier], self._access.writing(tier):
             col = self._writable(tier)
             for i in range(0, len(keys), MAX_BATCH):
-                statuses = col.delete(keys[i: i + MAX_BATCH])
+                with self.watchdog.call("delete"):
+                    statuses = col.delete(keys[i: i + MAX_BATCH])
                 n += sum(1 for s in statuses if s.ok())
         return n
 
@@ -269,7 +276,7 @@ class ZvecTiers:
         excluded = sorted({i for i in exclude_ids if _SAFE_ID.match(i)})
         if excluded:
             flt += " and id NOT IN (" + ", ".join(f"'{i}'" for i in excluded) + ")"
-        with self._access.reading(tier):
+        with self._access.reading(tier), self.watchdog.call("query"):
             res = self.cols[tier].query(filter=flt, topk=limit, include_vector=True)
         return [ZDoc.from_doc(d) for d in res]
 
@@ -337,8 +344,9 @@ class ZvecTiers:
         with self._access.reading(tier, self.search_build_wait_s) as admitted:
             if not admitted:
                 raise TierBuilding(f"zvec tier {tier}: its HNSW build is running")
-            res = self.cols[tier].query(Query(VECTOR, vector=vector, param=param), topk=topk,
-                                        filter=filter, output_fields=OUTPUT_FIELDS)
+            with self.watchdog.call("query"):
+                res = self.cols[tier].query(Query(VECTOR, vector=vector, param=param),
+                                            topk=topk, filter=filter, output_fields=OUTPUT_FIELDS)
         return [RawHit(key=d.id, distance=float(d.score), fields=dict(d.fields or {}))
                 for d in res]
 
