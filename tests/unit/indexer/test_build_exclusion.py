@@ -69,3 +69,26 @@ def test_a_read_waits_for_a_short_write_but_not_for_a_build() -> None:
     with ex.reading("hot") as ok:
         assert ok  # a background read waits for the build
     builder.join(5)
+
+
+def test_with_one_reader_reads_of_a_tier_take_turns_and_other_tiers_do_not_wait() -> None:
+    ex = BuildExclusion(max_readers=1)
+    inside, release = threading.Event(), threading.Event()
+
+    def read() -> None:
+        with ex.reading("hot") as ok:
+            assert ok
+            inside.set()
+            release.wait(10)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    assert inside.wait(5)
+    with ex.reading("hot", wait_s=0.05) as ok:
+        assert not ok  # the first read still holds the tier
+    with ex.reading("warm", wait_s=0.05) as ok:
+        assert ok
+    release.set()
+    reader.join(5)
+    with ex.reading("hot", wait_s=0.05) as ok:
+        assert ok  # its turn once the first is done

@@ -8,11 +8,13 @@ every later search and write of the tier stuck behind them. Seen twice under sus
 reproduced with four query threads beside a writer and repeated builds
 (`tests/integration/indexer/test_zvec_build_exclusion.py`).
 
-So a tier is either read (any number of reads at once) or written or built (alone): a write or
-a build keeps new reads out, waits until the reads in flight are done, and lets reads in again
-when it is done. A read that finds the tier building goes without it at once when it has a wait
-limit (a search: a build takes seconds to minutes); one that finds it written waits for the write
-(milliseconds) up to its limit. Background reads (compaction, re-index checks) have no limit.
+So a tier is either read or written or built (alone): a write or a build keeps new reads out,
+waits until the reads in flight are done, and lets reads in again when it is done. Reads of one
+tier take turns as well (`max_readers`, the indexer's `ZVEC_READS_PER_TIER`, 1): later
+sustained-load runs hung with queries of a tier in zvec and no write or build in flight. A read
+that finds the tier building goes without it at once when it has a wait limit (a search: a build
+takes seconds to minutes); one that finds it written or read waits up to its limit. Background
+reads (compaction, re-index checks) have no limit.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from contextlib import AbstractContextManager, contextmanager
 
 
 class BuildExclusion:
-    def __init__(self) -> None:
+    def __init__(self, max_readers: int | None = None) -> None:
+        #: Reads of one tier at once (None: any number).
+        self.max_readers = max_readers
         self._cond = threading.Condition()
         self._reads: Counter[str] = Counter()
         #: tier -> "write" or "build": held (or waited for) by a writer
@@ -42,7 +46,7 @@ class BuildExclusion:
             if wait_s is not None and self._held.get(tier) == "build":
                 admitted = False
             else:
-                admitted = self._cond.wait_for(lambda: tier not in self._held, timeout=wait_s)
+                admitted = self._cond.wait_for(lambda: self._may_read(tier), timeout=wait_s)
             if admitted:
                 self._reads[tier] += 1
         if not admitted:
@@ -54,6 +58,10 @@ class BuildExclusion:
             with self._cond:
                 self._reads[tier] -= 1
                 self._cond.notify_all()
+
+    def _may_read(self, tier: str) -> bool:
+        return tier not in self._held and (self.max_readers is None
+                                           or self._reads[tier] < self.max_readers)
 
     @contextmanager
     def writing(self, tier: str, kind: str = "write") -> Iterator[None]:

@@ -49,11 +49,12 @@ class ZvecTiers:
 
     def __init__(self, root: Path, default_dim: int = 384,
                  optimize_threads: int | None = None, search_build_wait_s: float = 0.25,
-                 stall_s: float = 0.0) -> None:
+                 stall_s: float = 0.0, reads_per_tier: int = 1) -> None:
         self.root = Path(root)
-        #: How long a search waits for a write of its tier before going without it (a build: not at all).
+        #: How long a search waits for a write of its tier (or, with `reads_per_tier`, for the
+        #: searches before it) before going without it (a build: not at all).
         self.search_build_wait_s = search_build_wait_s
-        self._access = BuildExclusion()
+        self._access = BuildExclusion(reads_per_tier or None)
         #: Ends the process when a zvec query or write hangs (0: off; `zvec_watchdog.py`).
         self.watchdog = ZvecWatchdog(stall_s)
         self._last_stats: dict[str, dict[str, float]] = {}
