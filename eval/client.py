@@ -205,7 +205,13 @@ class SearchableWaiter:
         if c is None:
             return None
         self.method = "stats"
-        return c >= self.expected[ns]
+        ready = c >= self.expected[ns]
+        words = stats.get("keyword_statistics") if isinstance(stats, Mapping) else None
+        if ready and isinstance(words, Mapping) and isinstance(words.get("memories"), int):
+            # The word counts keyword search weighs by cover all of it: the ranking from now on,
+            # not one of a part of the load (which would differ from run to run).
+            ready = words["memories"] >= self.expected[ns]
+        return ready
 
     def _ready_by_probe(self, ns: str) -> bool:
         self.method = "probe" if self.method != "stats" else self.method

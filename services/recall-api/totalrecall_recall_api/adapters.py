@@ -195,7 +195,7 @@ class PostgresStore:
     async def bm25_rows(self, terms: Sequence[str], namespace: str, since: datetime | None,
                         category: str | None, limit: int) -> list[tuple[str, float, Memory]]:
         """`bm25` with each hit's row, so that fusion need not fetch it again."""
-        weighted = await self._weighted(terms, namespace)
+        weighted, common = await self._weighted(terms, namespace)
         if not weighted:
             return []
         # OR semantics (an AND of every question word matches almost nothing), each matched term
@@ -203,7 +203,10 @@ class PostgresStore:
         # ts_rank for term frequency and the summary-over-detail weighting; the words too common
         # to search by do not score (eval/results/notes.md, 2026-11-25).
         phrases = await self._phrases(terms, namespace)
-        n = len(weighted) + len(phrases)
+        # The common words score but do not select: which memories are ranked is decided by
+        # the telling words alone (`TermStats.common`).
+        scored = [*weighted, *common]
+        n = len(scored) + len(phrases)
         score = " + ".join(f"(CASE WHEN tsv @@ ${6 + i}::tsquery THEN ${6 + n + i}::float8 ELSE 0 END)"
                            for i in range(n))
         # Scoring touches every match, so a query made only of common words would scan much of
@@ -251,9 +254,10 @@ class PostgresStore:
                        FROM m GROUP BY key ORDER BY rank DESC LIMIT $5)
             SELECT r.rank, {_COLUMNS_M} FROM r JOIN memories m USING (key)
             ORDER BY r.rank DESC"""
-        args: list[Any] = [" | ".join(quoted), namespace, since, category, limit,
-                           *quoted, *(q for q, _ in phrases),
-                           *(w for _, w in weighted), *(w for _, w in phrases)]
+        args: list[Any] = [" | ".join(quoted), namespace, since, category, limit, *quoted,
+                           *(_operand(lx, self.prefix_min_chars) for lx, _ in common),
+                           *(q for q, _ in phrases),
+                           *(w for _, w in scored), *(w for _, w in phrases)]
         if rare:
             args.append(" | ".join(_operand(lx, self.prefix_min_chars) for lx in rare))
         rows = await self.pool.fetch(sql, *args, timeout=self.timeout)
@@ -279,17 +283,21 @@ class PostgresStore:
             return None
         return {lx: self.term_stats.doc_freq(lx, namespace) for lx, _ in weighted}
 
-    async def _weighted(self, terms: Sequence[str], namespace: str) -> list[tuple[str, float]]:
-        """The query's lexemes that are searched, with their IDF weights."""
+    async def _weighted(self, terms: Sequence[str], namespace: str
+                        ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+        """The query's lexemes that are searched, and the common ones that only score, with
+        their IDF weights."""
         if not terms:
-            return []
+            return [], []
         lexemes = await self._lexemes(" ".join(terms))
         if self.term_stats is not None:
             await self.term_stats.ensure(namespace)
         if self.term_stats is not None and self.term_stats.n_docs:
-            return self.term_stats.select(lexemes, self.max_terms, self.max_df_ratio,
-                                          namespace=namespace)
-        return [(lx, 1.0) for lx in lexemes[: self.max_terms]]
+            searched = self.term_stats.select(lexemes, self.max_terms, self.max_df_ratio,
+                                              namespace=namespace)
+            return searched, self.term_stats.common(lexemes, searched, self.max_terms,
+                                                    namespace=namespace)
+        return [(lx, 1.0) for lx in lexemes[: self.max_terms]], []
 
     async def _lexemes(self, text: str) -> list[str]:
         """The query's lexemes exactly as the index stores them (english stemming, stopwords)."""

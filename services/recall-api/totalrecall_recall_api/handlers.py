@@ -241,6 +241,13 @@ async def health(c: C, request: Request) -> JSONResponse:
 async def stats(c: C, namespace: Annotated[str | None, Query(pattern=NAMESPACE_PATTERN)] = None
                 ) -> dict[str, Any]:
     out: dict[str, Any] = {"namespace": namespace, **await c.store.stats(namespace)}
+    term_stats = getattr(c.store, "term_stats", None)  # PostgresStore's (fakes have none)
+    if term_stats is not None:
+        # The word counts keyword search weighs by (refreshed in the background), as the
+        # namespace's next search will find them.
+        await term_stats.ensure(namespace)
+        if term_stats.n_docs:
+            out["keyword_statistics"] = term_stats.describe(namespace)
     if isinstance(c.publisher, PipelineLag):
         # Events each stage has yet to process (pending + unacked), all namespaces together.
         out["pending"] = await c.publisher.lag()

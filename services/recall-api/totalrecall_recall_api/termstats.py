@@ -84,10 +84,15 @@ class TermStats:
             log.info("term stats: %d lexemes over %d memories in %.2fs", len(self.df),
                      self.n_docs, time.perf_counter() - t0)
 
-    async def ensure(self, namespace: str) -> None:
+    async def ensure(self, namespace: str | None) -> None:
         """Reads `namespace`'s statistics now if the last refresh did not know it (see
         `namespace_read_max_docs`), or all of them when there are none yet; the first search of
-        a namespace loaded since then waits for it (milliseconds for a few thousand memories)."""
+        a namespace loaded since then waits for it (milliseconds for a few thousand memories).
+        None: only all of them when there are none yet."""
+        if namespace is None:
+            if not self.n_docs:
+                await self._first_refresh()
+            return
         if namespace in self.ns_docs:
             return
         now = time.monotonic()
@@ -143,6 +148,14 @@ class TermStats:
         new = inserted - self.inserted_at_refresh
         return new > 0 and new >= max(50, self.growth_ratio * self.n_docs)
 
+    def settled(self, inserted: int, at_last_check: int) -> bool:
+        """Rows arrived since the last refresh and none since the last check: a load (a log
+        imported, a conversation stored) is done, and its words are counted now rather than
+        up to `refresh_s` later (meanwhile its searches would weigh them by a part of it, so
+        the same question would rank differently a minute later). Steady ingest never
+        settles and so costs no more refreshes than before."""
+        return inserted == at_last_check and inserted > self.inserted_at_refresh
+
     async def run(self) -> None:
         """Background refresher: every `refresh_s`, and early after a burst of inserts."""
         while True:
@@ -153,12 +166,16 @@ class TermStats:
             # Never spend more than ~5% of the database's time on statistics.
             floor = 20 * self.last_duration_s
             pause = max(self.refresh_s, floor) if self.n_docs else 5.0
-            waited = 0.0
+            waited, at_last_check = 0.0, self.inserted_at_refresh
             while waited < pause:
                 await asyncio.sleep(self.check_s)
                 waited += self.check_s
-                if waited >= floor and self.grown(await self.inserted()):
+                if waited < floor:
+                    continue
+                inserted = await self.inserted()
+                if self.grown(inserted) or self.settled(inserted, at_last_check):
                     break
+                at_last_check = inserted
 
     def corpus(self, namespace: str | None = None) -> tuple[dict[str, int], int]:
         """(lexeme → document count, number of documents) of `namespace`, or overall when the
@@ -167,6 +184,16 @@ class TermStats:
         if n_ns >= self.min_namespace_docs and namespace in self.ns_df:
             return self.ns_df[namespace], n_ns
         return self.df, self.n_docs
+
+    def describe(self, namespace: str | None = None) -> dict[str, object]:
+        """What keyword search weighs `namespace`'s words by: its own counts or the overall
+        ones, over how many memories, read how long ago (`/memory/stats`)."""
+        own = (namespace is not None and namespace in self.ns_df
+               and self.ns_docs.get(namespace, 0) >= self.min_namespace_docs)
+        return {"scope": "namespace" if own else "all",
+                "memories": self.ns_docs[namespace] if own and namespace else self.n_docs,
+                "age_s": round(time.monotonic() - self.refreshed_at, 1)
+                if self.refreshed_at else None}
 
     def is_prefix(self, lexeme: str) -> bool:
         """Whether the store searches `lexeme` as a prefix (see `adapters._operand`)."""
@@ -217,4 +244,18 @@ class TermStats:
             informative = [t for t in uniq if df[t] / n <= max_df_ratio] or uniq
         informative.sort(key=lambda t: df[t])
         return [(t, self.idf(t, namespace)) for t in informative[:max_terms]]
+
+    def common(self, lexemes: list[str], searched: list[tuple[str, float]], max_terms: int = 8,
+               namespace: str | None = None) -> list[tuple[str, float]]:
+        """The query's lexemes that `select` left out of the search, with their IDF weights.
+
+        A word in a fifth of the memories is no way to find them, but among the memories the
+        telling words found it still tells them apart: in "what did webmaster fail to provide",
+        `fail` is what sets "Failed password for … webmaster" above "Invalid user webmaster"
+        (BM25 scores every query term; only which memories are ranked depends on the rare ones).
+        """
+        taken = {t for t, _ in searched}
+        left = [t for t in dict.fromkeys(lexemes) if t not in taken]
+        return [(t, self.idf(t, namespace)) for t in left[:max_terms]
+                if self.doc_freq(t, namespace) > 0]
 

@@ -110,7 +110,8 @@ async def test_kill_9_while_writing_loses_and_duplicates_nothing(
     proc = IndexerProcess(
         nats_url=nats_url, pg_dsn=pg_dsn, home=tr_home, topology=topology,
         log_path=tmp_path / "indexer.log", ack_wait_s=3, fetch_timeout_s=0.3, retry_delay_s=0.5,
-        optimize_interval_s=0.5, optimize_min_new_docs=250, metrics_interval_s=0)
+        optimize_interval_s=0.5, optimize_min_new_docs=250, metrics_interval_s=0,
+        linear_max_docs=0)  # builds however small the tiers: kills land inside them too
     rows = Rows(pg_dsn)
     rng = random.Random(20260)
     kills: list[tuple[int, float]] = []

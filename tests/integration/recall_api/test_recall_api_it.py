@@ -280,6 +280,9 @@ async def test_timeline_stats_health_and_file(settings: Settings, pg_dsn: str,
         assert stats["total"] == 5 and stats["by_category"]["system.service"] == 2
         assert stats["by_tier"] == {"hot": 4, "warm": 1}
         assert "error" in stats["index"]  # no indexer answering: reported, not failed
+        # The word counts keyword search weighs by: 5 memories, too few for a namespace's own.
+        assert stats["keyword_statistics"]["memories"] == 5
+        assert stats["keyword_statistics"]["scope"] == "all"
 
         health = await c.get("/memory/health")
         assert health.status_code == 200  # nats + postgres up
@@ -452,7 +455,7 @@ async def test_bm25_finds_a_rare_word_behind_many_recent_common_matches(pg_dsn: 
     try:
         ts = TermStats(pool)
         await ts.refresh()
-        crowded = await PostgresStore(pool, term_stats=ts, scan_cap=20)._weighted(
+        crowded, _ = await PostgresStore(pool, term_stats=ts, scan_cap=20)._weighted(
             ["nginx", "panic"], "crowd")
         assert {lx for lx, _ in crowded} == {"nginx", "panic"}
         found = await PostgresStore(pool, term_stats=ts, scan_cap=20).bm25_rows(
@@ -532,6 +535,42 @@ async def test_words_that_follow_each_other_in_the_question_count_as_a_phrase(
         await pool.close()
 
 
+async def test_a_common_word_of_the_question_tells_apart_what_its_rare_words_found(
+        pg_dsn: str) -> None:
+    """"fail" is in a third of sshd's lines: it is not searched by, but of the two lines of user
+    webmaster it is the one that says which failed ("Failed password …" over the shorter, newer
+    "Invalid user …")."""
+    from totalrecall_recall_api.adapters import PostgresStore
+    from totalrecall_recall_api.core.text import query_terms
+    from totalrecall_recall_api.termstats import TermStats
+
+    await create_memories_table(pg_dsn)
+    t0 = datetime(2024, 12, 10, 6, 0, tzinfo=UTC)
+    rows = [{"id": "failed", "namespace": "ssh", "ts": t0,
+             "summary": "Failed password for invalid user webmaster from 173.234.31.186 "
+                        "port 39257 ssh2"},
+            {"id": "invalid", "namespace": "ssh", "ts": t0 + timedelta(seconds=1),
+             "summary": "Invalid user webmaster from 173.234.31.186"}]
+    rows += [{"id": f"r-{i}", "namespace": "ssh", "ts": t0 + timedelta(seconds=i + 2),
+              "summary": f"Failed password for root from 183.62.140.{i % 250} port {30000 + i} ssh2"
+              if i % 3 == 0 else f"Connection closed by 103.99.0.{i % 250} [preauth]"}
+             for i in range(300)]
+    keys = await insert_rows(pg_dsn, rows)
+    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
+    try:
+        ts = TermStats(pool, refresh_s=3600)
+        store = PostgresStore(pool, term_stats=ts)
+        searched, common = await store._weighted(query_terms("What did the webmaster fail to "
+                                                             "provide?"), "ssh")
+        assert "fail" in dict(common) and "fail" not in dict(searched)
+        found = await store.bm25_rows(query_terms("What did the webmaster fail to provide?"),
+                                      "ssh", None, None, 5)
+        assert [k for k, _, _ in found[:2]] == [keys["failed"], keys["invalid"]], found
+        assert len(found) == 2  # the common word found nothing by itself
+    finally:
+        await pool.close()
+
+
 async def test_term_stats_notice_a_burst_of_inserts(pg_dsn: str) -> None:
     from totalrecall_recall_api.termstats import TermStats
 
@@ -576,7 +615,8 @@ async def test_a_namespace_loaded_after_the_refresh_gets_its_own_statistics(pg_d
                                    for i in range(60)])
         assert "chat" not in ts.ns_docs
         assert ts.corpus("chat")[0]["potteri"] == 80  # the store's: pottery looks common
-        weighted = dict(await PostgresStore(pool, term_stats=ts)._weighted(["pottery"], "chat"))
+        weighted = dict((await PostgresStore(pool, term_stats=ts)._weighted(["pottery"],
+                                                                            "chat"))[0])
         assert ts.ns_docs["chat"] == 60 and ts.corpus("chat")[0]["potteri"] == 3
         assert weighted["potteri"] == pytest.approx(ts.idf("potteri", "chat"))
         assert ts.corpus("machine")[0]["potteri"] == 80  # the others are untouched

@@ -102,3 +102,28 @@ def test_probe_turns_spread() -> None:
              for i in range(20)]
     probes = probe_turns(turns, 5)
     assert len(probes) == 5 and probes[0].id == "D1:0" and probes[-1].id == "D1:19"
+
+
+def test_a_namespace_is_ready_once_keyword_search_counts_all_of_it() -> None:
+    """Stored is not enough: until the word counts cover the whole load, its ranking is that of
+    a part of it, different from run to run."""
+    from datetime import UTC, datetime
+
+    from eval.client import SearchableWaiter
+    from eval.datasets import Turn
+
+    ts = datetime(2023, 1, 1, tzinfo=UTC)
+    turns = [Turn(id=f"D1:{i}", session="D1", index=i, speaker="A", text=f"line {i}",
+                  timestamp=ts) for i in range(10)]
+    answers = iter([{"namespace": "a", "total": 10, "keyword_statistics": {"memories": 6}},
+                    {"namespace": "a", "total": 10, "keyword_statistics": {"memories": 10}},
+                    {"namespace": "a", "total": 10}])
+
+    class Client:
+        def stats(self, namespace: str) -> object:
+            return next(answers)
+
+    waiter = SearchableWaiter(Client(), {"a": turns}, log=lambda _: None)  # type: ignore[arg-type]
+    assert waiter._ready_by_stats("a") is False  # stored, words counted over 6 of 10
+    assert waiter._ready_by_stats("a") is True
+    assert waiter._ready_by_stats("a") is True  # an API without the figure: stored is enough

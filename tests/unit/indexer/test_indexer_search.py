@@ -88,7 +88,8 @@ def test_optimize_policy_builds_quantized_tiers_promptly() -> None:
     from totalrecall_indexer.core.indexer import Indexer, IndexerConfig
 
     idx = Indexer(markdown=None, pg=None, tiers=None,  # type: ignore[arg-type]
-                  config=IndexerConfig(optimize_min_new_docs=2000, optimize_max_delay_s=900))
+                  config=IndexerConfig(optimize_min_new_docs=2000, optimize_max_delay_s=900,
+                                       linear_max_docs=0))
     assert not idx.optimize_due("hot", 0.99, 5000)
     idx._new_since_optimize["hot"] = 2000
     assert idx.optimize_due("hot", 0.99, 5000)
@@ -97,3 +98,15 @@ def test_optimize_policy_builds_quantized_tiers_promptly() -> None:
     idx._last_optimize["hot"] -= 901
     idx._new_since_optimize["hot"] = 1
     assert idx.optimize_due("hot", 0.99, 5000)
+
+
+def test_tiers_searched_exactly_are_not_built() -> None:
+    """A tier of at most `linear_max_docs` is searched by an exact scan: no graph to build, and
+    no build during which its searches would go without it."""
+    from totalrecall_indexer.core.indexer import Indexer, IndexerConfig
+
+    idx = Indexer(markdown=None, pg=None, tiers=None,  # type: ignore[arg-type]
+                  config=IndexerConfig(linear_max_docs=20_000, optimize_min_new_docs=10))
+    idx._new_since_optimize["hot"] = 5000
+    assert not idx.optimize_due("hot", 0.5, 20_000) and not idx.optimize_due("cold", 0.0, 6000)
+    assert idx.optimize_due("hot", 0.5, 20_001) and idx.optimize_due("cold", 0.9, 20_001)

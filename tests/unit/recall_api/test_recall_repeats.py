@@ -76,3 +76,17 @@ def test_tied_scores_still_follow_the_operators_order() -> None:
     out = order_repeats(ranked, "How long did it take to read the variable 2?")
     assert [c.key for c in out] == ["v2", "v40", "v39"]
     assert out[0].score == 0.9 and out[0].score > out[1].score > out[2].score
+
+
+def test_repeats_of_the_same_second_rank_the_same_whatever_their_noise() -> None:
+    """Lines logged in one second tie on everything the operator's rule looks at; their fused
+    scores differ by embedding noise only, which must not decide their order."""
+    texts = {"k1": "Verification succeeded for blk_-2827716238972737794",
+             "k2": "Verification succeeded for blk_-4117999745005013424",
+             "k3": "Verification succeeded for blk_-1383276859207001328"}
+    orders = set()
+    for noise in ([0.500001, 0.5, 0.499999], [0.499999, 0.500001, 0.5], [0.5, 0.499999, 0.500001]):
+        ranked = sorted((cand(k, t, s, 0) for (k, t), s in zip(texts.items(), noise, strict=True)),
+                        key=lambda c: c.score, reverse=True)  # best first, as fusion hands them
+        orders.add(tuple(c.key for c in order_repeats(ranked, "what was the verification result?")))
+    assert len(orders) == 1

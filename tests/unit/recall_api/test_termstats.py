@@ -1,3 +1,6 @@
+import asyncio
+
+import pytest
 from totalrecall_recall_api.adapters import _operand, _quote
 from totalrecall_recall_api.termstats import TermStats
 
@@ -14,6 +17,20 @@ def test_common_terms_are_dropped_and_rare_ones_weigh_more() -> None:
     assert "time" not in picked  # in 90% of memories: no signal, only cost
     assert list(picked) == ["brandnew", "lgbtq", "caroline", "support"]  # rarest first
     assert picked["brandnew"] > picked["lgbtq"] > picked["caroline"] > picked["support"] > 0
+
+
+def test_common_terms_left_out_of_the_search_still_score() -> None:
+    """`fail` (in 30% of sshd's lines) finds nothing by itself, but among the lines of user
+    webmaster it tells "Failed password …" from "Invalid user …"."""
+    ts = _stats({"fail": 300, "webmast": 4, "provid": 0}, 1000)
+    searched = ts.select(["webmast", "fail", "provid"])
+    assert [t for t, _ in searched] == ["provid", "webmast"]
+    common = dict(ts.common(["webmast", "fail", "provid"], searched))
+    assert list(common) == ["fail"]
+    assert 0 < common["fail"] < dict(searched)["webmast"]
+    assert ts.common(["fail", "gone"], []) == [("fail", ts.idf("fail"))]  # absent: no score
+    only_common = ts.select(["fail"])
+    assert ts.common(["fail"], only_common) == []  # searched after all: not scored twice
 
 
 def test_only_common_terms_are_kept_rather_than_nothing() -> None:
@@ -48,6 +65,37 @@ def test_a_burst_of_inserts_triggers_an_early_refresh() -> None:
     assert ts.grown(5200)
     small = _stats({}, 0)  # an empty store: the first 50 rows are worth a refresh
     assert not small.grown(49) and small.grown(50)
+
+
+def test_a_load_that_has_ended_triggers_a_refresh_and_steady_ingest_does_not() -> None:
+    ts = _stats({"nginx": 10}, 1000)
+    ts.inserted_at_refresh = 5000
+    assert not ts.settled(5000, 5000)  # nothing new since the refresh
+    assert not ts.settled(5100, 5050)  # still arriving
+    assert ts.settled(5100, 5100)  # 100 new rows, then quiet for a check
+
+
+async def test_the_refresher_refreshes_once_a_load_has_settled() -> None:
+    """A load of 100 rows into 1,000 (under the 20 % of an early refresh) is counted at the
+    first check that finds no new rows, not `refresh_s` later."""
+    ts = _stats({"nginx": 10}, 1000)
+    ts.refresh_s, ts.check_s = 3600.0, 0.0
+    counts = iter([1000, 1050, 1100, 1100])
+    refreshes: list[int] = []
+
+    async def inserted() -> int:
+        return next(counts)
+
+    async def refresh() -> None:
+        refreshes.append(ts.inserted_at_refresh)
+        if len(refreshes) == 2:
+            raise asyncio.CancelledError  # stop the loop after the early refresh
+        ts.inserted_at_refresh = 1000
+
+    ts.inserted, ts.refresh = inserted, refresh  # type: ignore[method-assign]
+    with pytest.raises(asyncio.CancelledError):
+        await ts.run()
+    assert refreshes == [0, 1000]  # the first at start, the second once 1,100 held still
 
 
 def test_a_prefix_is_as_common_as_the_words_it_begins() -> None:

@@ -97,6 +97,10 @@ class TierMaintenance:
     def optimize_due(self, tier: str, completeness: float, doc_count: int) -> bool:
         if completeness >= 1.0 or doc_count == 0:
             return False
+        if doc_count <= self.state.cfg.linear_max_docs:
+            # Searched exactly (`Searcher`): a graph nobody reads costs a build, and during a
+            # build the tier's searches go without it (`BuildExclusion`).
+            return False
         if tier != "hot":
             # zvec brute-forces the part of a tier not in the graph yet on the *quantized*
             # codes, without the refiner: int8 loses a little recall, int4 a lot (bench: 0.57

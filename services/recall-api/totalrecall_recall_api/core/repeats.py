@@ -66,10 +66,14 @@ _LIKENESS = frozenset({"vector", "bm25", "recency", "repeat_order"})
 
 
 def _order_key(c: Candidate, named: frozenset[str], pairs: frozenset[tuple[str, str]]
-               ) -> tuple[int, int, float, datetime]:
+               ) -> tuple[int, int, float, datetime, str]:
     boosts = sum(v for k, v in c.components.items() if k not in _LIKENESS)
+    # Last the key: repeats logged in the same second would otherwise keep the order of their
+    # fused scores, which differ by embedding noise (a batch of other texts shifts a vector in
+    # its last digits), and the same question would rank them differently after a re-import.
     return (len(named & identifiers(c.text)) if named else 0,
-            len(pairs & value_pairs(c.text)) if pairs else 0, round(boosts, 6), c.timestamp)
+            len(pairs & value_pairs(c.text)) if pairs else 0, round(boosts, 6), c.timestamp,
+            c.key)
 
 
 def order_repeats(ranked: Iterable[Candidate], query: str) -> list[Candidate]:
