@@ -121,3 +121,14 @@ def test_the_newest_repeats_join_their_template_and_the_rule_puts_the_newest_fir
     ordered = order_repeats(out, "what is the status of packet responder 2?")
     assert [c.key for c in ordered] == ["new", "other", "old2", "old1"]
     assert ordered[0].score == 0.9
+
+
+def test_a_score_lent_by_a_neighbour_does_not_outrank_the_newest_repeat() -> None:
+    """What a neighbouring hit lends is likeness (which lines happened to be hit beside it),
+    not evidence the question gives: among repeats, the newest still comes first."""
+    lent = cand("lent", "PacketResponder 2 for block blk_11 terminating", 0.9, 0)
+    lent.components = {"bm25": 0.5, "neighbour": 0.4}
+    newest = cand("newest", "PacketResponder 2 for block blk_12 terminating", 0.5, 30)
+    newest.components = {"bm25": 0.5}
+    out = order_repeats([lent, newest], "status of packet responder 2?")
+    assert [c.key for c in out] == ["newest", "lent"]

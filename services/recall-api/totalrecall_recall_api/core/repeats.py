@@ -66,7 +66,7 @@ def value_pairs(text: str) -> frozenset[tuple[str, str]]:
 _STEP = 1e-6
 
 #: Score components that measure likeness (and so tie within a template), not explicit evidence.
-_LIKENESS = frozenset({"vector", "bm25", "recency", "repeat_order", "repeat_of"})
+_LIKENESS = frozenset({"vector", "bm25", "recency", "neighbour", "repeat_order", "repeat_of"})
 
 
 def slotted_templates(ranked: Sequence[Candidate], k: int) -> list[str]:
