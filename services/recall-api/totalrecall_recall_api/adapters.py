@@ -405,6 +405,29 @@ class PostgresStore:
         rows = await self.pool.fetch(sql, *args, timeout=self.timeout)
         return [_memory(r) for r in rows]
 
+    async def newest_of_templates(self, namespace: str, templates: Sequence[str],
+                                  since: datetime | None, until: datetime | None,
+                                  category: str | None, per_template: int) -> list[Memory]:
+        """The newest `per_template` memories of each template (`template_hash` of the summary),
+        within the filters: a walk of the (namespace, template, ts) index per template."""
+        if not templates or per_template <= 0:
+            return []
+        try:
+            rows = await self.pool.fetch(
+                f"""SELECT {_COLUMNS_M} FROM unnest($2::text[]) AS t(template)
+                    CROSS JOIN LATERAL (
+                        SELECT {_MEMORY_COLUMNS} FROM memories
+                        WHERE namespace = $1 AND template = t.template
+                          AND ($3::timestamptz IS NULL OR ts >= $3)
+                          AND ($4::timestamptz IS NULL OR ts <= $4)
+                          AND ($5::text IS NULL OR category = $5)
+                        ORDER BY ts DESC LIMIT $6) AS m""",
+                namespace, list(templates), since, until, category, per_template,
+                timeout=self.timeout)
+        except asyncpg.UndefinedColumnError:  # a store from before the indexer's migration 9
+            return []
+        return [_memory(r) for r in rows]
+
     async def session(self, namespace: str, session_id: str, limit: int) -> list[Memory]:
         """The memories of one conversation (its thread, the indexer's migration 4), oldest
         first: the session's turns, a walk of the (namespace, thread, ts) index."""

@@ -96,6 +96,15 @@ class RowsBM25(Protocol):
 
 
 @runtime_checkable
+class TemplateRows(Protocol):
+    """A store that knows each memory's template (the indexer's migration 9)."""
+
+    async def newest_of_templates(self, namespace: str, templates: Sequence[str],
+                                  since: datetime | None, until: datetime | None,
+                                  category: str | None, per_template: int) -> list[Memory]: ...
+
+
+@runtime_checkable
 class PipelineLag(Protocol):
     """A publisher that can tell how far behind the pipeline's consumers are."""
 

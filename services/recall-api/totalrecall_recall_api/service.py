@@ -36,7 +36,7 @@ from .core.fusion import (
 from .core.named import named_first
 from .core.neighbours import expand
 from .core.render import relative_time, system_alerts_block, system_memory_block
-from .core.repeats import order_repeats
+from .core.repeats import order_repeats, slotted_templates, with_newest_repeats
 from .core.supersede import (
     STATE_SUBCATEGORIES,
     asks_about_history,
@@ -50,7 +50,7 @@ from .core.temporal import boost_dated, date_refs, earliest_day
 from .core.text import query_terms
 from .core.timeframe import plan
 from .metrics import Metrics
-from .ports import Embedder, RowsBM25, Store, VectorIndex
+from .ports import Embedder, RowsBM25, Store, TemplateRows, VectorIndex
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -361,7 +361,9 @@ class RecallService:
         ranked = [c for c in ranked if c.score >= s.min_score]
         # An identifier the question names verbatim ranks its memories first; memories of one
         # template tie but for noise: the one the question names, else the newest.
-        ranked = order_repeats(named_first(ranked, req.query), req.query)
+        ranked = named_first(ranked, req.query)
+        ranked = order_repeats(await self._newest_repeats(ranked, by_key, req, p.since, until, k),
+                               req.query)
         t_mmr = time.perf_counter()
         chosen = mmr(ranked, k, s.mmr_lambda)
         self.metrics.stage_seconds.labels("mmr").observe(time.perf_counter() - t_mmr)
@@ -474,6 +476,27 @@ class RecallService:
         cats = [req.category] if req.category else list(SYSTEM_CATEGORIES)
         rows = await self.store.recent(req.namespace, now - timedelta(hours=24), None, 20, cats)
         return [m for m in rows if m.severity in ("warning", "error", "critical")][:10]
+
+    async def _newest_repeats(self, ranked: list[Candidate], by_key: dict[str, Memory],
+                              req: RecallRequest, since: datetime | None,
+                              until: datetime | None, k: int) -> list[Candidate]:
+        """`ranked` with the newest memories of its first templates that it lacks
+        (`core/repeats.with_newest_repeats`), from a store that knows templates."""
+        n = self.settings.repeats_newest
+        templates = slotted_templates(ranked, k) if n > 0 else []
+        if not templates or not isinstance(self.store, TemplateRows):
+            return ranked
+        rows = await self._guard("repeats", self._timed("repeats", self.store.newest_of_templates(
+            req.namespace, templates, since, until, req.category, n)))
+        newest: list[Candidate] = []
+        for m in rows:
+            if m.namespace != req.namespace:
+                continue
+            key = memory_key(m.namespace, m.id)
+            by_key.setdefault(key, m)
+            newest.append(Candidate(key, m.timestamp, m.summary, tier=m.tier,
+                                    category=m.category))
+        return with_newest_repeats(ranked, newest)
 
     async def _rows(self, keys: list[str]) -> list[tuple[str, Memory]]:
         return list((await self.store.rows(list(dict.fromkeys(keys)))).items())

@@ -69,6 +69,9 @@ class Settings(ServiceSettings):
     # With min-max: similarities under this count as no vector evidence (the scale starts here).
     vector_floor: float = 0.2
     mmr_lambda: float = 0.7
+    #: The newest memories of each template among the first results that recall adds when its
+    #: searches did not return them (`core/repeats.with_newest_repeats`; 0: off).
+    repeats_newest: int = Field(default=3, ge=0)
     vector_candidates: int = 40
     bm25_candidates: int = 40
     good_match_similarity: float = 0.35

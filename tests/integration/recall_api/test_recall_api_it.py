@@ -34,6 +34,7 @@ from totalrecall_schema import (
     VectorSearchRequest,
     memory_key,
 )
+from totalrecall_schema.templates import template_hash
 from waiting import wait_for
 
 NOW = datetime.now(UTC)
@@ -60,15 +61,16 @@ async def insert_rows(dsn: str, rows: list[dict[str, Any]]) -> dict[str, str]:
             keys[r["id"]] = key
             await conn.execute(
                 """INSERT INTO memories (key, id, namespace, ts, category, subcategory, actor,
-                       source, severity, tags, summary, detail, metadata, tier)
-                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::jsonb, $14)""",
+                       source, severity, tags, summary, detail, metadata, tier, template)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::jsonb, $14,
+                           $15)""",
                 key, r["id"], ns, r.get("ts") or datetime.now(UTC) - r.get("age", timedelta(minutes=10)),
                 r.get("category", "conversation"), r.get("subcategory", "general"),
                 r.get("actor", "system"), r.get("source", "test"), r.get("severity", "info"),
                 r.get("tags", []), r["summary"], r.get("detail", ""),
                 json.dumps({"severity": r.get("severity", "info"), "tags": r.get("tags", []),
                             **r.get("metadata", {})}),
-                r.get("tier", "hot"))
+                r.get("tier", "hot"), template_hash(r["summary"]))
     finally:
         await conn.close()
     return keys
@@ -567,6 +569,44 @@ async def test_a_common_word_of_the_question_tells_apart_what_its_rare_words_fou
                                       "ssh", None, None, 5)
         assert [k for k, _, _ in found[:2]] == [keys["failed"], keys["invalid"]], found
         assert len(found) == 2  # the common word found nothing by itself
+    finally:
+        await pool.close()
+
+
+async def test_the_newest_repeats_of_a_template_within_the_filters(pg_dsn: str) -> None:
+    """Of 40 "PacketResponder 2" lines the store gives the newest 3 (before the asking time
+    when there is one), whatever else shares their words."""
+    from totalrecall_recall_api.adapters import PostgresStore
+
+    await create_memories_table(pg_dsn)
+    t0 = datetime(2008, 11, 9, 20, 0, tzinfo=UTC)
+    rows = [{"id": f"p{i}", "namespace": "hdfs", "category": "system.service",
+             "ts": t0 + timedelta(minutes=i),
+             "summary": f"PacketResponder 2 for block blk_{1000 + i} terminating"}
+            for i in range(40)]
+    rows += [{"id": f"r{i}", "namespace": "hdfs", "category": "system.service",
+              "ts": t0 + timedelta(hours=2, minutes=i),
+              "summary": f"Received block blk_{2000 + i} of size 67108864 from /10.0.0.{i}"}
+             for i in range(5)]
+    rows += [{"id": "other-ns", "namespace": "elsewhere", "category": "system.service",
+              "ts": t0 + timedelta(hours=3),
+              "summary": "PacketResponder 2 for block blk_9 terminating"}]
+    keys = await insert_rows(pg_dsn, rows)
+    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
+    try:
+        store = PostgresStore(pool)
+        tpl = template_hash("PacketResponder 1 for block blk_5 terminating")
+        got = await store.newest_of_templates("hdfs", [tpl], None, None, None, 3)
+        assert [m.id for m in got] == ["p39", "p38", "p37"]
+        got = await store.newest_of_templates("hdfs", [tpl], t0 + timedelta(minutes=5),
+                                              t0 + timedelta(minutes=20, seconds=1),
+                                              "system.service", 2)
+        assert [m.id for m in got] == ["p20", "p19"]
+        assert await store.newest_of_templates("hdfs", [tpl], None, None, "conversation", 3) == []
+        both = await store.newest_of_templates(
+            "hdfs", [tpl, template_hash("Received block blk_1 of size 2 from /10.0.0.9")],
+            None, None, None, 1)
+        assert sorted(m.id for m in both) == ["p39", "r4"] and keys["p39"]
     finally:
         await pool.close()
 

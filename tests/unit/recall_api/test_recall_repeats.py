@@ -90,3 +90,45 @@ def test_repeats_of_the_same_second_rank_the_same_whatever_their_noise() -> None
                         key=lambda c: c.score, reverse=True)  # best first, as fusion hands them
         orders.add(tuple(c.key for c in order_repeats(ranked, "what was the verification result?")))
     assert len(orders) == 1
+
+
+def test_only_texts_with_a_number_or_id_have_templates_worth_completing() -> None:
+    from totalrecall_recall_api.core.repeats import slotted_templates, template_of
+
+    ranked = [cand("a", "PacketResponder 2 for block blk_38865049064139660 terminating", 0.9, 0),
+              cand("b", "Caroline: thanks, that helps!", 0.8, 1),
+              cand("c", "PacketResponder 1 for block blk_-5623176793330377570 terminating", 0.7, 2),
+              cand("d", "disk / is 95% full", 0.6, 3)]
+    assert slotted_templates(ranked, 3) == [template_of(ranked[0].text)]  # one template, b none
+    assert slotted_templates(ranked, 4)[-1] == template_of("disk / is 91% full")
+
+
+def test_the_newest_repeats_join_their_template_and_the_rule_puts_the_newest_first() -> None:
+    """The searches returned two old "PacketResponder 2" lines of hundreds; the store's newest
+    of that template joins them at the group's lowest score, and the operator's rule then puts
+    it first, with the group's best score; other templates keep theirs."""
+    from totalrecall_recall_api.core.repeats import with_newest_repeats
+
+    ranked = [cand("old1", "PacketResponder 2 for block blk_11 terminating", 0.9, 0),
+              cand("other", "Verification succeeded for blk_77", 0.8, 5),
+              cand("old2", "PacketResponder 2 for block blk_12 terminating", 0.7, 1)]
+    newest = [cand("new", "PacketResponder 2 for block blk_99 terminating", 0.0, 60),
+              cand("old1", "PacketResponder 2 for block blk_11 terminating", 0.0, 0),  # have it
+              cand("stray", "Deleting block blk_5 file /data/blk_5", 0.0, 90)]  # not ranked
+    out = with_newest_repeats(ranked, newest)
+    assert [c.key for c in out] == ["old1", "other", "old2", "new"]
+    assert out[-1].score == 0.7 and out[-1].components == {"repeat_of": 0.7}
+    ordered = order_repeats(out, "what is the status of packet responder 2?")
+    assert [c.key for c in ordered] == ["new", "other", "old2", "old1"]
+    assert ordered[0].score == 0.9
+
+
+def test_a_score_lent_by_a_neighbour_does_not_outrank_the_newest_repeat() -> None:
+    """What a neighbouring hit lends is likeness (which lines happened to be hit beside it),
+    not evidence the question gives: among repeats, the newest still comes first."""
+    lent = cand("lent", "PacketResponder 2 for block blk_11 terminating", 0.9, 0)
+    lent.components = {"bm25": 0.5, "neighbour": 0.4}
+    newest = cand("newest", "PacketResponder 2 for block blk_12 terminating", 0.5, 30)
+    newest.components = {"bm25": 0.5}
+    out = order_repeats([lent, newest], "status of packet responder 2?")
+    assert [c.key for c in out] == ["newest", "lent"]

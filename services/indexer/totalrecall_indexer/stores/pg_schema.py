@@ -156,6 +156,15 @@ ALTER TABLE memories ADD COLUMN IF NOT EXISTS superseded_by text;
 CREATE INDEX IF NOT EXISTS memories_ns_subject_ts ON memories (namespace, (metadata->>'subject'), ts)
     WHERE metadata ? 'subject';
 """),
+    # The template of each memory's summary (`totalrecall_schema.templates.template_hash`: the
+    # text but for numbers, ids and times), so recall can find the newest repeats of a line it
+    # ranks first, not only the ones its searches happened to return. Rows written before stay
+    # NULL until they are written again (a rebuild from the Markdown logs sets every one).
+    (9, "template of each memory's summary, indexed for its newest repeats", """
+ALTER TABLE memories ADD COLUMN IF NOT EXISTS template text;
+CREATE INDEX IF NOT EXISTS memories_ns_template_ts ON memories (namespace, template, ts DESC)
+    WHERE template IS NOT NULL;
+"""),
 ]
 
 _ADVISORY_LOCK_ID = 0x7452_4D45  # "tRME"

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
+from totalrecall_schema.templates import template_hash
 
 from ..core.daily_format import LogRecord
 from .pg_schema import migrate
@@ -44,17 +45,17 @@ WHERE u.key = ANY($1::text[]) AND m.namespace = u.namespace AND m.id = old.id
 
 _COLUMNS = ("key", "id", "namespace", "ts", "category", "subcategory", "actor", "source",
             "severity", "service", "tags", "summary", "detail", "metadata", "tier", "embedded",
-            "model", "repeat_count", "last_seen")
+            "model", "repeat_count", "last_seen", "template")
 
 _UPSERT_SQL = f"""
 INSERT INTO memories ({", ".join(_COLUMNS)})
 SELECT u.key, u.id, u.namespace, u.ts, u.category, u.subcategory, u.actor, u.source, u.severity,
        u.service, u.tags::text[], u.summary, u.detail, u.metadata, u.tier, u.embedded, u.model,
-       u.repeat_count, u.last_seen
+       u.repeat_count, u.last_seen, u.template
 FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[],
             $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
             $12::text[], $13::text[], $14::jsonb[], $15::text[], $16::bool[], $17::text[],
-            $18::int[], $19::timestamptz[])
+            $18::int[], $19::timestamptz[], $20::text[])
      AS u({", ".join(_COLUMNS)})
 ON CONFLICT (key) DO UPDATE SET
     id = EXCLUDED.id, namespace = EXCLUDED.namespace, ts = EXCLUDED.ts,
@@ -66,7 +67,8 @@ ON CONFLICT (key) DO UPDATE SET
                OR (memories.embedded AND EXCLUDED.model IS NOT DISTINCT FROM memories.model),
     model = COALESCE(EXCLUDED.model, memories.model),
     repeat_count = GREATEST(memories.repeat_count, EXCLUDED.repeat_count),
-    last_seen = GREATEST(memories.last_seen, EXCLUDED.last_seen)
+    last_seen = GREATEST(memories.last_seen, EXCLUDED.last_seen),
+    template = EXCLUDED.template
 """
 
 
@@ -95,7 +97,7 @@ def _columns(rows: Sequence[PgRow]) -> list[list[Any]]:
             ev.key, ev.id, ev.namespace, ev.timestamp, ev.category, ev.subcategory, ev.actor,
             ev.source, md.severity.value, md.service, list(md.tags), ev.summary, ev.detail,
             json.dumps(md.model_dump(mode="json")), row.tier, row.embedded, row.rec.model,
-            row.rec.repeat_count, row.rec.last_seen,
+            row.rec.repeat_count, row.rec.last_seen, template_hash(ev.summary),
         )
         for col, val in zip(cols, values, strict=True):
             col.append(val)

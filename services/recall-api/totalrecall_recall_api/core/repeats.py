@@ -14,12 +14,12 @@ memories of other templates are untouched.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from functools import lru_cache
 from itertools import pairwise
 
-from totalrecall_schema.templates import template_hash
+from totalrecall_schema.templates import template_form, template_hash
 
 from .fusion import Candidate
 
@@ -33,6 +33,10 @@ _MEMO = 8192
 
 #: The template of a text (memories of one template are near-duplicates).
 template_of = lru_cache(maxsize=_MEMO)(template_hash)
+_form_of = lru_cache(maxsize=_MEMO)(template_form)
+#: What `template_form` puts in place of a number, id or time: a text with none has no repeats
+#: that differ from it (the embedder folds exact repeats into one memory).
+_SLOT = re.compile(r"<(?:n|hex|uuid|ts|time)>")
 
 
 @lru_cache(maxsize=_MEMO)
@@ -62,7 +66,41 @@ def value_pairs(text: str) -> frozenset[tuple[str, str]]:
 _STEP = 1e-6
 
 #: Score components that measure likeness (and so tie within a template), not explicit evidence.
-_LIKENESS = frozenset({"vector", "bm25", "recency", "repeat_order"})
+_LIKENESS = frozenset({"vector", "bm25", "recency", "neighbour", "repeat_order", "repeat_of"})
+
+
+def slotted_templates(ranked: Sequence[Candidate], k: int) -> list[str]:
+    """The templates of the first `k` candidates that have repeats: texts with a number, id or
+    time in them ("PacketResponder 2 for block blk_… terminating"), best first."""
+    return list(dict.fromkeys(template_of(c.text) for c in ranked[:k]
+                              if _SLOT.search(_form_of(c.text))))
+
+
+def with_newest_repeats(ranked: Sequence[Candidate], newest: Iterable[Candidate]
+                        ) -> list[Candidate]:
+    """`ranked` and the members of its templates in `newest` it lacks (the store's newest of
+    each template), each at the lowest score of its template's members (component `repeat_of`):
+    the searches return some of a template's hundreds of members, chosen by embedding noise,
+    and the operator's rule (`order_repeats`: the newest first) must see the newest ones."""
+    out = list(ranked)
+    have = {c.key for c in out}
+    low: dict[str, float] = {}
+    for c in out:
+        t = template_of(c.text)
+        low[t] = min(low.get(t, c.score), c.score)
+    added = False
+    for c in newest:
+        t = template_of(c.text)
+        if c.key in have or t not in low:
+            continue
+        c.score = low[t]
+        c.components = {"repeat_of": round(low[t], 6)}
+        out.append(c)
+        have.add(c.key)
+        added = True
+    if added:
+        out.sort(key=lambda c: c.score, reverse=True)
+    return out
 
 
 def _order_key(c: Candidate, named: frozenset[str], pairs: frozenset[tuple[str, str]]
