@@ -33,7 +33,7 @@ from .core.fusion import (
     fuse,
     mmr,
 )
-from .core.named import named_first
+from .core.named import named_first, named_identifiers
 from .core.neighbours import expand
 from .core.render import relative_time, system_alerts_block, system_memory_block
 from .core.repeats import order_repeats, slotted_templates, with_newest_repeats
@@ -483,7 +483,7 @@ class RecallService:
         """`ranked` with the newest memories of its first templates that it lacks
         (`core/repeats.with_newest_repeats`), from a store that knows templates."""
         n = self.settings.repeats_newest
-        templates = slotted_templates(ranked, k) if n > 0 else []
+        templates = slotted_templates(ranked, k, named_identifiers(req.query)) if n > 0 else []
         if not templates or not isinstance(self.store, TemplateRows):
             return ranked
         rows = await self._guard("repeats", self._timed("repeats", self.store.newest_of_templates(

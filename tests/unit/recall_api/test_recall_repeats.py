@@ -101,6 +101,11 @@ def test_only_texts_with_a_number_or_id_have_templates_worth_completing() -> Non
               cand("d", "disk / is 95% full", 0.6, 3)]
     assert slotted_templates(ranked, 3) == [template_of(ranked[0].text)]  # one template, b none
     assert slotted_templates(ranked, 4)[-1] == template_of("disk / is 91% full")
+    # "what happened to blk_-5623176793330377570?": c is the line asked about, a repeat of a's
+    # template names another block; a is kept for its own template only if nothing names it.
+    named = frozenset({"blk_-5623176793330377570"})
+    assert slotted_templates(ranked[:3], 3, named) == []
+    assert slotted_templates(ranked[:2], 2, named) == [template_of(ranked[0].text)]
 
 
 def test_the_newest_repeats_join_their_template_and_the_rule_puts_the_newest_first() -> None:

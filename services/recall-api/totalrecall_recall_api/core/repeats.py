@@ -69,11 +69,16 @@ _STEP = 1e-6
 _LIKENESS = frozenset({"vector", "bm25", "recency", "neighbour", "repeat_order", "repeat_of"})
 
 
-def slotted_templates(ranked: Sequence[Candidate], k: int) -> list[str]:
+def slotted_templates(ranked: Sequence[Candidate], k: int,
+                      named: frozenset[str] = frozenset()) -> list[str]:
     """The templates of the first `k` candidates that have repeats: texts with a number, id or
-    time in them ("PacketResponder 2 for block blk_… terminating"), best first."""
-    return list(dict.fromkeys(template_of(c.text) for c in ranked[:k]
-                              if _SLOT.search(_form_of(c.text))))
+    time in them ("PacketResponder 2 for block blk_… terminating"), best first. Not the template
+    of a candidate carrying an identifier the question names (`named`): that memory is the one
+    asked about, and its template's other members are other events."""
+    top = ranked[:k]
+    asked = {template_of(c.text) for c in top if named and named & identifiers(c.text)}
+    return [t for t in dict.fromkeys(template_of(c.text) for c in top
+                                     if _SLOT.search(_form_of(c.text))) if t not in asked]
 
 
 def with_newest_repeats(ranked: Sequence[Candidate], newest: Iterable[Candidate]
