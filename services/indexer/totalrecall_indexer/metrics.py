@@ -38,7 +38,8 @@ class Metrics:
                               ["outcome"], registry=r)
         self.search_skipped = Counter(
             "totalrecall_indexer_search_skipped_total",
-            "Tier searches answered without the tier because its HNSW build was running",
+            "Tier searches answered without the tier: its HNSW build ran, or it stayed busy "
+            "past the search's wait",
             ["tier"], registry=r)
         self.search_seconds = Histogram(
             "totalrecall_indexer_search_seconds", "Vector search latency per tier", ["tier"],

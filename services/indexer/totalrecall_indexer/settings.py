@@ -54,8 +54,8 @@ class Settings(ServiceSettings):
     #: A zvec query or write in flight this long means zvec hung: the indexer exits (code 70)
     #: for its supervisor to restart it (`stores/zvec_watchdog.py`). 0: never.
     zvec_stall_s: float = Field(default=60.0, ge=0)
-    #: zvec queries of one tier at once (0: any number). zvec 0.8 hung with concurrent queries
-    #: of a collection and no write in flight (`stores/build_exclusion.py`).
+    #: zvec queries of one tier at once (0: any number): concurrent queries of a collection can
+    #: hang zvec 0.8 (`stores/build_exclusion.py`).
     zvec_reads_per_tier: int = Field(default=1, ge=0)
 
     # search

@@ -48,7 +48,7 @@ class Searcher:
             try:
                 linear = tiers.doc_count(tier) <= cfg.linear_max_docs
                 return tiers.search(tier, req.vector, req.topk, flt, ef, linear)
-            except TierBuilding:  # its HNSW build runs: without this tier, not behind it
+            except TierBuilding:  # built, or busy past the wait: without this tier
                 self.state.metrics.search_skipped.labels(tier=tier).inc()
                 return []
 

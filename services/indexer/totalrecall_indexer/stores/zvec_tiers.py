@@ -41,19 +41,20 @@ class TierUnavailable(RuntimeError):
 
 
 class TierBuilding(RuntimeError):
-    """The tier's HNSW build is running: a search goes without the tier (`BuildExclusion`)."""
+    """The tier's HNSW build is running, or its writes and searches kept it busy past the
+    search's wait: the search goes without the tier (`BuildExclusion`)."""
 
 
 class ZvecTiers:
     """Owns the three collections under `root` plus `meta.json` (dim, model fingerprint)."""
 
     def __init__(self, root: Path, default_dim: int = 384,
-                 optimize_threads: int | None = None, search_build_wait_s: float = 0.25,
+                 optimize_threads: int | None = None, search_wait_s: float = 0.25,
                  stall_s: float = 0.0, reads_per_tier: int = 1) -> None:
         self.root = Path(root)
         #: How long a search waits for a write of its tier (or, with `reads_per_tier`, for the
         #: searches before it) before going without it (a build: not at all).
-        self.search_build_wait_s = search_build_wait_s
+        self.search_wait_s = search_wait_s
         self._access = BuildExclusion(reads_per_tier or None)
         #: Ends the process when a zvec query or write hangs (0: off; `zvec_watchdog.py`).
         self.watchdog = ZvecWatchdog(stall_s)
@@ -327,11 +328,11 @@ class ZvecTiers:
         cached = self._counts.get(tier)
         if cached is not None and now - cached[0] < max_age_s:
             return cached[1]
-        with self._access.reading(tier, self.search_build_wait_s) as admitted:
+        with self._access.reading(tier, self.search_wait_s) as admitted:
             if not admitted:
                 if cached is not None:
                     return cached[1]
-                raise TierBuilding(f"zvec tier {tier}: its HNSW build is running")
+                raise self._busy(tier)
             n = int(self.cols[tier].stats.doc_count)
         self._counts[tier] = (now, n)
         return n
@@ -342,21 +343,26 @@ class ZvecTiers:
         with `linear`."""
         param = HnswQueryParam(ef=max(min(ef, MAX_EF), topk), is_linear=linear,
                                is_using_refiner=tier != "hot")
-        with self._access.reading(tier, self.search_build_wait_s) as admitted:
+        with self._access.reading(tier, self.search_wait_s) as admitted:
             if not admitted:
-                raise TierBuilding(f"zvec tier {tier}: its HNSW build is running")
+                raise self._busy(tier)
             with self.watchdog.call("query"):
                 res = self.cols[tier].query(Query(VECTOR, vector=vector, param=param),
                                             topk=topk, filter=filter, output_fields=OUTPUT_FIELDS)
         return [RawHit(key=d.id, distance=float(d.score), fields=dict(d.fields or {}))
                 for d in res]
 
+    def _busy(self, tier: str) -> TierBuilding:
+        why = ("its HNSW build is running" if self._access.building_now(tier)
+               else f"busy for over {self.search_wait_s} s")
+        return TierBuilding(f"zvec tier {tier}: {why}")
+
     def stats(self) -> dict[str, dict[str, float]]:
         """Per tier; a tier being built or written answers with its last stats (a build of a
         large tier takes minutes, and the health check asks)."""
         out: dict[str, dict[str, float]] = {}
         for tier, col in self.cols.items():
-            with self._access.reading(tier, self.search_build_wait_s) as admitted:
+            with self._access.reading(tier, self.search_wait_s) as admitted:
                 if admitted:
                     st = col.stats
                     self._last_stats[tier] = {
