@@ -405,6 +405,12 @@ class PostgresStore:
         rows = await self.pool.fetch(sql, *args, timeout=self.timeout)
         return [_memory(r) for r in rows]
 
+    async def keyword_statistics(self, namespace: str | None) -> dict[str, Any] | None:
+        if self.term_stats is None:
+            return None
+        await self.term_stats.ensure(namespace)  # as the namespace's next search finds them
+        return self.term_stats.describe(namespace) if self.term_stats.n_docs else None
+
     async def newest_of_templates(self, namespace: str, templates: Sequence[str],
                                   since: datetime | None, until: datetime | None,
                                   category: str | None, per_template: int) -> list[Memory]:

@@ -44,7 +44,7 @@ from .citations import scoped_text
 from .container import Container
 from .core.continuity import Turn
 from .core.supersede import subject_of
-from .ports import Exporter, PipelineLag, PublishFailed
+from .ports import Exporter, KeywordStatistics, PipelineLag, PublishFailed
 
 router = APIRouter(prefix="/memory")
 
@@ -241,13 +241,11 @@ async def health(c: C, request: Request) -> JSONResponse:
 async def stats(c: C, namespace: Annotated[str | None, Query(pattern=NAMESPACE_PATTERN)] = None
                 ) -> dict[str, Any]:
     out: dict[str, Any] = {"namespace": namespace, **await c.store.stats(namespace)}
-    term_stats = getattr(c.store, "term_stats", None)  # PostgresStore's (fakes have none)
-    if term_stats is not None:
-        # The word counts keyword search weighs by (refreshed in the background), as the
-        # namespace's next search will find them.
-        await term_stats.ensure(namespace)
-        if term_stats.n_docs:
-            out["keyword_statistics"] = term_stats.describe(namespace)
+    if isinstance(c.store, KeywordStatistics):
+        # The word counts keyword search weighs by (refreshed in the background).
+        words = await c.store.keyword_statistics(namespace)
+        if words is not None:
+            out["keyword_statistics"] = words
     if isinstance(c.publisher, PipelineLag):
         # Events each stage has yet to process (pending + unacked), all namespaces together.
         out["pending"] = await c.publisher.lag()

@@ -105,6 +105,15 @@ class TemplateRows(Protocol):
 
 
 @runtime_checkable
+class KeywordStatistics(Protocol):
+    """A store whose keyword search weighs words by counts it keeps (`termstats.TermStats`)."""
+
+    async def keyword_statistics(self, namespace: str | None) -> dict[str, Any] | None:
+        """What a namespace's next search weighs its words by; None before any are read."""
+        ...
+
+
+@runtime_checkable
 class PipelineLag(Protocol):
     """A publisher that can tell how far behind the pipeline's consumers are."""
 

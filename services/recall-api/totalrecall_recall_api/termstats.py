@@ -188,10 +188,8 @@ class TermStats:
     def describe(self, namespace: str | None = None) -> dict[str, object]:
         """What keyword search weighs `namespace`'s words by: its own counts or the overall
         ones, over how many memories, read how long ago (`/memory/stats`)."""
-        own = (namespace is not None and namespace in self.ns_df
-               and self.ns_docs.get(namespace, 0) >= self.min_namespace_docs)
-        return {"scope": "namespace" if own else "all",
-                "memories": self.ns_docs[namespace] if own and namespace else self.n_docs,
+        df, n = self.corpus(namespace)
+        return {"scope": "namespace" if df is not self.df else "all", "memories": n,
                 "age_s": round(time.monotonic() - self.refreshed_at, 1)
                 if self.refreshed_at else None}
 
