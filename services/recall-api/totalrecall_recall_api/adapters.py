@@ -207,8 +207,20 @@ class PostgresStore:
         # the telling words alone (`TermStats.common`).
         scored = [*weighted, *common]
         n = len(scored) + len(phrases)
-        score = " + ".join(f"(CASE WHEN tsv @@ ${6 + i}::tsquery THEN ${6 + n + i}::float8 ELSE 0 END)"
-                           for i in range(n))
+        # A word searched as a prefix scores its own IDF where the memory holds the word itself
+        # and the prefix's (lower: more memories match it) where it holds only a longer word
+        # ("postgres" names user postgres, not postgres1).
+        exact = self._exact_weights(scored, namespace)
+        extra: list[Any] = []  # the exact words and their weights, after every other argument
+
+        def term(i: int, first: int) -> str:
+            scored_else = f"WHEN tsv @@ ${6 + i}::tsquery THEN ${6 + n + i}::float8 ELSE 0 END)"
+            if i >= len(scored) or exact[i] is None:
+                return "(CASE " + scored_else
+            at = first + len(extra)
+            extra.extend((_quote(scored[i][0]), exact[i]))
+            return f"(CASE WHEN tsv @@ ${at}::tsquery THEN ${at + 1}::float8 " + scored_else
+
         # Scoring touches every match, so a query made only of common words would scan much of
         # the table: rank at most `scan_cap` matches, the most recent ones. The rare terms' matches
         # are fetched on their own as well (a GIN lookup), so that the recent matches of common
@@ -245,6 +257,7 @@ class PostgresStore:
                 for fits in (" AND tsv_fits", " AND NOT tsv_fits"))
             if rare:
                 branches += " UNION ALL " + looked_up(f"${6 + 2 * n}")
+        score = " + ".join(term(i, 6 + 2 * n + (1 if rare else 0)) for i in range(n))
         # The ranked rows' columns come along (joined back by primary key for the `limit` winners
         # only), so fusion fetches rows for vector-only candidates alone.
         sql = f"""
@@ -260,10 +273,11 @@ class PostgresStore:
                            *(w for _, w in scored), *(w for _, w in phrases)]
         if rare:
             args.append(" | ".join(_operand(lx, self.prefix_min_chars) for lx in rare))
+        args += extra
         rows = await self.pool.fetch(sql, *args, timeout=self.timeout)
         # In units of the query's ideal match (every searched term matched): comparable across
         # queries, so fusion can tell a one-common-word match from a strong one.
-        ideal = sum(w for _, w in weighted) or 1.0
+        ideal = sum(max(w, exact[i] or 0.0) for i, (_, w) in enumerate(weighted)) or 1.0
         return [(r["key"], float(r["rank"]) / ideal, _memory(r)) for r in rows]
 
     async def _phrases(self, terms: Sequence[str], namespace: str) -> list[tuple[str, float]]:
@@ -275,6 +289,19 @@ class PostgresStore:
         return [(f"{_quote(a)} <-> {_quote(b)}",
                  min(self.term_stats.idf(a, namespace), self.term_stats.idf(b, namespace)))
                 for a, b in pairs[: self.max_terms]]
+
+    def _exact_weights(self, scored: list[tuple[str, float]], namespace: str
+                       ) -> list[float | None]:
+        """Per scored word searched as a prefix that some memory holds as it is: the word's own
+        IDF (None otherwise: the prefix's weight is all there is)."""
+        stats = self.term_stats
+        out: list[float | None] = []
+        for lx, w in scored:
+            searched_as_prefix = _operand(lx, self.prefix_min_chars) != _quote(lx)
+            own = stats.exact_idf(lx, namespace) if stats is not None and searched_as_prefix \
+                else None
+            out.append(own if own is not None and own > w else None)
+        return out
 
     def _matches(self, weighted: list[tuple[str, float]], namespace: str) -> dict[str, int] | None:
         """How many memories each searched lexeme is in, by the term statistics (None without

@@ -23,6 +23,7 @@ from totalrecall_schema import (
 )
 
 from .citations import Citations
+from .core.answer_type import answer_type_first
 from .core.classify import QueryClass, classify
 from .core.fusion import (
     Candidate,
@@ -34,7 +35,7 @@ from .core.fusion import (
     mmr,
 )
 from .core.named import named_first, named_identifiers
-from .core.neighbours import expand
+from .core.neighbours import expand, in_session
 from .core.render import relative_time, system_alerts_block, system_memory_block
 from .core.repeats import order_repeats, slotted_templates, with_newest_repeats
 from .core.supersede import (
@@ -359,9 +360,11 @@ class RecallService:
         if not asks_about_history(req.query):  # a fact a newer one replaced is history
             ranked = demote_superseded(ranked, by_key, s.superseded_fact_factor)
         ranked = [c for c in ranked if c.score >= s.min_score]
-        # An identifier the question names verbatim ranks its memories first; memories of one
-        # template tie but for noise: the one the question names, else the newest.
-        ranked = named_first(ranked, req.query)
+        # A memory holding the kind of value the question asks for (a port, an address, a
+        # function) before one that cannot answer it; an identifier the question names verbatim
+        # ranks its memories before all; memories of one template tie but for noise: the one the
+        # question names, else the newest.
+        ranked = named_first(answer_type_first(ranked, req.query), req.query)
         ranked = order_repeats(await self._newest_repeats(ranked, by_key, req, p.since, until, k),
                                req.query)
         t_mmr = time.perf_counter()
@@ -417,7 +420,7 @@ class RecallService:
                 by_key.setdefault(k, m)
             nbrs[hit] = keep
         out = expand(ranked, nbrs, s.neighbour_weight, s.neighbour_decay, s.neighbour_answer_weight,
-                     answerers)
+                     answerers, lambda key: key in by_key and in_session(by_key[key].metadata))
         # the neighbours that were no candidates
         self._describe({c.key: c for c in out if not c.category}, by_key)
         return out

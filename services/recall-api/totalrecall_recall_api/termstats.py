@@ -221,6 +221,15 @@ class TermStats:
         df = min(self.doc_freq(lexeme, namespace), n)
         return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
+    def exact_idf(self, lexeme: str, namespace: str | None = None) -> float | None:
+        """The IDF of `lexeme` itself, not of the words it begins (None: no memory holds it)."""
+        df_map, n_docs = self.corpus(namespace)
+        df = df_map.get(lexeme, 0)
+        if df <= 0:
+            return None
+        n = max(n_docs, 1)
+        return math.log(1 + (n - min(df, n) + 0.5) / (min(df, n) + 0.5))
+
     def select(self, lexemes: list[str], max_terms: int = 8, max_df_ratio: float = 0.2,
                min_docs_to_prune: int = 200,
                namespace: str | None = None) -> list[tuple[str, float]]:
