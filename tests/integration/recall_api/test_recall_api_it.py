@@ -573,6 +573,38 @@ async def test_a_common_word_of_the_question_tells_apart_what_its_rare_words_fou
         await pool.close()
 
 
+async def test_a_word_searched_as_a_prefix_ranks_the_memory_holding_it_as_it_is_first(
+        pg_dsn: str) -> None:
+    """"postgres" is searched as `postgres:*` (so that "nginx" finds "nginx.service"): the line of
+    user postgres scores the word's own IDF, the newer lines of user postgres1 the prefix's."""
+    from totalrecall_recall_api.adapters import PostgresStore
+    from totalrecall_recall_api.core.text import query_terms
+    from totalrecall_recall_api.termstats import TermStats
+
+    await create_memories_table(pg_dsn)
+    t0 = datetime(2024, 12, 10, 6, 0, tzinfo=UTC)
+    rows = [{"id": "exact", "namespace": "ssh", "ts": t0,
+             "summary": "Invalid user postgres from 187.141.143.180"}]
+    rows += [{"id": f"longer-{i}", "namespace": "ssh", "ts": t0 + timedelta(seconds=i + 1),
+              "summary": f"Invalid user postgres1 from 187.141.143.{i}"} for i in range(3)]
+    rows += [{"id": f"r-{i}", "namespace": "ssh", "ts": t0 + timedelta(seconds=i + 10),
+              "summary": f"Connection closed by 103.99.0.{i % 250} [preauth]"} for i in range(60)]
+    keys = await insert_rows(pg_dsn, rows)
+    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
+    try:
+        store = PostgresStore(pool, term_stats=TermStats(pool, refresh_s=3600))
+        # (one word: no phrase "user postgres" to tell them apart instead)
+        found = await store.bm25_rows(query_terms("postgres?"), "ssh", None, None, 5)
+        assert found[0][0] == keys["exact"], [m.summary for _, _, m in found]
+        assert {k for k, _, _ in found[1:4]} == {keys[f"longer-{i}"] for i in range(3)}
+        assert found[0][1] > found[1][1]
+        # a word no memory holds as it is: its prefix's matches rank as before
+        found = await store.bm25_rows(query_terms("postg"), "ssh", None, None, 5)
+        assert len(found) == 4 and found[0][1] == pytest.approx(found[3][1], rel=0.2)
+    finally:
+        await pool.close()
+
+
 async def test_the_newest_repeats_of_a_template_within_the_filters(pg_dsn: str) -> None:
     """Of 40 "PacketResponder 2" lines the store gives the newest 3 (before the asking time
     when there is one), whatever else shares their words."""

@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from totalrecall_recall_api.core.fusion import Candidate, Weights, actor_boosts, boost_actors, fuse
-from totalrecall_recall_api.core.neighbours import expand
+from totalrecall_recall_api.core.neighbours import expand, in_session
 from totalrecall_recall_api.core.temporal import (
     DateRef,
     DateSpan,
@@ -61,6 +61,36 @@ def test_the_answer_to_a_matching_question_shares_its_score(asked: str, answerer
     got = {c.key: c.components.get("neighbour") for c in ranked}
     assert got["reply"] == pytest.approx(share * 0.8)
     assert got["before"] == got["later"] == pytest.approx(0.4)  # only the reply that follows
+
+
+def test_a_machine_event_keeps_the_larger_of_its_own_score_and_the_share() -> None:
+    """An sshd session: the line the question is about is not outranked by the line beside it,
+    which matched less by itself and was lent a share of it; a conversation turn adds both."""
+    failed = Candidate("failed", NOW, "Failed password for invalid user matlab port 46199",
+                       score=0.9)
+    invalid = Candidate("invalid", NOW, "Invalid user matlab from 52.80.34.196", score=0.7)
+    rows = {"failed": [("invalid", _row(invalid.text))], "invalid": [("failed", _row(failed.text))]}
+    ranked = expand([failed, invalid], rows, 0.5, in_conversation=lambda key: False)
+    assert [c.key for c in ranked] == ["failed", "invalid"]
+    assert failed.score == pytest.approx(0.9) and invalid.score == pytest.approx(0.7)
+    assert invalid.components["neighbour"] == pytest.approx(0.45)  # still said, not counted
+    turns = [Candidate("t1", NOW, "a", score=0.9), Candidate("t2", NOW, "b", score=0.7)]
+    expand(turns, {"t1": [("t2", _row("b"))], "t2": [("t1", _row("a"))]}, 0.5,
+           in_conversation=lambda key: True)
+    assert [c.score for c in turns] == [pytest.approx(0.9 + 0.35), pytest.approx(0.7 + 0.45)]
+
+
+def test_a_neighbour_without_a_score_of_its_own_joins_with_the_share_either_way() -> None:
+    hit = Candidate("fail", NOW, "nginx.service failed", score=0.8)
+    for in_conversation in (True, False):
+        ranked = expand([hit], {"fail": [("cause", _row("port 80 already in use"))]}, 0.5,
+                        in_conversation=lambda key, c=in_conversation: c)
+        assert [(c.key, round(c.score, 6)) for c in ranked] == [("fail", 0.8), ("cause", 0.4)]
+
+
+def test_a_memory_is_a_turn_of_a_conversation_by_its_session() -> None:
+    assert in_session({"session": "D1"}) and in_session({"conversation_id": "c-7"})
+    assert not in_session({"service": "sshd"}) and not in_session({"session": None})
 
 
 def test_no_weight_or_no_neighbours_changes_nothing() -> None:
