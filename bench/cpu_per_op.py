@@ -24,17 +24,8 @@ from pathlib import Path
 import psutil
 
 from bench.machine import describe
-from tests.chaos import test_sustained_load as load
+from tests.chaos import load_client as load
 from tests.chaos.stack_inputs import Stack, chaos_stack
-
-
-def _cpu_s(pids: dict[str, int]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for name, pid in pids.items():
-        proc = psutil.Process(pid)
-        procs = [proc, *proc.children(recursive=True)] if name == "postgres" else [proc]
-        out[name] = sum(p.cpu_times().user + p.cpu_times().system for p in procs)
-    return out
 
 
 def _per_op(before: dict[str, float], after: dict[str, float], n: int) -> dict[str, float]:
@@ -42,7 +33,7 @@ def _per_op(before: dict[str, float], after: dict[str, float], n: int) -> dict[s
 
 
 async def _round(stack: Stack, recalls: int, events: int) -> dict[str, object]:
-    pids = load._service_pids(stack)
+    pids = load.service_pids(stack)
     rng = random.Random(7)
     ns = f"cpu-{uuid.uuid4().hex[:6]}"
     pool = load.Pool(stack.url, stack.headers, 8)
@@ -56,13 +47,13 @@ async def _round(stack: Stack, recalls: int, events: int) -> dict[str, object]:
             latencies.append((time.perf_counter() - start) * 1000)
 
     try:
-        c0 = _cpu_s(pids)
+        c0 = load.cpu_seconds(pids)
         for _ in range(events // 50):
-            await pool.post("/memory/ingest", [load._event(ns, rng) for _ in range(50)])
-        await asyncio.to_thread(load._drain_s, stack)
-        c1 = _cpu_s(pids)
+            await pool.post("/memory/ingest", [load.event(ns, rng) for _ in range(50)])
+        await asyncio.to_thread(load.drain_s, stack)
+        c1 = load.cpu_seconds(pids)
         await asyncio.gather(*(recaller(recalls // 4) for _ in range(4)))
-        c2 = _cpu_s(pids)
+        c2 = load.cpu_seconds(pids)
     finally:
         await pool.close()
     per_event, per_recall = _per_op(c0, c1, events), _per_op(c1, c2, recalls)

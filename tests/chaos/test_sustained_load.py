@@ -18,7 +18,6 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import nats
 import psutil
@@ -26,107 +25,24 @@ import pytest
 from totalrecall_schema import Topology
 
 from bench.machine import describe
+from tests.chaos.load_client import (
+    DRAIN_TIMEOUT_S,
+    QUERIES,
+    Pool,
+    cpu_seconds,
+    drain_s,
+    event,
+    lag,
+    pss_mb,
+    service_pids,
+)
 from tests.chaos.report import ROWS, record
-from tests.chaos.stack_inputs import Stack, chaos_stack, wait_for
+from tests.chaos.stack_inputs import Stack, chaos_stack
 
 ROW = next(r for r in ROWS if r.startswith("sustained load:"))
 #: architecture.md "Latency budgets": hot tier < 100 ms (the automatic recall on every prompt
 #: about 85 ms). Timeframe "auto" on memories of the last minutes searches the hot tier.
 P99_BUDGET_MS = 100.0
-#: After the load: how long the backlog may take to drain before the row records "not drained".
-DRAIN_TIMEOUT_S = 300.0
-SERVICES = ("totalrecall_recall_api", "totalrecall_embedder", "totalrecall_indexer",
-            "totalrecall_watchers", "nats-server", "postgres")
-
-UNITS = ["nginx.service", "postgresql.service", "sshd.service", "docker.service", "cron.service",
-         "redis.service", "grafana-server.service", "systemd-resolved.service"]
-VERBS = ["failed: port {p} already in use", "restarted after watchdog timeout ({p} ms)",
-         "entered failed state with result 'exit-code' {p}", "OOM killed worker {p}",
-         "reload finished in {p} ms", "connection refused to 10.0.{q}.{p}"]
-QUERIES = ["why did nginx fail?", "what was OOM killed?", "postgres port in use",
-           "which service restarted after a watchdog timeout?", "connection refused errors",
-           "redis failures today", "what happened to docker?", "slow reloads of grafana"]
-
-
-def _event(ns: str, rng: random.Random) -> dict[str, Any]:
-    unit = rng.choice(UNITS)
-    text = rng.choice(VERBS).format(p=rng.randint(1, 65535), q=rng.randint(0, 255))
-    return {"summary": f"{unit} {text}", "category": "system.service", "namespace": ns,
-            "detail": f"run {uuid.uuid4().hex[:12]} on host builder-{rng.randint(1, 40)}",
-            "metadata": {"severity": "error", "service": unit}}
-
-
-class Pool:
-    """A fixed pool of keep-alive HTTP/1.1 connections for JSON POSTs. (httpx's pool spends
-    quadratic time assigning thousands of queued requests: under load the client, not the
-    server, became the bottleneck.) A request waits for a free connection; its latency still
-    counts from its scheduled time."""
-
-    def __init__(self, url: str, headers: dict[str, str], size: int) -> None:
-        parts = urlsplit(url)
-        self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
-        self.extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-        self.size = size
-        self.free: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter] | None] = \
-            asyncio.Queue()
-        for _ in range(size):
-            self.free.put_nowait(None)  # opened on first use
-
-    async def post(self, path: str, body: Any, timeout: float = 30) -> int:
-        # A request that waited `timeout` for a connection fails like one the server held.
-        conn = await asyncio.wait_for(self.free.get(), timeout)
-        try:
-            if conn is not None and conn[0].at_eof():
-                conn[1].close()  # the server closed it while idle (keep-alive timeout)
-                conn = None
-            reused = conn is not None
-            if conn is None:
-                conn = await asyncio.open_connection(self.host, self.port)
-            try:
-                status = await asyncio.wait_for(self._exchange(conn, path, body), timeout)
-            except ConnectionResetError:
-                if not reused:
-                    raise
-                # Closed by the server as it went idle, just before this request: once more
-                # on a new connection (as an HTTP client's pool does).
-                conn[1].close()
-                conn = await asyncio.open_connection(self.host, self.port)
-                status = await asyncio.wait_for(self._exchange(conn, path, body), timeout)
-        except BaseException:
-            if conn is not None:
-                conn[1].close()
-            self.free.put_nowait(None)
-            raise
-        self.free.put_nowait(conn)
-        return status
-
-    async def _exchange(self, conn: tuple[asyncio.StreamReader, asyncio.StreamWriter],
-                        path: str, body: Any) -> int:
-        reader, writer = conn
-        data = json.dumps(body).encode()
-        writer.write(f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\n{self.extra}"
-                     f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
-                     .encode() + data)
-        await writer.drain()
-        line = await reader.readline()
-        if not line:
-            raise ConnectionResetError("the server closed the connection")
-        status = int(line.split()[1])
-        length = 0
-        while (line := await reader.readline()) not in (b"\r\n", b""):
-            name, _, value = line.decode("latin-1").partition(":")
-            if name.strip().lower() == "content-length":
-                length = int(value)
-        await reader.readexactly(length)
-        return status
-
-    async def close(self) -> None:
-        while not self.free.empty():
-            conn = self.free.get_nowait()
-            if conn is not None:
-                conn[1].close()
-
-
 @dataclass
 class Figures:
     recall_ms: list[float] = field(default_factory=list)
@@ -136,6 +52,9 @@ class Figures:
     events_sent: int = 0
     late_sends: int = 0  # the client itself fell behind its schedule by > 100 ms
     rss_mb: dict[str, list[float]] = field(default_factory=dict)
+    #: Cores each process used on average during the load (CPU seconds / wall seconds); the load
+    #: client itself as "load client".
+    cores: dict[str, float] = field(default_factory=dict)
     lag: list[tuple[float, int, int]] = field(default_factory=list)  # t, embedder, indexer
     load: list[tuple[float, float]] = field(default_factory=list)  # t, 1-min load average
 
@@ -157,54 +76,12 @@ async def _fixed_rate(rate: float, duration: float, t0: float,
         await asyncio.gather(*tasks)
 
 
-def _service_pids(stack: Stack) -> dict[str, int]:
-    found: dict[str, int] = {}
-    for child in psutil.Process(stack.running.proc.pid).children(recursive=True):
-        try:
-            cmd = " ".join(child.cmdline())
-        except psutil.Error:
-            continue
-        for name in SERVICES:
-            if name in cmd and name not in found and (name != "postgres" or "-D" in cmd):
-                found[name] = child.pid
-    return found
-
-
-def _memory_mb(proc: psutil.Process) -> float:
-    """Proportional set size: shared pages divided among the processes that map them. (Postgres's
-    backends each map the shared buffers: summing their RSS counted those pages once per backend
-    that had touched them, a "growth" of 800 MB that was the pool warming up.)"""
-    try:
-        return float(proc.memory_full_info().pss) / 2**20
-    except (psutil.AccessDenied, AttributeError):
-        return float(proc.memory_info().rss) / 2**20
-
-
-def _rss(pids: dict[str, int]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for name, pid in pids.items():
-        try:
-            proc = psutil.Process(pid)
-            # Postgres: the postmaster and its backends (the pool's connections) together.
-            procs = [proc, *proc.children(recursive=True)] if name == "postgres" else [proc]
-            out[name] = sum(_memory_mb(p) for p in procs)
-        except psutil.Error:
-            out[name] = 0.0
-    return out
-
-
-async def _lag(js: Any, topo: Topology) -> tuple[int, int]:
-    emb = await js.consumer_info(topo.events_stream, topo.embedder_durable)
-    idx = await js.consumer_info(topo.embedded_stream, topo.indexer_durable)
-    return (emb.num_pending + emb.num_ack_pending, idx.num_pending + idx.num_ack_pending)
-
-
 async def _run(stack: Stack, recall_rate: float, events_rate: float, duration: float,
                batch: int) -> Figures:
     figures = Figures()
     ns = f"load-{uuid.uuid4().hex[:8]}"
     rng = random.Random(20261125)
-    pids = _service_pids(stack)
+    pids = service_pids(stack)
     nc = await nats.connect(stack.running.nats_url)
     js = nc.jetstream()
     topo = Topology()
@@ -212,7 +89,7 @@ async def _run(stack: Stack, recall_rate: float, events_rate: float, duration: f
     try:
         # Something to recall from the first request on.
         for _ in range(10):
-            await client.post("/memory/ingest", [_event(ns, rng) for _ in range(50)])
+            await client.post("/memory/ingest", [event(ns, rng) for _ in range(50)])
 
         async def recall(scheduled: float) -> None:
             try:
@@ -227,7 +104,7 @@ async def _run(stack: Stack, recall_rate: float, events_rate: float, duration: f
                 figures.recall_errors[code] = figures.recall_errors.get(code, 0) + 1
 
         async def ingest(scheduled: float) -> None:
-            body = [_event(ns, rng) for _ in range(batch)]
+            body = [event(ns, rng) for _ in range(batch)]
             try:
                 code = str(await client.post("/memory/ingest", body))
             except (OSError, TimeoutError, ValueError, IndexError) as exc:
@@ -241,13 +118,14 @@ async def _run(stack: Stack, recall_rate: float, events_rate: float, duration: f
         async def sample(stop: asyncio.Event, t0: float) -> None:
             while not stop.is_set():
                 t = round(time.monotonic() - t0, 1)
-                for name, mb in _rss(pids).items():
+                for name, mb in pss_mb(pids).items():
                     figures.rss_mb.setdefault(name, []).append(round(mb, 1))
-                figures.lag.append((t, *await _lag(js, topo)))
+                figures.lag.append((t, *await lag(js, topo)))
                 figures.load.append((t, os.getloadavg()[0]))
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=max(duration / 30, 1.0))
 
+        cpu0, client0 = cpu_seconds(pids), sum(psutil.Process().cpu_times()[:2])
         t0 = time.monotonic() + 0.5
         stop = asyncio.Event()
         sampler = asyncio.create_task(sample(stop, t0))
@@ -255,6 +133,11 @@ async def _run(stack: Stack, recall_rate: float, events_rate: float, duration: f
                              _fixed_rate(events_rate / batch, duration, t0, ingest, figures))
         stop.set()
         await sampler
+        wall = time.monotonic() - t0
+        cpu1 = cpu_seconds(pids)
+        figures.cores = {name: round((cpu1[name] - cpu0[name]) / wall, 2) for name in cpu0}
+        figures.cores["load client"] = round(
+            (sum(psutil.Process().cpu_times()[:2]) - client0) / wall, 2)
     finally:
         await client.close()
     await nc.drain()
@@ -279,29 +162,12 @@ def _grows(series: list[float], slack: float, share: float = 0.10) -> bool:
     return last > middle * (1 + share) + slack
 
 
-def _drain_s(stack: Stack) -> float | None:
-    async def lag() -> tuple[int, int]:
-        nc = await nats.connect(stack.running.nats_url)
-        try:
-            return await _lag(nc.jetstream(), Topology())
-        finally:
-            await nc.drain()
-
-    start = time.monotonic()
-    try:
-        wait_for(lambda: asyncio.run(lag()) == (0, 0), DRAIN_TIMEOUT_S, "the pipeline to drain",
-                 every=1)
-    except AssertionError:
-        return None  # recorded as not drained (the lag at the end is in the figures)
-    return time.monotonic() - start
-
-
 def _check(tmp_path: Path, recall_rate: float, events_rate: float, duration: float,
            batch: int) -> tuple[bool, dict[str, object], list[str]]:
     with chaos_stack(tmp_path / "home") as stack:
         restarts_before = stack.supervisor_restarts()
         figures = asyncio.run(_run(stack, recall_rate, events_rate, duration, batch))
-        drain = _drain_s(stack)
+        drain = drain_s(stack)
         restarts = stack.supervisor_restarts() - restarts_before
     p50, p99 = _pct(figures.recall_ms, 0.50), _pct(figures.recall_ms, 0.99)
     emb_lag = [float(e) for _, e, _ in figures.lag]
@@ -344,6 +210,8 @@ def _check(tmp_path: Path, recall_rate: float, events_rate: float, duration: flo
         f"not drained in {DRAIN_TIMEOUT_S:.0f} s", "service_restarts": restarts,
         "loadavg_1m_min_mean_max": [round(min(loads), 2), round(statistics.fmean(loads), 2),
                                     round(max(loads), 2)] if loads else [],
+        "cores_used_by_process": figures.cores,
+        "cores_used_total": round(sum(figures.cores.values()), 2),
         "cpus": os.cpu_count(),
         "machine": describe(),
     }

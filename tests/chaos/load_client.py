@@ -1,0 +1,185 @@
+"""The sustained-load row's client and probes, shared with `bench/cpu_per_op.py`: the machine
+events and questions it sends, a keep-alive connection pool, and what it reads of the stack's
+processes (their pids, memory, CPU time) and of its consumers (lag, drain)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+import uuid
+from typing import Any
+from urllib.parse import urlsplit
+
+import nats
+import psutil
+from totalrecall_schema import Topology
+
+from tests.chaos.stack_inputs import Stack, wait_for
+
+#: After a load: how long the backlog may take to drain before it counts as not drained.
+DRAIN_TIMEOUT_S = 300.0
+
+SERVICES = ("totalrecall_recall_api", "totalrecall_embedder", "totalrecall_indexer",
+            "totalrecall_watchers", "nats-server", "postgres")
+
+UNITS = ["nginx.service", "postgresql.service", "sshd.service", "docker.service", "cron.service",
+         "redis.service", "grafana-server.service", "systemd-resolved.service"]
+VERBS = ["failed: port {p} already in use", "restarted after watchdog timeout ({p} ms)",
+         "entered failed state with result 'exit-code' {p}", "OOM killed worker {p}",
+         "reload finished in {p} ms", "connection refused to 10.0.{q}.{p}"]
+QUERIES = ["why did nginx fail?", "what was OOM killed?", "postgres port in use",
+           "which service restarted after a watchdog timeout?", "connection refused errors",
+           "redis failures today", "what happened to docker?", "slow reloads of grafana"]
+
+
+def event(ns: str, rng: random.Random) -> dict[str, Any]:
+    unit = rng.choice(UNITS)
+    text = rng.choice(VERBS).format(p=rng.randint(1, 65535), q=rng.randint(0, 255))
+    return {"summary": f"{unit} {text}", "category": "system.service", "namespace": ns,
+            "detail": f"run {uuid.uuid4().hex[:12]} on host builder-{rng.randint(1, 40)}",
+            "metadata": {"severity": "error", "service": unit}}
+
+
+class Pool:
+    """A fixed pool of keep-alive HTTP/1.1 connections for JSON POSTs. (httpx's pool spends
+    quadratic time assigning thousands of queued requests: under load the client, not the
+    server, became the bottleneck.) A request waits for a free connection; its latency still
+    counts from its scheduled time."""
+
+    def __init__(self, url: str, headers: dict[str, str], size: int) -> None:
+        parts = urlsplit(url)
+        self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
+        self.extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        self.size = size
+        self.free: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter] | None] = \
+            asyncio.Queue()
+        for _ in range(size):
+            self.free.put_nowait(None)  # opened on first use
+
+    async def post(self, path: str, body: Any, timeout: float = 30) -> int:
+        # A request that waited `timeout` for a connection fails like one the server held.
+        conn = await asyncio.wait_for(self.free.get(), timeout)
+        try:
+            if conn is not None and conn[0].at_eof():
+                conn[1].close()  # the server closed it while idle (keep-alive timeout)
+                conn = None
+            reused = conn is not None
+            if conn is None:
+                conn = await asyncio.open_connection(self.host, self.port)
+            try:
+                status = await asyncio.wait_for(self._exchange(conn, path, body), timeout)
+            except ConnectionResetError:
+                if not reused:
+                    raise
+                # Closed by the server as it went idle, just before this request: once more
+                # on a new connection (as an HTTP client's pool does).
+                conn[1].close()
+                conn = await asyncio.open_connection(self.host, self.port)
+                status = await asyncio.wait_for(self._exchange(conn, path, body), timeout)
+        except BaseException:
+            if conn is not None:
+                conn[1].close()
+            self.free.put_nowait(None)
+            raise
+        self.free.put_nowait(conn)
+        return status
+
+    async def _exchange(self, conn: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+                        path: str, body: Any) -> int:
+        reader, writer = conn
+        data = json.dumps(body).encode()
+        writer.write(f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\n{self.extra}"
+                     f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+                     .encode() + data)
+        await writer.drain()
+        line = await reader.readline()
+        if not line:
+            raise ConnectionResetError("the server closed the connection")
+        status = int(line.split()[1])
+        length = 0
+        while (line := await reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode("latin-1").partition(":")
+            if name.strip().lower() == "content-length":
+                length = int(value)
+        await reader.readexactly(length)
+        return status
+
+    async def close(self) -> None:
+        while not self.free.empty():
+            conn = self.free.get_nowait()
+            if conn is not None:
+                conn[1].close()
+
+
+def service_pids(stack: Stack) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for child in psutil.Process(stack.running.proc.pid).children(recursive=True):
+        try:
+            cmd = " ".join(child.cmdline())
+        except psutil.Error:
+            continue
+        for name in SERVICES:
+            if name in cmd and name not in found and (name != "postgres" or "-D" in cmd):
+                found[name] = child.pid
+    return found
+
+
+def memory_mb(proc: psutil.Process) -> float:
+    """Proportional set size: shared pages divided among the processes that map them. (Postgres's
+    backends each map the shared buffers: summing their RSS counted those pages once per backend
+    that had touched them, a "growth" of 800 MB that was the pool warming up.)"""
+    try:
+        return float(proc.memory_full_info().pss) / 2**20
+    except (psutil.AccessDenied, AttributeError):
+        return float(proc.memory_info().rss) / 2**20
+
+
+def pss_mb(pids: dict[str, int]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for name, pid in pids.items():
+        try:
+            proc = psutil.Process(pid)
+            # Postgres: the postmaster and its backends (the pool's connections) together.
+            procs = [proc, *proc.children(recursive=True)] if name == "postgres" else [proc]
+            out[name] = sum(memory_mb(p) for p in procs)
+        except psutil.Error:
+            out[name] = 0.0
+    return out
+
+
+async def lag(js: Any, topo: Topology) -> tuple[int, int]:
+    emb = await js.consumer_info(topo.events_stream, topo.embedder_durable)
+    idx = await js.consumer_info(topo.embedded_stream, topo.indexer_durable)
+    return (emb.num_pending + emb.num_ack_pending, idx.num_pending + idx.num_ack_pending)
+
+
+def drain_s(stack: Stack) -> float | None:
+    async def current() -> tuple[int, int]:
+        nc = await nats.connect(stack.running.nats_url)
+        try:
+            return await lag(nc.jetstream(), Topology())
+        finally:
+            await nc.drain()
+
+    start = time.monotonic()
+    try:
+        wait_for(lambda: asyncio.run(current()) == (0, 0), DRAIN_TIMEOUT_S, "the pipeline to drain",
+                 every=1)
+    except AssertionError:
+        return None  # recorded as not drained (the lag at the end is in the figures)
+    return time.monotonic() - start
+
+
+def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
+    """CPU time (user + system) each service has used so far; Postgres's backends included."""
+    out: dict[str, float] = {}
+    for name, pid in pids.items():
+        try:
+            proc = psutil.Process(pid)
+            procs = [proc, *proc.children(recursive=True)] if name == "postgres" else [proc]
+            out[name] = sum(sum(p.cpu_times()[:2]) for p in procs)
+        except psutil.Error:
+            out[name] = 0.0
+    return out
