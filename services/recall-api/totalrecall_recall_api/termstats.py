@@ -54,8 +54,10 @@ class TermStats:
     prefix_min_chars: int = 4
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _ns_tried: dict[str, float] = field(default_factory=dict)
-    #: Per corpus (by identity of its df map): the sorted lexemes and their cumulative counts.
-    _prefix_index: dict[int, tuple[dict[str, int], list[str], list[int]]] = field(
+    #: Per corpus (a namespace's own, or None: the overall one), for the df map it was built
+    #: from: the sorted lexemes and their cumulative counts. One entry per corpus: a refresh's
+    #: new map replaces its entry, so the maps it replaced are freed.
+    _prefix_index: dict[str | None, tuple[dict[str, int], list[str], list[int]]] = field(
         default_factory=dict)
 
     async def refresh(self) -> None:
@@ -203,13 +205,12 @@ class TermStats:
         df_map, _ = self.corpus(namespace)
         if not self.is_prefix(lexeme):
             return df_map.get(lexeme, 0)
-        entry = self._prefix_index.get(id(df_map))
+        scope = None if df_map is self.df else namespace
+        entry = self._prefix_index.get(scope)
         if entry is None or entry[0] is not df_map:
             keys = sorted(df_map)
             entry = (df_map, keys, [0, *accumulate(df_map[k] for k in keys)])
-            if len(self._prefix_index) > 64:  # old corpora after refreshes
-                self._prefix_index.clear()
-            self._prefix_index[id(df_map)] = entry
+            self._prefix_index[scope] = entry
         _, keys, cums = entry
         lo = bisect.bisect_left(keys, lexeme)
         hi = bisect.bisect_left(keys, lexeme + "\U0010ffff")

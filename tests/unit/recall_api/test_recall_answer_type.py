@@ -27,6 +27,8 @@ T0 = datetime(2024, 12, 10, 6, 0, tzinfo=UTC)
     ("What is the status of the user postgres?", None),
     ("What did the webmaster fail to provide?", None),
     ("How many ports were tried?", None),
+    ("What is the address of my new apartment?", None),
+    ("What is the remote address of the failed login?", "address"),
     ("What user logged in from 10.0.0.7?", None),
 ])
 def test_the_kind_asked_for_is_read_from_the_opening(query: str, kind: str | None) -> None:

@@ -110,3 +110,17 @@ def test_a_prefix_is_as_common_as_the_words_it_begins() -> None:
     assert ts.idf("packet") < picked["blk_42"]
     ts.df = {**ts.df, "packetloss": 10}  # a refresh: a new corpus, a new index
     assert ts.doc_freq("packet") == 960
+
+
+def test_a_refresh_frees_the_statistics_it_replaced() -> None:
+    """The prefix index keeps one entry per corpus: a namespace refreshed a hundred times (a
+    load that keeps growing) holds one map, not every map it ever had."""
+    ts = _stats({"packetrespond": 900}, 1000)
+    ts.ns_docs = {"ns": 500}
+    for i in range(100):
+        ts.ns_df = {"ns": {"packetrespond": 400 + i, f"run{i}": 1}}
+        ts.df = {"packetrespond": 900 + i}
+        assert ts.doc_freq("packet", "ns") == 400 + i
+        assert ts.doc_freq("packet", "elsewhere") == 900 + i  # the overall corpus
+    assert len(ts._prefix_index) == 2
+

@@ -33,7 +33,9 @@ _IPV4 = r"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?![\d.]*\d)"
 TYPES = (
     AnswerType("port", r"ports?(?: numbers?)?",
                re.compile(r"\bport:? ?\d{1,5}\b|" + _IPV4 + r":\d{1,5}\b", re.I)),
-    AnswerType("address", r"(?:ip|ipv4)(?: address(?:es)?)?|(?:source |remote )?address(?:es)?",
+    # A bare "address" may be a street's: only a network one counts.
+    AnswerType("address", r"(?:ip|ipv4)(?: address(?:es)?)?|"
+                          r"(?:source|remote|client|server|host|network) address(?:es)?",
                re.compile(_IPV4)),
     # A name in code: a word joined by `_` or `.` to another, called or followed by a colon
     # ("input_userauth_request: …", "NameSystem.addStoredBlock: …", "pam_unix(sshd:auth)").
