@@ -364,7 +364,9 @@ class RecallService:
         # function) before one that cannot answer it; an identifier the question names verbatim
         # ranks its memories before all; memories of one template tie but for noise: the one the
         # question names, else the newest.
-        ranked = named_first(answer_type_first(ranked, req.query), req.query)
+        ranked = named_first(answer_type_first(
+            ranked, req.query, lambda c: by_key[c.key].summary if c.key in by_key else c.text),
+            req.query)
         ranked = order_repeats(await self._newest_repeats(ranked, by_key, req, p.since, until, k),
                                req.query)
         t_mmr = time.perf_counter()

@@ -20,6 +20,10 @@ T0 = datetime(2024, 12, 10, 6, 0, tzinfo=UTC)
     ("What is the name of the function that returns an invalid user ted?", "function"),
     ("Which method updated the blockMap?", "function"),
     ("What's the pid of the process using the CPU?", "pid"),
+    ("which process is hogging the CPU at the moment?", "pid"),
+    ("which config file was edited before nginx failed?", "path"),
+    ("What is the source port of the connection?", "port"),
+    ("What happened to process 4182?", None),
     ("Which file filled /var?", "path"),
     ("what is the path of the deleted block?", "path"),
     # asks for something else: a reason, a status, a user, a count
@@ -47,6 +51,8 @@ def test_the_kind_asked_for_is_read_from_the_opening(query: str, kind: str | Non
      "Verification succeeded for blk_-4117999745005013424"),
     ("What function?", "pam_unix(sshd:auth): authentication failure", "session closed, see man 8"),
     ("What pid?", "sshd[24200]: Connection closed", "sshd: Connection closed"),
+    ("Which process?", "python (PID 14671) using 100% CPU",
+     "nginx.service: Main process exited, code=exited, status=1/FAILURE"),
     ("What path?", "Deleting block blk_1 file /mnt/hadoop/dfs/data/current/blk_1",
      "see https://example.com/docs for details"),
 ])
@@ -78,3 +84,19 @@ def test_nothing_changes_when_no_kind_is_asked_or_none_or_all_hold_one(query: st
     assert all("answer_type" not in c.components for c in (a, b))
     ports = [Candidate(k, T0, f"port {k}", score=s) for k, s in (("1", 0.2), ("2", 0.4))]
     assert [c.key for c in answer_type_first(ports, "What port?")] == ["1", "2"]  # as given
+
+
+def test_a_value_is_looked_for_in_the_summary_not_the_provenance_in_the_detail() -> None:
+    """Every line read from a log file has that file's path in its detail: "which config file
+    was edited?" asks for the edited one."""
+    edit = Candidate("edit", T0, "Modified /etc/nginx/nginx.conf", score=0.5)
+    fail = Candidate("fail", T0, "nginx.service: Failed with result 'exit-code'. "
+                     "read from /var/log/syslog", score=0.9)
+    summaries = {"edit": "Modified /etc/nginx/nginx.conf",
+                 "fail": "nginx.service: Failed with result 'exit-code'."}
+    out = answer_type_first([fail, edit], "which config file was edited before nginx failed?",
+                            lambda c: summaries[c.key])
+    assert [c.key for c in out] == ["edit", "fail"]
+    unchanged = answer_type_first([fail, edit], "which config file was edited before it failed?")
+    assert [c.key for c in unchanged] == ["fail", "edit"]  # both texts hold a path
+

@@ -9,14 +9,14 @@ from … port 46199" holds a port. So, when the question opens by asking for one
 the memories holding a value of it come first, in their fused order, then the rest: a
 rank-lexicographic rule like `named.named_first`, not a weight to tune.
 
-Only the question's opening counts ("what/which [is the] [name of the] port…"): "why did the
-port scan fail" asks for a reason, not a port.
+Only the question's opening counts ("what/which [is the] [name of the] [config] file…"): "why
+did the port scan fail" asks for a reason, not a port.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from .fusion import Candidate
@@ -41,14 +41,17 @@ TYPES = (
     # ("input_userauth_request: …", "NameSystem.addStoredBlock: …", "pam_unix(sshd:auth)").
     AnswerType("function", r"(?:function|method|routine|procedure|handler)s?(?: names?)?",
                re.compile(r"\b[A-Za-z]\w*(?:(?:_|\.)[A-Za-z]\w*)+(?=[:(])")),
-    AnswerType("pid", r"pids?|process ids?|process numbers?",
+    # "Which process…" asks which one: a process is told by its pid ("python (PID 4182)",
+    # "sshd[24200]"), not by a unit's "main process exited".
+    AnswerType("pid", r"pids?|process(?:es)?(?: ids?| numbers?)?",
                re.compile(r"\[\d+\]|\bpid[ =:]\d+", re.I)),
     AnswerType("path", r"(?:file ?)?paths?|files?|director(?:y|ies)|folders?",
                re.compile(r"(?:^|[\s=:'\"(])(?:~|\.{0,2})/[\w.@+-]+(?:/[\w.@+-]*)*")),
 )
 
 _OPENING = (r"^\s*(?:what|which)(?:'s|\s+is|\s+was|\s+are|\s+were|\s+did|\s+does|\s+do)?"
-            r"(?:\s+the)?(?:\s+(?:name|number|value|id)s?\s+of(?:\s+the)?)?\s+(?:{nouns})\b")
+            r"(?:\s+the)?(?:\s+(?:name|number|value|id)s?\s+of(?:\s+the)?)?"
+            r"(?:\s+[\w-]+)??\s+(?:{nouns})\b")  # one word may qualify it: "config file"
 _ASKED = [(t, re.compile(_OPENING.format(nouns=t.asked), re.I)) for t in TYPES]
 
 
@@ -60,15 +63,21 @@ def asked_type(query: str) -> AnswerType | None:
     return None
 
 
-def answer_type_first(ranked: Iterable[Candidate], query: str) -> list[Candidate]:
+def answer_type_first(ranked: Iterable[Candidate], query: str,
+                      summary: Callable[[Candidate], str] | None = None) -> list[Candidate]:
     """`ranked` with the memories holding a value of the kind the question asks for first (each
     lifted by the best score, component `answer_type`), sorted; unchanged when it asks for none
-    of them or no memory holds one."""
+    of them or no memory holds one.
+
+    `summary(c)`: the text a value is looked for in, the memory's summary (default: the
+    candidate's text). Not its detail: a machine event's detail says where it came from (the log
+    file a line was read from, the host), which is no answer to "which file changed?"."""
     cands = list(ranked)
     kind = asked_type(query)
     if kind is None or not cands:
         return cands
-    holding = [c for c in cands if c.text and kind.value.search(c.text)]
+    text = summary or (lambda c: c.text)
+    holding = [c for c in cands if kind.value.search(text(c) or "")]
     if not holding or len(holding) == len(cands):
         return cands
     top = max(max(c.score for c in cands), 1e-6)
