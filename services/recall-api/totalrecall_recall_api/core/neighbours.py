@@ -10,12 +10,12 @@ to a strong hit can enter the answer even if its own words never matched.
 
 How the share meets a memory's own score depends on what the memory is. A conversation turn
 keeps its own score plus the share: a reply completes the turn before it, together they are one
-piece of evidence (LoCoMo: the max instead cost R@5 −0.026, MRR −0.033 on every fold). A
-machine event keeps the larger of the two: each event stands on its own, and the line beside a
-hit is its context, which enters the answer but does not lift an event above the ones that
-match by themselves (in an sshd session "Invalid user X", "input_userauth_request: invalid user
-X" and "Failed password for invalid user X … port N" lent to each other until embedding noise
-decided which came first; LogQA Hit@1 +0.022 on both halves). Docs/eval.md has the figures.
+piece of evidence. A machine event keeps the larger of the two: each event stands on its own,
+and the line beside a hit is its context, which enters the answer but does not lift an event
+above the ones that match by themselves (in an sshd session "Invalid user X",
+"input_userauth_request: invalid user X" and "Failed password for invalid user X … port N" lent
+to each other until embedding noise decided which came first). The figures for both choices are
+in docs/eval.md (2026-11-26, night).
 """
 
 from __future__ import annotations
