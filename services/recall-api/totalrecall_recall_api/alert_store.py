@@ -36,10 +36,20 @@ WHERE namespace = $1 AND category = 'system.storage'
 ORDER BY ts DESC LIMIT $3"""
 
 # Each unit's newest state event (services watcher: `active` in the metadata; journal: fail).
+# The units one after another, then each one's newest event: a probe of the indexer's
+# (namespace, service, ts) index per unit (its migration 10), where a DISTINCT ON sorted every
+# service event of the namespace's history on each pass.
+_UNIT_EVENTS = ("FROM memories WHERE namespace = $1 AND category = 'system.service' "
+                "AND service IS NOT NULL")
 _STATES_SQL = f"""
-SELECT DISTINCT ON (service) {_FIELDS} FROM memories
-WHERE namespace = $1 AND category = 'system.service' AND service IS NOT NULL
-ORDER BY service, ts DESC"""
+WITH RECURSIVE units AS (
+    (SELECT service {_UNIT_EVENTS} ORDER BY service LIMIT 1)
+    UNION ALL
+    SELECT (SELECT service {_UNIT_EVENTS} AND service > u.service ORDER BY service LIMIT 1)
+    FROM units AS u WHERE u.service IS NOT NULL)
+SELECT m.* FROM units AS u CROSS JOIN LATERAL (
+    SELECT {_FIELDS} {_UNIT_EVENTS} AND service = u.service ORDER BY ts DESC LIMIT 1) AS m
+ORDER BY m.service"""
 
 _ACTIVITY_SQL = """
 SELECT service, max(coalesce(last_seen, ts)) AS last FROM memories

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
 from alert_events import (
@@ -171,3 +172,31 @@ async def test_alerts_off_and_a_question_asked_in_the_past(
     async with api(s) as c:
         assert (await c.get("/memory/alerts")).status_code == 503
         assert (await block(c))["system_memory"] == ""
+
+
+async def test_each_units_newest_state_is_read_unit_by_unit(pg: PgStore, pg_dsn: str) -> None:
+    """The idle rule's "newest state of each unit" (a walk of the units, then one probe each)
+    gives what a DISTINCT ON over every service event gives, other namespaces and categories
+    left out."""
+    from totalrecall_recall_api.alert_store import _FIELDS, PostgresAlertRows
+
+    events: list[MemoryEvent] = []
+    for i, unit in enumerate(("nginx.service", "postgresql-15.service", "redis.service")):
+        events += unit_states(unit, [(NOW - (10 - j) * DAY + i * timedelta(minutes=1),
+                                      "active" if j % 2 else "failed", "running" if j % 2 else
+                                      "failed") for j in range(5)])
+    events += unit_states("other.service", [(NOW - DAY, "active", "running")], namespace="else")
+    events += journal_lines([(NOW - 2 * DAY, unit_failed_entry("redis.service"))])
+    await index(pg, events)
+    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
+    try:
+        got = await PostgresAlertRows(pool).unit_states("default")
+        want = await pool.fetch(f"""SELECT DISTINCT ON (service) {_FIELDS} FROM memories
+            WHERE namespace = 'default' AND category = 'system.service' AND service IS NOT NULL
+            ORDER BY service, ts DESC""")
+    finally:
+        await pool.close()
+    assert [(r.service, r.id) for r in got] == [(r["service"], r["id"]) for r in want]
+    assert [r.service for r in got] == ["nginx.service", "postgresql-15.service",
+                                        "redis.service"]
+

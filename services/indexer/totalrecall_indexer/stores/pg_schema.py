@@ -165,6 +165,13 @@ ALTER TABLE memories ADD COLUMN IF NOT EXISTS template text;
 CREATE INDEX IF NOT EXISTS memories_ns_template_ts ON memories (namespace, template, ts DESC)
     WHERE template IS NOT NULL;
 """),
+    # recall-api's idle-unit alert reads each unit's newest state event: with this index that is
+    # one probe per unit instead of sorting every service event the namespace ever had (118 ms
+    # at 30k, on disk, every alert pass).
+    (10, "units' service events by time, for each unit's newest state", """
+CREATE INDEX IF NOT EXISTS memories_ns_service_ts ON memories (namespace, service, ts DESC)
+    WHERE category = 'system.service' AND service IS NOT NULL;
+"""),
 ]
 
 _ADVISORY_LOCK_ID = 0x7452_4D45  # "tRME"
