@@ -9,6 +9,7 @@ import json
 import random
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -136,17 +137,23 @@ def memory_mb(proc: psutil.Process) -> float:
         return float(proc.memory_info().rss) / 2**20
 
 
-def pss_mb(pids: dict[str, int]) -> dict[str, float]:
+def _per_service(pids: dict[str, int], measure: Callable[[psutil.Process], float]
+                 ) -> dict[str, float]:
+    """`measure` summed over each service's processes (Postgres: the postmaster and its backends,
+    the pool's connections, together); 0 for a service that is gone."""
     out: dict[str, float] = {}
     for name, pid in pids.items():
         try:
             proc = psutil.Process(pid)
-            # Postgres: the postmaster and its backends (the pool's connections) together.
             procs = [proc, *proc.children(recursive=True)] if name == "postgres" else [proc]
-            out[name] = sum(memory_mb(p) for p in procs)
+            out[name] = sum(measure(p) for p in procs)
         except psutil.Error:
             out[name] = 0.0
     return out
+
+
+def pss_mb(pids: dict[str, int]) -> dict[str, float]:
+    return _per_service(pids, memory_mb)
 
 
 async def lag(js: Any, topo: Topology) -> tuple[int, int]:
@@ -174,12 +181,4 @@ def drain_s(stack: Stack) -> float | None:
 
 def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
     """CPU time (user + system) each service has used so far; Postgres's backends included."""
-    out: dict[str, float] = {}
-    for name, pid in pids.items():
-        try:
-            proc = psutil.Process(pid)
-            procs = [proc, *proc.children(recursive=True)] if name == "postgres" else [proc]
-            out[name] = sum(sum(p.cpu_times()[:2]) for p in procs)
-        except psutil.Error:
-            out[name] = 0.0
-    return out
+    return _per_service(pids, lambda p: float(sum(p.cpu_times()[:2])))
