@@ -218,18 +218,13 @@ class TermStats:
 
     def idf(self, lexeme: str, namespace: str | None = None) -> float:
         _, n_docs = self.corpus(namespace)
-        n = max(n_docs, 1)
-        df = min(self.doc_freq(lexeme, namespace), n)
-        return math.log(1 + (n - df + 0.5) / (df + 0.5))
+        return _idf(self.doc_freq(lexeme, namespace), n_docs)
 
     def exact_idf(self, lexeme: str, namespace: str | None = None) -> float | None:
         """The IDF of `lexeme` itself, not of the words it begins (None: no memory holds it)."""
         df_map, n_docs = self.corpus(namespace)
         df = df_map.get(lexeme, 0)
-        if df <= 0:
-            return None
-        n = max(n_docs, 1)
-        return math.log(1 + (n - min(df, n) + 0.5) / (min(df, n) + 0.5))
+        return _idf(df, n_docs) if df > 0 else None
 
     def select(self, lexemes: list[str], max_terms: int = 8, max_df_ratio: float = 0.2,
                min_docs_to_prune: int = 200,
@@ -266,4 +261,11 @@ class TermStats:
         left = [t for t in dict.fromkeys(lexemes) if t not in taken]
         return [(t, self.idf(t, namespace)) for t in left[:max_terms]
                 if self.doc_freq(t, namespace) > 0]
+
+
+def _idf(df: int, n_docs: int) -> float:
+    """BM25's inverse document frequency of a word in `df` of `n_docs` memories."""
+    n = max(n_docs, 1)
+    df = min(df, n)
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
