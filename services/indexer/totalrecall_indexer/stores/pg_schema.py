@@ -166,8 +166,8 @@ CREATE INDEX IF NOT EXISTS memories_ns_template_ts ON memories (namespace, templ
     WHERE template IS NOT NULL;
 """),
     # recall-api's idle-unit alert reads each unit's newest state event: with this index that is
-    # one probe per unit instead of sorting every service event the namespace ever had (118 ms
-    # at 30k, on disk, every alert pass).
+    # one probe per unit instead of sorting every service event the namespace ever had, on every
+    # alert pass (docs/perf/2026-11-26-sustained-load.md).
     (10, "units' service events by time, for each unit's newest state", """
 CREATE INDEX IF NOT EXISTS memories_ns_service_ts ON memories (namespace, service, ts DESC)
     WHERE category = 'system.service' AND service IS NOT NULL;
