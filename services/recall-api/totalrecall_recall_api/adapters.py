@@ -211,16 +211,6 @@ class PostgresStore:
         # and the prefix's (lower: more memories match it) where it holds only a longer word
         # ("postgres" names user postgres, not postgres1).
         exact = self._exact_weights(scored, namespace)
-        extra: list[Any] = []  # the exact words and their weights, after every other argument
-
-        def term(i: int, first: int) -> str:
-            scored_else = f"WHEN tsv @@ ${6 + i}::tsquery THEN ${6 + n + i}::float8 ELSE 0 END)"
-            if i >= len(scored) or exact[i] is None:
-                return "(CASE " + scored_else
-            at = first + len(extra)
-            extra.extend((_quote(scored[i][0]), exact[i]))
-            return f"(CASE WHEN tsv @@ ${at}::tsquery THEN ${at + 1}::float8 " + scored_else
-
         # Scoring touches every match, so a query made only of common words would scan much of
         # the table: rank at most `scan_cap` matches, the most recent ones. The rare terms' matches
         # are fetched on their own as well (a GIN lookup), so that the recent matches of common
@@ -257,7 +247,15 @@ class PostgresStore:
                 for fits in (" AND tsv_fits", " AND NOT tsv_fits"))
             if rare:
                 branches += " UNION ALL " + looked_up(f"${6 + 2 * n}")
-        score = " + ".join(term(i, 6 + 2 * n + (1 if rare else 0)) for i in range(n))
+        # The exact words and their weights come after every other argument.
+        first = 6 + 2 * n + (1 if rare else 0)
+        exact_at = {i: first + 2 * j
+                    for j, i in enumerate(i for i, w in enumerate(exact) if w is not None)}
+        score = " + ".join(
+            "(CASE " + (f"WHEN tsv @@ ${exact_at[i]}::tsquery THEN ${exact_at[i] + 1}::float8 "
+                        if i in exact_at else "")
+            + f"WHEN tsv @@ ${6 + i}::tsquery THEN ${6 + n + i}::float8 ELSE 0 END)"
+            for i in range(n))
         # The ranked rows' columns come along (joined back by primary key for the `limit` winners
         # only), so fusion fetches rows for vector-only candidates alone.
         sql = f"""
@@ -273,7 +271,7 @@ class PostgresStore:
                            *(w for _, w in scored), *(w for _, w in phrases)]
         if rare:
             args.append(" | ".join(_operand(lx, self.prefix_min_chars) for lx in rare))
-        args += extra
+        args += [v for i in exact_at for v in (_quote(scored[i][0]), exact[i])]
         rows = await self.pool.fetch(sql, *args, timeout=self.timeout)
         # In units of the query's ideal match (every searched term matched): comparable across
         # queries, so fusion can tell a one-common-word match from a strong one.
