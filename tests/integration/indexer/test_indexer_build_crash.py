@@ -176,6 +176,10 @@ def test_kill_inside_hnsw_build_then_restart_loses_nothing(tmp_path: Path, tier:
     assert kill_inside_build(root, tier), "the repairing build finished before the kill"
     tiers = ZvecTiers(root)
     tiers.open()
+    if tiers.quarantined:  # seldom: this second kill left a tier that crashes zvec at open
+        assert tiers.quarantined == [tier] and tier in tiers.reindex and not tiers.held
+        tiers.close()  # re-indexed from Postgres by the indexer (test_indexer_tier_recovery.py)
+        return
     assert tier in tiers.held
     tiers.optimize(tier)  # what Indexer.finish_held_builds does
     assert tiers.held == {} and tiers.markers.pending() == {}

@@ -16,7 +16,7 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from zvec import HnswQueryParam, Query
 from ..core.search import TIERS
 from .build_exclusion import BuildExclusion
 from .build_guard import BuildMarkers
+from .zvec_probe import crash_on_open
 from .zvec_schema import OUTPUT_FIELDS, QUANTIZE, VECTOR, RawHit, ZDoc, collection_schema, init_zvec
 from .zvec_watchdog import ZvecWatchdog
 
@@ -50,8 +51,12 @@ class ZvecTiers:
 
     def __init__(self, root: Path, default_dim: int = 384,
                  optimize_threads: int | None = None, search_wait_s: float = 0.25,
-                 stall_s: float = 0.0, reads_per_tier: int = 1) -> None:
+                 stall_s: float = 0.0, reads_per_tier: int = 1,
+                 probe: Callable[[Path], str | None] = crash_on_open) -> None:
         self.root = Path(root)
+        #: Opens a tier whose HNSW build was interrupted in a child process first: why that
+        #: crashed, or None (`zvec_probe`).
+        self.probe = probe
         #: How long a search waits for a write of its tier (or, with `reads_per_tier`, for the
         #: searches before it) before going without it (a build: not at all).
         self.search_wait_s = search_wait_s
@@ -99,10 +104,17 @@ class ZvecTiers:
             self.dim, self.model, self.reindex = self.default_dim, None, {}
             self._write_meta()
         fresh: set[str] = set()  # started empty here: an interrupted build left nothing to fix
+        interrupted = self.markers.pending()
         for tier in TIERS:
             path = self.root / tier
             if not path.exists():
                 self.cols[tier] = self._create(tier)
+                fresh.add(tier)
+                continue
+            crash = self.probe(path) if tier in interrupted else None
+            if crash is not None:
+                self.cols[tier] = self._quarantine(tier, crash)
+                self.quarantined.append(tier)
                 fresh.add(tier)
                 continue
             try:
@@ -117,7 +129,7 @@ class ZvecTiers:
                 self.quarantined.append(tier)
                 fresh.add(tier)
         self.held = {}
-        for tier, note in self.markers.pending().items():
+        for tier, note in interrupted.items():
             if tier not in self.cols or tier in fresh:
                 self.markers.end(tier)
                 continue
