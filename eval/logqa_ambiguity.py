@@ -1,0 +1,94 @@
+"""Which LogQA questions single out their line, and what Hit@k that allows.
+
+A question is asked of one log line (its gold), but many lines share that line's template
+("PacketResponder <n> for block <id> terminating"). When every word the question repeats from
+its gold line is also in other lines of the same template ("What is the status of packet
+responder 2?"), nothing in the question tells those lines apart: a ranking can only pick one of
+them by a rule of its own (the operator's: the newest first). This counts, per question, the
+lines of the gold's template that hold every word the question shares with the gold ("fitting"
+lines), and the Hit@k a ranking gets if it puts the fitting lines first in random order.
+
+    python -m eval.logqa_ambiguity [eval/results/logqa.json] [--k 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .datasets import default_data_dir
+from .logqa import SYSTEMS
+
+_WORD = re.compile(r"[\w.:/@-]+")
+
+
+def words(text: str) -> frozenset[str]:
+    """Lower-cased tokens, identifiers whole (`10.251.73.220:50010`, `blk_-12`, `16.0`)."""
+    return frozenset(w for w in (t.strip(".:-").lower() for t in _WORD.findall(text)) if w)
+
+
+def fitting(question: str, gold: str, template_lines: Iterable[str]) -> int:
+    """The lines of the gold's template (`template_lines`, the gold's own content included)
+    that hold every word the question shares with the gold line: at least 1, the gold."""
+    asked = words(question) & words(gold)
+    return max(1, sum(1 for c in set(template_lines) if asked <= words(c)))
+
+
+def random_order_hit(n_fitting: int, k: int) -> float:
+    """Hit@k of a ranking that puts the `n_fitting` lines first, in random order."""
+    return min(1.0, k / n_fitting)
+
+
+def load_templates(data_dir: Path) -> dict[str, tuple[str, str]]:
+    """Line id (`hdfs:17`) → (template id, content), from the structured CSVs."""
+    out: dict[str, tuple[str, str]] = {}
+    for system in SYSTEMS:
+        path = data_dir / "logqa" / f"{system}_2k.log_structured.csv"
+        with open(path, newline="", encoding="utf-8") as fh:
+            for r in csv.DictReader(fh):
+                out[f"{system.lower()}:{r['LineId']}"] = (r["EventId"], r["Content"].strip())
+    return out
+
+
+def summarise(questions: Iterable[Mapping[str, Any]], lines: Mapping[str, tuple[str, str]],
+              k: int) -> dict[str, Any]:
+    by_template: dict[tuple[str, str], list[str]] = {}
+    for key, (template, content) in lines.items():
+        by_template.setdefault((key.split(":")[0], template), []).append(content)
+    n = ambiguous = ambiguous_missed = missed = 0
+    bound = 0.0
+    for q in questions:
+        gold = q["gold"][0]
+        template, content = lines[gold]
+        fit = fitting(q["question"], content, by_template[(gold.split(":")[0], template)])
+        hit = float(q["scores"][f"Hit@{k}"]) >= 1
+        n += 1
+        bound += random_order_hit(fit, k)
+        missed += not hit
+        if fit > k:
+            ambiguous += 1
+            ambiguous_missed += not hit
+    return {"questions": n, f"fit_more_than_{k}": ambiguous, f"missed_at_{k}": missed,
+            f"missed_at_{k}_fit_more_than_{k}": ambiguous_missed,
+            f"hit_at_{k}_fitting_first_random_order": round(bound / max(n, 1), 3)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("results", nargs="?", default="eval/results/logqa.json")
+    ap.add_argument("--k", type=int, default=5)
+    ap.add_argument("--data-dir", type=Path, default=None)
+    args = ap.parse_args(argv)
+    run = json.loads(Path(args.results).read_text())
+    lines = load_templates(args.data_dir or default_data_dir())
+    print(json.dumps(summarise(run["questions"], lines, args.k), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
