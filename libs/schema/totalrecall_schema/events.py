@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import uuid
@@ -34,8 +35,11 @@ def new_event_id() -> str:
     return uuid.uuid4().hex
 
 
+@functools.lru_cache(maxsize=8192)
 def memory_key(namespace: str, event_id: str) -> str:
-    """The storage key of a memory: unique per (namespace, id), safe as a Zvec doc id and PK."""
+    """The storage key of a memory: unique per (namespace, id), safe as a Zvec doc id and PK.
+    Memoised: each stage asks for the key of the events it handles many times over (dedup,
+    batching, every store's row), and a uuid5 is a SHA-1 and a UUID object."""
     return uuid.uuid5(_KEY_NAMESPACE, f"{namespace}\x00{event_id}").hex
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import asyncpg
-from totalrecall_indexer.stores.pg_schema import MIGRATIONS, migrate
+from totalrecall_indexer.stores.pg_schema import MIGRATIONS, TSV_INDEX_MAX_BYTES, migrate
 
 
 async def _database_at(conn: asyncpg.Connection, version: int) -> None:
@@ -109,7 +109,7 @@ async def test_identifiers_join_the_full_text_vector_of_existing_rows(pg_dsn: st
         indexes = {r["indexname"] for r in await conn.fetch(
             "SELECT indexname FROM pg_indexes WHERE tablename = 'memories'")}
         assert {"memories_tsv_gin", "memories_ns_ts_tsv_fits", "memories_ns_ts_tsv_big"} <= indexes
-        # new rows get it too (the generated column), and the trigger agrees with it
+        # new rows get it too (the trigger fills it), and tsv_fits agrees with it
         await conn.execute(
             """INSERT INTO memories (key, id, namespace, ts, category, subcategory, actor,
                                      source, severity, summary)
@@ -117,5 +117,47 @@ async def test_identifiers_join_the_full_text_vector_of_existing_rows(pg_dsn: st
                        'journal', 'info', 'Invalid user admin from 103.99.0.122:22')""")
         assert await found("103.99.0.122") == {"new"}
         assert await conn.fetchval("SELECT bool_and(tsv_fits) FROM memories")
+    finally:
+        await conn.close()
+
+
+async def test_the_trigger_fills_the_tsv_as_the_generated_column_did(pg_dsn: str) -> None:
+    """Migration 11: rows written before keep their tsv; a new row's tsv, and that of a row
+    whose text changes, is `tr_tsv` of its text (what the generated column held), sized into
+    `tsv_fits`; an update that leaves the text alone keeps them."""
+    conn = await asyncpg.connect(pg_dsn)
+    insert = """INSERT INTO memories (key, id, namespace, ts, category, subcategory, actor, source,
+                                      severity, summary, detail)
+                VALUES ($1, $1, 'default', now(), 'system.service', 'general', 'system',
+                        'journal', 'info', $2, $3)
+                ON CONFLICT (key) DO UPDATE SET summary = EXCLUDED.summary,
+                                                detail = EXCLUDED.detail,
+                                                repeat_count = memories.repeat_count + 1"""
+    consistent = """SELECT bool_and(tsv = tr_tsv(summary, detail)
+                                    AND tsv_fits = (pg_column_size(tsv || ''::tsvector) <= $1))
+                    FROM memories"""
+    try:
+        await _database_at(conn, 10)
+        await conn.execute(insert, "old", "Invalid user admin from 103.99.0.122:22", "")
+        before = await conn.fetchval("SELECT tsv FROM memories WHERE key = 'old'")
+        assert await migrate(conn) == [11]
+        assert await conn.fetchval("SELECT tsv FROM memories WHERE key = 'old'") == before
+        assert await conn.fetchval(
+            "SELECT is_generated FROM information_schema.columns "
+            "WHERE table_name = 'memories' AND column_name = 'tsv'") == "NEVER"
+        long_text = " ".join(f"w{i}x{i * 7}" for i in range(600))  # a tsv too big for a btree
+        await conn.execute(insert, "new", "nginx restarted on build-07", "exit code 137")
+        await conn.execute(insert, "long", "a long chat turn", long_text)
+        await conn.execute(insert, "old", "Invalid user admin from 103.99.0.122:22", "")  # same
+        await conn.execute(insert, "new", "nginx stopped on build-08", "")  # the text changed
+        fits = dict(await conn.fetch("SELECT key, tsv_fits FROM memories"))
+        assert fits == {"old": True, "new": True, "long": False}
+        assert await conn.fetchval(consistent, TSV_INDEX_MAX_BYTES)
+        assert await conn.fetchval("SELECT repeat_count FROM memories WHERE key = 'old'") == 2
+        assert await conn.fetchval(
+            "SELECT count(*) FROM memories WHERE tsv @@ to_tsquery('english', 'build-08')") == 1
+        await conn.execute("UPDATE memories SET detail = $1 WHERE key = 'long'", "short now")
+        assert await conn.fetchval("SELECT tsv_fits FROM memories WHERE key = 'long'")
+        assert await conn.fetchval(consistent, TSV_INDEX_MAX_BYTES)
     finally:
         await conn.close()

@@ -1,7 +1,9 @@
 """A corpus of realistic secrets: none may survive into an event."""
 
+import random
+
 import pytest
-from totalrecall_schema import REDACTED, MemoryEvent, scrub_text
+from totalrecall_schema import REDACTED, MemoryEvent, scrub, scrub_text
 
 SECRETS = [
     ("mysql -u root -pS3cr3tPass! db", "S3cr3tPass!"),
@@ -58,3 +60,62 @@ def test_events_never_carry_secrets(text: str, secret: str) -> None:
 def test_plain_prose_is_kept() -> None:
     text = "The token expired and the password prompt appeared; nginx restarted"
     assert scrub_text(text) == text
+
+
+# Scrubbing skips a pattern when the text lacks a literal every match contains: the result must
+# be what running every pattern gives, whatever the text (tricky case folding included).
+
+#: Pieces of texts: every rule's literals, in several cases, the characters around them, and
+#: non-ASCII letters that fold to ASCII ones under IGNORECASE (Kelvin sign, long s, dotted I).
+PIECES = [
+    "-----BEGIN ", "RSA ", "PRIVATE KEY-----", "-----END ", "\n", " ", "  ", "\t", "=", ": ", ":",
+    "@", "://", "postgres", "https", "user", "/", "Authorization", "AUTHORIZATION", "bearer",
+    "Bearer ", "BEARER", "AKIA", "IOSFODNN7EXAMPLE", "ghp_", "gho_", "github_pat_", "xoxb-",
+    "xox", "sk-", "sk-proj-", "AIza", "glpat-", "npm_", "sk_live_", "rk_test_", "whsec_", "SG.",
+    "hooks.slack.com/", "services/", "HOOKS.SLACK.COM/", "discord", "Discordapp", ".com",
+    "/api/webhooks/", "eyJ", ".eyJ", ".", "password", "PASSWD", "passphrase", "pwd", "secret",
+    "client_secret", "token", "TOKEN", "api_key", "apikey", "access-key", "auth_key",
+    "private_key", "credentials", "session_id", "cookie", "account_key", "shared_access_key",
+    "-p", "-pS3cr3t", "sshpass", "login", " -p ", " -u ", "--user=", "--user ", "admin:",
+    "hunter2", "S3cr3tPass!", "abcdefghijklmnopqrstuvwxyz0123456789", "0123456789abcdef",
+    "AIzaSyA1234567890abcdefghijklmnopqrstu", "npm_abcdefghijklmnopqrstuvwxyz0123456789",
+    "discord.com", "discordapp.com", "123/abc_def-ghi", "'", '"', "x", "db", "K", "ſ", "İ", "é", "ﬁ", "paſsword", "toKen", "[REDACTED]",
+]
+
+
+def _every_pattern(text: str) -> str:
+    """The reference: every rule's pattern, in order, without the literal check."""
+    if not text:
+        return text
+    for rule in scrub._RULES:
+        text = rule.pattern.sub(rule.repl, text)  # type: ignore[arg-type]
+    return text
+
+
+def _texts(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return ["".join(rng.choice(PIECES) for _ in range(rng.randint(1, 14))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_same_as_every_pattern_on_random_texts(seed: int) -> None:
+    for text in _texts(1500, seed):
+        assert scrub_text(text) == _every_pattern(text), text
+
+
+#: Matches the random texts are unlikely to assemble.
+WHOLE = ["post to https://discord.com/api/webhooks/1234567/AbC_dEf-123 failed",
+         "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N in log"]
+
+
+@pytest.mark.parametrize("text", [text for text, _secret in SECRETS] + WHOLE)
+def test_same_as_every_pattern_on_the_secrets(text: str) -> None:
+    for variant in (text, text.upper(), text.lower(), f"é {text}", text.replace("s", "ſ")):
+        assert scrub_text(variant) == _every_pattern(variant)
+
+
+def test_every_rule_lists_literals() -> None:
+    for rule in scrub._RULES:
+        assert rule.needs and all(rule.needs)
+        if rule.ci:
+            assert all(lit == lit.lower() for group in rule.needs for lit in group)

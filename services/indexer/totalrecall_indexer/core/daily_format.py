@@ -96,17 +96,23 @@ def _one_line(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _longest_backticks(text: str) -> int:
+    if "`" not in text:  # most texts: no scan (every record renders several code spans)
+        return 0
+    return max(len(m) for m in _BACKTICKS_RE.findall(text))
+
+
 def _code(text: str) -> str:
     """Inline code span that survives backticks inside the text."""
     text = _one_line(text, 300)
-    longest = max((len(m) for m in _BACKTICKS_RE.findall(text)), default=0)
+    longest = _longest_backticks(text)
     ticks = "`" * (longest + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
 def _fence_for(text: str) -> str:
-    longest = max((len(m) for m in _BACKTICKS_RE.findall(text)), default=0)
+    longest = _longest_backticks(text)
     return "`" * max(4, longest + 1)
 
 

@@ -172,6 +172,29 @@ CREATE INDEX IF NOT EXISTS memories_ns_template_ts ON memories (namespace, templ
 CREATE INDEX IF NOT EXISTS memories_ns_service_ts ON memories (namespace, service, ts DESC)
     WHERE category = 'system.service' AND service IS NOT NULL;
 """),
+    # The tsv was computed twice per write: by the trigger (to size it for `tsv_fits`: generated
+    # columns are computed after BEFORE triggers) and by the generated column. Now the trigger
+    # alone fills it, once, with the same function, and an upsert that leaves the text as it was
+    # (a redelivery, a repeat's new count) keeps the row's tsv instead of computing it again.
+    # Existing rows keep their values (DROP EXPRESSION does not rewrite the table).
+    (11, "the tsv filled by the trigger alone, once per change of the text", f"""
+ALTER TABLE memories ALTER COLUMN tsv DROP EXPRESSION IF EXISTS;
+CREATE OR REPLACE FUNCTION memories_tsv_fits() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    t tsvector;
+BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.summary IS NOT DISTINCT FROM OLD.summary
+            AND NEW.detail IS NOT DISTINCT FROM OLD.detail THEN
+        NEW.tsv := OLD.tsv;
+        NEW.tsv_fits := OLD.tsv_fits;
+        RETURN NEW;
+    END IF;
+    t := tr_tsv(NEW.summary, NEW.detail);
+    NEW.tsv := t;
+    NEW.tsv_fits := pg_column_size(t) <= {TSV_INDEX_MAX_BYTES};
+    RETURN NEW;
+END $$;
+"""),
 ]
 
 _ADVISORY_LOCK_ID = 0x7452_4D45  # "tRME"
