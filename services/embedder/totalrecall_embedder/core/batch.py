@@ -103,7 +103,10 @@ class Plan:
                     and vec is not None and vmodel is not None):
                 self.templates.put(g.template, TemplateVector(vmodel, vec))
             count = 1 + g.added
-            emb = EmbeddedEvent(
+            # Constructed, not validated: `g.event` was validated (so scrubbed) when its message
+            # was parsed, and validating the wrapper would run its validator again (pydantic
+            # re-runs a model's "after" validator on an instance passed as a field).
+            emb = EmbeddedEvent.model_construct(
                 event=g.event, vector=vec, model=vmodel if vec is not None else None,
                 dim=len(vec) if vec is not None else None, repeat_count=count,
                 last_seen=g.last_seen if count > 1 else None, embedded_at=now)
