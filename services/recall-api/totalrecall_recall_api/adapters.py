@@ -142,8 +142,7 @@ def _metadata(value: str | dict[str, Any] | None) -> dict[str, Any]:
     """A row's metadata as a dict of its own (shallow: nested values are shared with the cache).
 
     Decoded once per distinct text: a memory's metadata rarely changes and the same rows come
-    back recall after recall (neighbours, keyword hits), so decoding them every time was a
-    third of turning rows into memories."""
+    back recall after recall (neighbours, keyword hits); docs/perf/2026-11-27-recall-cpu.md."""
     if isinstance(value, str):
         return dict(_decoded(value))
     return dict(value or {})
@@ -160,8 +159,7 @@ def _memory(row: asyncpg.Record, score: float = 0.0) -> Memory:
         metadata["superseded_by"] = row["superseded_by"]
     # Not validated: the indexer validated every row it wrote, and a recall reads a hundred rows
     # or more (validating them was a tenth of its CPU time under load). Built as
-    # `model_construct` builds it, without its walk of the model's fields for each row (which
-    # cost four times the rest).
+    # `model_construct` builds it, without its walk of the model's fields for each row.
     return _constructed({
         "id": row["id"], "score": score, "timestamp": row["ts"], "category": row["category"],
         "subcategory": row["subcategory"], "summary": row["summary"], "detail": row["detail"],
