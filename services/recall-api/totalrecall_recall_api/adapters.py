@@ -7,6 +7,7 @@ import json
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Collection, Sequence
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 import asyncpg
@@ -123,6 +124,8 @@ _COLUMNS_M = ", ".join(f"m.{c.strip()}" for c in _MEMORY_COLUMNS.split(","))
 
 #: Query texts whose lexemes `PostgresStore` remembers.
 LEXEME_CACHE_SIZE = 1024
+#: Distinct metadata texts whose decoding `_memory` remembers.
+METADATA_CACHE_SIZE = 8192
 
 
 #: The indexer's `thread` column (its migration 4) starts with this for a conversation (chr(31)
@@ -130,20 +133,50 @@ LEXEME_CACHE_SIZE = 1024
 _CONVERSATION_THREAD = "c\x1f"
 
 
+@lru_cache(maxsize=METADATA_CACHE_SIZE)
+def _decoded(text: str) -> dict[str, Any]:
+    return dict(json.loads(text) or {})
+
+
+def _metadata(value: str | dict[str, Any] | None) -> dict[str, Any]:
+    """A row's metadata as a dict of its own (shallow: nested values are shared with the cache).
+
+    Decoded once per distinct text: a memory's metadata rarely changes and the same rows come
+    back recall after recall (neighbours, keyword hits); docs/perf/2026-11-27-recall-cpu.md."""
+    if isinstance(value, str):
+        return dict(_decoded(value))
+    return dict(value or {})
+
+
+#: The fields `_memory` gives (`Memory.relative_time` keeps its default), as `model_construct`
+#: would record them.
+_GIVEN = frozenset(Memory.model_fields) - {"relative_time"}
+
+
 def _memory(row: asyncpg.Record, score: float = 0.0) -> Memory:
-    metadata = row["metadata"]
-    if isinstance(metadata, str):
-        metadata = json.loads(metadata)
+    metadata = _metadata(row["metadata"])
     if row.get("superseded_by"):  # the indexer's migration 8: a newer memory replaced this one
-        metadata = {**(metadata or {}), "superseded_by": row["superseded_by"]}
-    # Constructed without validation: the indexer validated every row it wrote, and a recall
-    # reads a hundred rows or more (validating them was a tenth of its CPU time under load).
-    return Memory.model_construct(
-        id=row["id"], score=score, timestamp=row["ts"], category=row["category"],
-        subcategory=row["subcategory"], summary=row["summary"], detail=row["detail"],
-        tier=row["tier"] if row["tier"] in ("hot", "warm", "cold") else "hot",
-        namespace=row["namespace"], actor=row["actor"], severity=row["severity"],
-        tags=list(row["tags"] or []), metadata=metadata or {})
+        metadata["superseded_by"] = row["superseded_by"]
+    # Not validated: the indexer validated every row it wrote, and a recall reads a hundred rows
+    # or more (validating them was a tenth of its CPU time under load). Built as
+    # `model_construct` builds it, without its walk of the model's fields for each row.
+    return _constructed({
+        "id": row["id"], "score": score, "timestamp": row["ts"], "category": row["category"],
+        "subcategory": row["subcategory"], "summary": row["summary"], "detail": row["detail"],
+        "tier": row["tier"] if row["tier"] in ("hot", "warm", "cold") else "hot",
+        "namespace": row["namespace"], "actor": row["actor"], "severity": row["severity"],
+        "tags": list(row["tags"] or []), "metadata": metadata, "relative_time": ""})
+
+
+def _constructed(fields: dict[str, Any]) -> Memory:
+    """`Memory.model_construct(**fields)` for a dict of every field but `relative_time`'s
+    default added, in the model's order."""
+    m = Memory.__new__(Memory)
+    object.__setattr__(m, "__dict__", fields)
+    object.__setattr__(m, "__pydantic_fields_set__", set(_GIVEN))
+    object.__setattr__(m, "__pydantic_extra__", None)
+    object.__setattr__(m, "__pydantic_private__", None)
+    return m
 
 
 def _quote(lexeme: str) -> str:
@@ -411,16 +444,21 @@ class PostgresStore:
             # The newest of each category on its own (a walk of the (namespace, category, ts)
             # index that stops at `limit`), then merged: a `category = ANY(…)` filter reads every
             # row of those categories in the window and sorts them (7 ms at 2,000 memories,
-            # growing with the namespace; run on every diagnostic question).
+            # growing with the namespace; run on every diagnostic question). One branch per
+            # category, its name a parameter of its own: the planner then weighs each category
+            # by its own statistics. A category taken from an `unnest` it could not see, and
+            # where the table holds one category only it walked the whole window of the (namespace,
+            # ts) index for each category that has no memories at all.
             cats = sorted({*categories} & {category} if category else {*categories})
-            sql = f"""SELECT {_COLUMNS_M} FROM unnest($3::text[]) AS c(category)
-                      CROSS JOIN LATERAL (
-                          SELECT {_MEMORY_COLUMNS} FROM memories
-                          WHERE namespace = $1 AND category = c.category
-                            AND ($2::timestamptz IS NULL OR ts >= $2)
-                          ORDER BY ts DESC LIMIT $4) AS m
-                      ORDER BY m.ts DESC LIMIT $4"""
-            args: tuple[Any, ...] = (namespace, since, cats, limit)
+            if not cats:
+                return []
+            sql = " UNION ALL ".join(
+                f"""(SELECT {_MEMORY_COLUMNS} FROM memories
+                     WHERE namespace = $1 AND category = ${4 + i}
+                       AND ($2::timestamptz IS NULL OR ts >= $2)
+                     ORDER BY ts DESC LIMIT $3)""" for i in range(len(cats)))
+            sql = f"SELECT * FROM ({sql}) AS m ORDER BY m.ts DESC LIMIT $3"
+            args: tuple[Any, ...] = (namespace, since, limit, *cats)
         else:
             sql = f"""SELECT {_MEMORY_COLUMNS} FROM memories
                       WHERE namespace = $1 AND ($2::timestamptz IS NULL OR ts >= $2)

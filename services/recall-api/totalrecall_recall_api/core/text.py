@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _WORD = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)?")
 STOPWORDS = frozenset({
@@ -52,9 +53,11 @@ def query_terms(text: str, limit: int = 32) -> list[str]:
     return seen[:limit]
 
 
+@lru_cache(maxsize=8192)
 def shingles(text: str) -> frozenset[str]:
-    ws = [w for w in words(text) if w not in STOPWORDS]
-    return frozenset(ws)
+    """The content words of `text` (MMR compares memories by them). Remembered per text: the
+    same memories are compared recall after recall."""
+    return frozenset(w for w in words(text) if w not in STOPWORDS)
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
