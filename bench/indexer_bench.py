@@ -297,10 +297,11 @@ async def run(args: argparse.Namespace) -> None:
     servers: list[Any] = []
     nats_url, pg_dsn = args.nats_url, args.pg_dsn
     if nats_url is None or pg_dsn is None:
-        from totalrecall.infra import NatsServer, PostgresServer, free_port
+        from totalrecall.infra import NatsServer, PostgresServer, free_port, free_ports
 
         if nats_url is None:
-            ns = NatsServer(work / "nats", port=free_port(), monitor_port=free_port()).start()
+            port, monitor_port = free_ports(2)
+            ns = NatsServer(work / "nats", port=port, monitor_port=monitor_port).start()
             servers.append(ns)
             nats_url = ns.url
         if pg_dsn is None:

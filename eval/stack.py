@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -15,18 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
+from totalrecall.infra import free_ports
+
 PORT_NAMES = ("nats", "nats_monitor", "postgres", "api", "embedder", "indexer", "watchers")
-
-
-def free_port() -> int:
-    try:
-        from totalrecall.infra import free_port as _fp
-
-        return int(_fp())
-    except Exception:  # pragma: no cover - cli not installed
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            return int(s.getsockname()[1])
 
 
 def default_model_path() -> Path:
@@ -49,7 +39,7 @@ class Stack:
         self.extra_env = dict(extra_env or {})  # e.g. what the watchers watch
         self.ready_timeout, self.log = ready_timeout, log
         self.home = Path(tempfile.mkdtemp(prefix="tr-eval-"))
-        self.ports = {name: free_port() for name in PORT_NAMES}
+        self.ports = dict(zip(PORT_NAMES, free_ports(len(PORT_NAMES)), strict=True))
         self.api = f"http://127.0.0.1:{self.ports['api']}"
         self.proc: subprocess.Popen[str] | None = None
         self.log_path = self.home / "supervisor.log"

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from totalrecall.infra import NatsServer, PostgresServer, free_port
+from totalrecall.infra import NatsServer, PostgresServer, free_port, free_ports
 from totalrecall.paths import default_model_path
 from totalrecall_schema import Topology
 
@@ -32,7 +32,8 @@ def infra_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def nats_server(infra_dir: Path) -> Iterator[NatsServer]:
-    server = NatsServer(infra_dir / "nats", port=free_port(), monitor_port=free_port())
+    port, monitor_port = free_ports(2)
+    server = NatsServer(infra_dir / "nats", port=port, monitor_port=monitor_port)
     server.start()
     yield server
     server.stop()

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .infra import free_port
+from .infra import free_ports
 from .paths import default_model_path
 
 PORT_NAMES = ("nats", "nats_monitor", "postgres", "api", "embedder", "indexer", "watchers")
@@ -50,7 +50,7 @@ def launched_stack(home: Path, *, extra_env: dict[str, str] | None = None,
     `unset`: variables the stack does not inherit (e.g. TR_EMBEDDER_MODEL_PATH, to start it
     exactly as a user's `make run` in a new home does)."""
     home.mkdir(parents=True, exist_ok=True)
-    ports = {name: free_port() for name in PORT_NAMES}
+    ports = dict(zip(PORT_NAMES, free_ports(len(PORT_NAMES)), strict=True))
     # The model lives in the caller's home (built once by `make bootstrap`), not the new one.
     env = {**os.environ, "TR_EMBEDDER_MODEL_PATH": os.environ.get(
         "TR_EMBEDDER_MODEL_PATH", str(default_model_path())),

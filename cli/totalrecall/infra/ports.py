@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
 
@@ -8,6 +9,17 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free ports. Each is held until all are chosen: ports chosen one after
+    another may repeat (a port is free again once its probe closes), and two services of one
+    stack on one port fail in odd ways (a health probe reads nats-server's INFO line)."""
+    with contextlib.ExitStack() as held:
+        socks = [held.enter_context(socket.socket()) for _ in range(count)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
 
 
 def wait_for_port(host: str, port: int, timeout: float) -> None:

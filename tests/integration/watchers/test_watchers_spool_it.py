@@ -6,7 +6,7 @@ from pathlib import Path
 
 import nats
 from nats.js.errors import NotFoundError
-from totalrecall.infra import NatsServer, free_port
+from totalrecall.infra import NatsServer, free_ports
 from totalrecall_schema import MemoryEvent, Topology
 from totalrecall_watchers.publisher import NatsPublisher
 from watchers_it_helpers import StreamReader, wait_until
@@ -34,7 +34,8 @@ async def stream_events(url: str, topology: Topology) -> list[MemoryEvent]:
 
 
 async def test_spooled_while_down_drained_after_restart(tmp_path: Path, topology: Topology) -> None:
-    server = NatsServer(tmp_path / "nats", port=free_port(), monitor_port=free_port())
+    port, monitor_port = free_ports(2)
+    server = NatsServer(tmp_path / "nats", port=port, monitor_port=monitor_port)
     spool = tmp_path / "spool"
     events = [ev(i) for i in range(5)]
     pub = publisher(server.url, topology, spool)
@@ -64,7 +65,8 @@ async def test_spooled_while_down_drained_after_restart(tmp_path: Path, topology
 
 
 async def test_outage_while_running_loses_nothing(tmp_path: Path, topology: Topology) -> None:
-    server = NatsServer(tmp_path / "nats", port=free_port(), monitor_port=free_port()).start()
+    port, monitor_port = free_ports(2)
+    server = NatsServer(tmp_path / "nats", port=port, monitor_port=monitor_port).start()
     pub = publisher(server.url, topology, tmp_path / "spool")
     await pub.start()
     try:
