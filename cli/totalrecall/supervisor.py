@@ -7,6 +7,7 @@ and leaves nothing behind (children also get SIGTERM if this supervisor itself d
 
 from __future__ import annotations
 
+import http.client
 import os
 import signal
 import subprocess
@@ -87,7 +88,9 @@ def _healthy(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=1) as r:  # noqa: S310 - loopback
             return bool(r.status == 200)
-    except OSError:
+    # Not HTTP on that port (another program, or a port given twice: nats-server answers with
+    # its INFO line): not healthy, and not a reason for the supervisor to stop.
+    except (OSError, http.client.HTTPException):
         return False
 
 

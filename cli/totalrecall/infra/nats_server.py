@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import os
 import shutil
 import subprocess
@@ -54,7 +55,7 @@ class NatsServer:
         try:
             with urllib.request.urlopen(url, timeout=1) as r:  # noqa: S310 - loopback
                 return bool(r.status == 200)
-        except OSError:
+        except (OSError, http.client.HTTPException):  # not HTTP on that port: not healthy
             return False
 
     def wait_ready(self, timeout: float) -> None:
