@@ -176,7 +176,9 @@ CREATE INDEX IF NOT EXISTS memories_ns_service_ts ON memories (namespace, servic
     # columns are computed after BEFORE triggers) and by the generated column. Now the trigger
     # alone fills it, once, with the same function, and an upsert that leaves the text as it was
     # (a redelivery, a repeat's new count) keeps the row's tsv instead of computing it again.
-    # Existing rows keep their values (DROP EXPRESSION does not rewrite the table).
+    # Existing rows keep their values (DROP EXPRESSION does not rewrite the table). So a later
+    # change of `tr_tsv` must recompute the column with this trigger disabled: an UPDATE that
+    # leaves the text as it was keeps the old tsv, whatever it sets.
     (11, "the tsv filled by the trigger alone, once per change of the text", f"""
 ALTER TABLE memories ALTER COLUMN tsv DROP EXPRESSION IF EXISTS;
 CREATE OR REPLACE FUNCTION memories_tsv_fits() RETURNS trigger LANGUAGE plpgsql AS $$
