@@ -18,6 +18,10 @@ T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
     ("What stage was the task 28.0 completed in?", {"28.0"}),
     ("what is pid 4182633 doing", {"4182633"}),
     ("what did I do on the 3rd of May 2023 at 8:30 or 10am, 3 times?", set()),
+    # a short number the question says the kind of: a process, a port
+    ("what happened to process 1130?", {"1130"}),
+    ("what is PID 812 doing, and who listens on port 22?", {"812", "22"}),
+    ("which processes ran 3 times in 2023?", set()),
 ])
 def test_telling_identifiers_only(query: str, want: set[str]) -> None:
     assert named_identifiers(query) == want

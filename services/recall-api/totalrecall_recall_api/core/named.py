@@ -8,7 +8,8 @@ come first, in their fused order, then the rest: a rank-lexicographic rule, not 
 
 Only telling identifiers count: a token with a digit and something else (a letter, `. _ : / @ -`),
 or a number of five digits or more. Years, small counts, ordinals and clock times ("2023", "3",
-"3rd", "10am", "8:30") are words of a question, not identifiers.
+"3rd", "10am", "8:30") are words of a question, not identifiers, unless the question says what
+kind of number it is: "process 1130", "pid 812", "port 22" name a process and a port.
 """
 
 from __future__ import annotations
@@ -22,9 +23,14 @@ from .repeats import identifiers
 _WEAK = re.compile(r"^(?:\d{1,4}|\d+[a-z]{1,3}|\d{1,2}:\d{2}(?::\d{2})?(?:am|pm)?)$")
 
 
+#: Words that make the number after them an identifier ("process 1130", "port 22").
+_KIND = re.compile(r"\b(?:process|pid|ppid|port|uid|gid)\s*[:#=]?\s*(\d+)\b", re.IGNORECASE)
+
+
 def named_identifiers(query: str) -> frozenset[str]:
     """The telling identifiers a question names."""
-    return frozenset(t for t in identifiers(query) if not _WEAK.match(t))
+    kinded = {m.group(1) for m in _KIND.finditer(query)}
+    return frozenset(t for t in identifiers(query) if t in kinded or not _WEAK.match(t))
 
 
 def named_first(ranked: Iterable[Candidate], query: str) -> list[Candidate]:
