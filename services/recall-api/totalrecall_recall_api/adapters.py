@@ -273,8 +273,10 @@ class PostgresStore:
             branches = looked_up("$1")
         else:
             # The words whose matches could be crowded out of the `cap` most recent matches of
-            # all while being few themselves.
-            rare = [lx for lx, c in (counts or {}).items() if 0 < c <= cap // 4]
+            # all while being few themselves; a word the statistics have not seen among them:
+            # they were read before it arrived (a block id, an IP just logged), and a GIN lookup
+            # of a word that is really absent costs next to nothing.
+            rare = [lx for lx, c in (counts or {}).items() if c <= cap // 4]
             branches = " UNION ALL ".join(
                 f"(SELECT key, tsv {match.format(q='$1', cap=cap, fits=fits)})"
                 for fits in (" AND tsv_fits", " AND NOT tsv_fits"))

@@ -472,6 +472,32 @@ async def test_bm25_finds_a_rare_word_behind_many_recent_common_matches(pg_dsn: 
         await pool.close()
 
 
+async def test_a_word_newer_than_the_statistics_is_looked_up_not_crowded_out(pg_dsn: str) -> None:
+    """The term statistics are read every few minutes; an identifier logged since has no count
+    there. Beside a common word of the question (whose newest matches are walked), it is still
+    looked up on its own: the memory holding it is found however old its timestamp."""
+    from totalrecall_recall_api.adapters import PostgresStore
+    from totalrecall_recall_api.termstats import TermStats
+
+    await create_memories_table(pg_dsn)
+    t0 = datetime(2024, 3, 1, 8, 0, tzinfo=UTC)
+    await insert_rows(pg_dsn, [{"id": f"restart-{i}", "namespace": "stale", "ts":
+                                t0 + timedelta(hours=1, minutes=i),
+                                "summary": f"nginx restarted ({i})"} for i in range(60)])
+    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
+    try:
+        ts = TermStats(pool, refresh_s=3600)
+        await ts.refresh()
+        # logged after the statistics were read, with the timestamp of its own (older) line
+        keys = await insert_rows(pg_dsn, [{"id": "panic", "namespace": "stale", "ts": t0,
+                                           "summary": "nginx worker hit a kernel panic"}])
+        found = await PostgresStore(pool, term_stats=ts, scan_cap=20).bm25_rows(
+            ["nginx", "panic"], "stale", None, None, 5)
+        assert found[0][0] == keys["panic"]
+    finally:
+        await pool.close()
+
+
 @pytest.mark.parametrize(("question", "wanted"), [
     ("what happened to blk_-6952295868487656571?", "resp"),    # a negative block id, whole
     ("who connected from 10.250.10.6?", "recv"),               # an IP written /ip:port
