@@ -7,17 +7,15 @@ and leaves nothing behind (children also get SIGTERM if this supervisor itself d
 
 from __future__ import annotations
 
-import http.client
 import os
 import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .infra import NatsServer, PostgresServer
+from .infra import NatsServer, PostgresServer, http_ok
 from .infra.nats_store_watch import NatsStoreWatch
 from .infra.process import spawn, stop
 from .paths import default_model_path, home
@@ -84,16 +82,6 @@ def _last_line(log: Path) -> str:
     return lines[-1] if lines else "(empty log)"
 
 
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1) as r:  # noqa: S310 - loopback
-            return bool(r.status == 200)
-    # Not HTTP on that port (another program, or a port given twice: nats-server answers with
-    # its INFO line): not healthy, and not a reason for the supervisor to stop.
-    except (OSError, http.client.HTTPException):
-        return False
-
-
 class Supervisor:
     def __init__(self, state: Path, ports: Ports, services: list[str] | None = None,
                  prometheus: bool = False) -> None:
@@ -152,7 +140,7 @@ class Supervisor:
         pending = list(self.services)
         while pending and not self.stopping:
             self.supervise_once()
-            pending = [s for s in pending if not _healthy(s.health_url)]
+            pending = [s for s in pending if not http_ok(s.health_url)]
             if time.monotonic() > deadline:
                 raise TimeoutError("not healthy in time: " + ", ".join(s.name for s in pending))
             time.sleep(0.2)

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import http.client
 import os
 import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .ports import http_ok
 from .process import spawn, stop
 
 
@@ -51,12 +50,7 @@ class NatsServer:
         return self
 
     def healthy(self) -> bool:
-        url = f"http://{self.host}:{self.monitor_port}/healthz?js-enabled-only=true"
-        try:
-            with urllib.request.urlopen(url, timeout=1) as r:  # noqa: S310 - loopback
-                return bool(r.status == 200)
-        except (OSError, http.client.HTTPException):  # not HTTP on that port: not healthy
-            return False
+        return http_ok(f"http://{self.host}:{self.monitor_port}/healthz?js-enabled-only=true")
 
     def wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout

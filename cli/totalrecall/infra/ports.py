@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import contextlib
+import http.client
 import socket
 import time
+import urllib.request
 
 
 def free_port() -> int:
@@ -20,6 +22,17 @@ def free_ports(count: int) -> list[int]:
         for s in socks:
             s.bind(("127.0.0.1", 0))
         return [int(s.getsockname()[1]) for s in socks]
+
+
+def http_ok(url: str, timeout: float = 1.0) -> bool:
+    """Does `url` answer 200? Not when nothing listens, and not when something that does not
+    speak HTTP does (another program, or a port given twice: nats-server answers with its INFO
+    line), rather than an exception that would stop whoever is waiting."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:  # noqa: S310 - loopback
+            return bool(r.status == 200)
+    except (OSError, http.client.HTTPException):
+        return False
 
 
 def wait_for_port(host: str, port: int, timeout: float) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 
-from totalrecall.supervisor import _healthy
+from totalrecall.infra import http_ok
 
 
 def test_a_port_answering_with_nats_info_is_unhealthy_not_an_error() -> None:
@@ -21,5 +21,5 @@ def test_a_port_answering_with_nats_info_is_unhealthy_not_an_error() -> None:
 
         t = threading.Thread(target=answer)
         t.start()
-        assert _healthy(f"http://127.0.0.1:{port}/health") is False
+        assert http_ok(f"http://127.0.0.1:{port}/health") is False
         t.join(5)
