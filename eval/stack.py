@@ -15,8 +15,7 @@ from pathlib import Path
 from types import TracebackType
 
 from totalrecall.infra import free_ports
-
-PORT_NAMES = ("nats", "nats_monitor", "postgres", "api", "embedder", "indexer", "watchers")
+from totalrecall.launcher import PORT_NAMES
 
 
 def default_model_path() -> Path:
