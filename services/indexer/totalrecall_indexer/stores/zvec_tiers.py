@@ -111,21 +111,9 @@ class ZvecTiers:
                 self.cols[tier] = self._create(tier)
                 fresh.add(tier)
                 continue
-            crash = self.probe(path) if tier in interrupted else None
-            if crash is not None:
-                self.cols[tier] = self._quarantine(tier, crash)
-                self.quarantined.append(tier)
-                fresh.add(tier)
-                continue
-            try:
-                self.cols[tier] = zvec.open(str(path))
-            # zvec raises RuntimeError for a damaged segment but KeyError for a collection
-            # killed inside `create_and_open` (LOCK, del.0, idmap.0, a segment folder, no
-            # manifest: "Failed to find the version file", issue 25): both are quarantined.
-            except (RuntimeError, KeyError, ValueError, OSError) as exc:
-                if "lock" in str(exc).lower():  # another process holds it: not ours to fix
-                    raise
-                self.cols[tier] = self._quarantine(tier, str(exc))
+            unopenable = self._open_existing(tier, path, suspect=tier in interrupted)
+            if unopenable is not None:
+                self.cols[tier] = self._quarantine(tier, unopenable)
                 self.quarantined.append(tier)
                 fresh.add(tier)
         self.held = {}
@@ -140,6 +128,23 @@ class ZvecTiers:
                         "Postgres", tier, note)
             self._verify_later(tier, "its HNSW build was interrupted: every memory of the tier "
                                      "is checked against Postgres")
+
+    def _open_existing(self, tier: str, path: Path, suspect: bool) -> str | None:
+        """Opens the tier's collection into `cols`; or says why it cannot be opened. A `suspect`
+        one (its build was interrupted) is opened in a child process first (`self.probe`)."""
+        crash = self.probe(path) if suspect else None
+        if crash is not None:
+            return crash
+        try:
+            self.cols[tier] = zvec.open(str(path))
+        # zvec raises RuntimeError for a damaged segment but KeyError for a collection
+        # killed inside `create_and_open` (LOCK, del.0, idmap.0, a segment folder, no
+        # manifest: "Failed to find the version file", issue 25): both are quarantined.
+        except (RuntimeError, KeyError, ValueError, OSError) as exc:
+            if "lock" in str(exc).lower():  # another process holds it: not ours to fix
+                raise
+            return str(exc)
+        return None
 
     def _create(self, tier: str) -> Any:
         return zvec.create_and_open(str(self.root / tier),
