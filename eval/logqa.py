@@ -57,6 +57,7 @@ class LogLine:
     content: str
     level: str = ""
     pid: str = ""
+    template: str = ""  # LogHub's EventId: the lines of one template differ only in their values
 
     @property
     def id(self) -> str:
@@ -116,7 +117,8 @@ def load_lines(path: Path, system: str) -> list[LogLine]:
         return [LogLine(system=system, line_id=int(r["LineId"]), timestamp=parse_log_time(system, r),
                         component=(r.get("Component") or "").strip(),
                         content=r["Content"].strip(), level=(r.get("Level") or "").strip(),
-                        pid=(r.get("Pid") or "").strip())
+                        pid=(r.get("Pid") or "").strip(),
+                        template=(r.get("EventId") or "").strip())
                 for r in csv.DictReader(fh)]
 
 

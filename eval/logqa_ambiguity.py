@@ -14,7 +14,6 @@ lines), and the Hit@k a ranking gets if it puts the fitting lines first in rando
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .datasets import default_data_dir
-from .logqa import SYSTEMS
+from .logqa import SYSTEMS, load_lines
 
 _WORD = re.compile(r"[\w.:/@-]+")
 
@@ -46,13 +45,8 @@ def random_order_hit(n_fitting: int, k: int) -> float:
 
 def load_templates(data_dir: Path) -> dict[str, tuple[str, str]]:
     """Line id (`hdfs:17`) → (template id, content), from the structured CSVs."""
-    out: dict[str, tuple[str, str]] = {}
-    for system in SYSTEMS:
-        path = data_dir / "logqa" / f"{system}_2k.log_structured.csv"
-        with open(path, newline="", encoding="utf-8") as fh:
-            for r in csv.DictReader(fh):
-                out[f"{system.lower()}:{r['LineId']}"] = (r["EventId"], r["Content"].strip())
-    return out
+    return {ln.id: (ln.template, ln.content) for system in SYSTEMS
+            for ln in load_lines(data_dir / "logqa" / f"{system}_2k.log_structured.csv", system)}
 
 
 def summarise(questions: Iterable[Mapping[str, Any]], lines: Mapping[str, tuple[str, str]],
