@@ -178,19 +178,35 @@ def _listening(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _owner(port: int) -> str | None:
-    """`name (pid N)` of the process listening on `port`, when the system tells."""
+def _owner(port: int, attempts: int = 3) -> str | None:
+    """`name (pid N)` of the process listening on `port`, when the system tells.
+
+    The socket table names one process per socket, and a server that forks per connection
+    (Postgres) can be named by a child that exits before it is read: that child is skipped and
+    the table read again, so a busy server is still recognised."""
     try:
         import psutil
-
-        for conn in psutil.net_connections(kind="tcp"):
-            if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN:
-                if conn.pid is None:
-                    return None
-                proc = psutil.Process(conn.pid)
-                return f"{' '.join(proc.cmdline()[:3]) or proc.name()} (pid {conn.pid})"
-    except Exception:  # no permission, psutil missing: unknown
+    except ImportError:
         return None
+    for _ in range(attempts):
+        try:
+            conns = psutil.net_connections(kind="tcp")
+        except (psutil.Error, OSError):  # no permission: unknown
+            return None
+        pids = [c.pid for c in conns
+                if c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN]
+        if not pids:
+            return None
+        for pid in pids:
+            if pid is None:
+                return None
+            try:
+                proc = psutil.Process(pid)
+                return f"{' '.join(proc.cmdline()[:3]) or proc.name()} (pid {pid})"
+            except psutil.NoSuchProcess:
+                continue  # a forked child gone since the table was read
+            except (psutil.Error, OSError):
+                return None
     return None
 
 

@@ -36,6 +36,23 @@ def test_a_port_held_by_another_program_fails_with_a_free_one_to_use(listener: i
     assert {c.name: c.status for c in held_by_us}["port api"] == doctor.OK
 
 
+def test_a_port_owner_named_by_a_child_that_exited_is_read_again(
+        listener: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Postgres forks a backend per connection, and the fork holds the listening socket for a
+    moment: the socket table can name that child, gone by the time it is read."""
+    import os
+
+    import psutil
+
+    real = psutil.net_connections(kind="tcp")
+    ours = next(c for c in real if c.laddr and c.laddr.port == listener)
+    gone = 2**22 + 17  # above any pid_max: no such process
+    tables = iter([[ours._replace(pid=gone)], [ours._replace(pid=os.getpid())]])
+    monkeypatch.setattr(psutil, "net_connections", lambda kind="tcp": next(tables))
+    owner = doctor._owner(listener)
+    assert owner is not None and owner.endswith(f"(pid {os.getpid()})")
+
+
 def test_a_free_port_is_ok() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
