@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from totalrecall_schema import Tier, TierPolicy, VectorFilter, VectorHit
 from totalrecall_schema.tiers import HOT_MAX_AGE_S, TIERS, WARM_MAX_AGE_S
@@ -20,26 +21,56 @@ def tier_for_age(ts_ms: int, now_ms: int, hot_max_age_s: float = HOT_MAX_AGE_S,
     return TierPolicy(hot_max_age_s, warm_max_age_s).tier_for_age((now_ms - ts_ms) / 1000.0)
 
 
-def _quote(value: str) -> str:
+def _checked(value: str) -> str:
     if not _SAFE_VALUE.match(value):
         raise ValueError(f"unsupported character in filter value {value[:40]!r}")
-    return f"'{value}'"
+    return value
 
 
-def build_filter(flt: VectorFilter) -> str:
-    """The zvec filter expression for a VectorFilter (zvec wants `=`, not `==`)."""
-    parts = [f"namespace = {_quote(flt.namespace)}"]
-    if flt.since_ms is not None:
-        parts.append(f"ts >= {int(flt.since_ms)}")
-    if flt.until_ms is not None:
-        parts.append(f"ts <= {int(flt.until_ms)}")
+@dataclass(frozen=True)
+class TierFilter:
+    """A search's filter, checked: zvec gets it as a string (`zvec`), the in-memory mirror of a
+    tier (`stores.vector_mirror`) as these fields."""
+
+    namespace: str | None = None
+    since_ms: int | None = None
+    until_ms: int | None = None
+    categories: tuple[str, ...] | None = None
+    severities: tuple[str, ...] | None = None
+
+    def zvec(self) -> str:
+        """The zvec filter expression (zvec wants `=`, not `==`)."""
+        parts = [] if self.namespace is None else [f"namespace = '{self.namespace}'"]
+        if self.since_ms is not None:
+            parts.append(f"ts >= {self.since_ms}")
+        if self.until_ms is not None:
+            parts.append(f"ts <= {self.until_ms}")
+        for name, values in (("category", self.categories), ("severity", self.severities)):
+            if values is not None:
+                quoted = ", ".join(f"'{v}'" for v in values)
+                parts.append(f"{name} IN ({quoted})")
+        return " and ".join(parts)
+
+
+def tier_filter(flt: VectorFilter) -> TierFilter:
+    """Checks a VectorFilter's values (they are pasted into zvec's filter string)."""
+    lists: dict[str, tuple[str, ...] | None] = {}
     for name, values in (("category", flt.categories), ("severity", flt.severities)):
         if values is None:
+            lists[name] = None
             continue
         if not values:
             raise ValueError(f"empty {name} list matches nothing")
-        parts.append(f"{name} IN ({', '.join(_quote(v) for v in dict.fromkeys(values))})")
-    return " and ".join(parts)
+        lists[name] = tuple(_checked(v) for v in dict.fromkeys(values))
+    return TierFilter(namespace=_checked(flt.namespace),
+                      since_ms=None if flt.since_ms is None else int(flt.since_ms),
+                      until_ms=None if flt.until_ms is None else int(flt.until_ms),
+                      categories=lists["category"], severities=lists["severity"])
+
+
+def build_filter(flt: VectorFilter) -> str:
+    """The zvec filter expression for a VectorFilter."""
+    return tier_filter(flt).zvec()
 
 
 def distance_to_similarity(distance: float) -> float:

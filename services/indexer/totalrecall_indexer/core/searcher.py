@@ -11,7 +11,7 @@ from totalrecall_schema import VectorHit, VectorSearchReply, VectorSearchRequest
 from ..stores.zvec_schema import RawHit
 from ..stores.zvec_tiers import TierBuilding
 from .gate import CollectionGate
-from .search import build_filter, distance_to_similarity, fuse_tier_hits
+from .search import distance_to_similarity, fuse_tier_hits, tier_filter
 from .state import IndexState
 
 
@@ -39,7 +39,7 @@ class Searcher:
             return VectorSearchReply(error=(
                 f"dimension mismatch: query has {len(req.vector)}, index has {tiers.dim}"))
         try:
-            flt = build_filter(req.filter)
+            flt = tier_filter(req.filter)
         except ValueError as exc:
             return VectorSearchReply(error=f"invalid filter: {exc}")
         ef = max(cfg.search_ef, req.topk * 2)

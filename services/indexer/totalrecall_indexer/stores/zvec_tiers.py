@@ -16,22 +16,26 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import zvec
 from zvec import HnswQueryParam, Query
 
-from ..core.search import TIERS
+from ..core.search import TIERS, TierFilter
 from .build_exclusion import BuildExclusion
 from .build_guard import BuildMarkers
+from .vector_mirror import VectorMirror
 from .zvec_probe import crash_on_open
 from .zvec_schema import OUTPUT_FIELDS, QUANTIZE, VECTOR, RawHit, ZDoc, collection_schema, init_zvec
 from .zvec_watchdog import ZvecWatchdog
 
 MAX_BATCH = 1024
 MAX_EF = 2048
+#: A tier mirror that could not be loaded (too large, or a write failed) is looked at again
+#: after this long, at the tier's next write or build.
+MIRROR_RETRY_S = 30.0
 log = logging.getLogger("totalrecall.indexer")
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_.:@/+=-]{1,200}$")  # event ids: no quotes
 
@@ -52,8 +56,17 @@ class ZvecTiers:
     def __init__(self, root: Path, default_dim: int = 384,
                  optimize_threads: int | None = None, search_wait_s: float = 0.25,
                  stall_s: float = 0.0, reads_per_tier: int = 1,
-                 probe: Callable[[Path], str | None] = crash_on_open) -> None:
+                 probe: Callable[[Path], str | None] = crash_on_open,
+                 mirror_max_docs: int = 20_000) -> None:
         self.root = Path(root)
+        #: Exact searches of an fp32 tier this small are answered from an in-memory copy of it
+        #: (`vector_mirror`); larger tiers are searched by HNSW anyway. Quantized tiers are
+        #: not mirrored: zvec scans their unbuilt part on the quantized codes, and an fp32
+        #: copy would answer differently.
+        self.mirror_max_docs = mirror_max_docs
+        self._mirrors: dict[str, VectorMirror] = {}
+        #: tier -> monotonic time its missing mirror was last looked at
+        self._mirror_tried: dict[str, float] = {}
         #: Opens a tier whose HNSW build was interrupted in a child process first: why that
         #: crashed, or None (`zvec_probe`).
         self.probe = probe
@@ -128,6 +141,8 @@ class ZvecTiers:
                         "Postgres", tier, note)
             self._verify_later(tier, "its HNSW build was interrupted: every memory of the tier "
                                      "is checked against Postgres")
+        for tier in self.cols:
+            self._mirror_load(tier)
 
     def _open_existing(self, tier: str, path: Path, suspect: bool) -> str | None:
         """Opens the tier's collection into `cols`; or says why it cannot be opened. A `suspect`
@@ -186,6 +201,8 @@ class ZvecTiers:
             log.info("zvec tier %s: removed the older quarantined copy %s", tier, old.name)
 
     def close(self) -> None:
+        self._mirrors.clear()
+        self._mirror_tried.clear()
         for col in self.cols.values():
             with contextlib.suppress(Exception):
                 col.close()
@@ -254,7 +271,7 @@ class ZvecTiers:
     def upsert(self, tier: str, docs: list[ZDoc]) -> int:
         """Waits while the tier's HNSW build runs."""
         n = 0
-        with self._tier_locks[tier], self._access.writing(tier):
+        with self._tier_locks[tier], self._access.writing(tier), self._mirrored_write(tier):
             col = self._writable(tier)
             for i in range(0, len(docs), MAX_BATCH):
                 chunk = docs[i: i + MAX_BATCH]
@@ -271,6 +288,8 @@ class ZvecTiers:
                               "completed", tier, why)
                     self.hold(tier, why)
                     raise TierUnavailable(f"zvec upsert into {tier} failed: {why}")
+                if (mirror := self._mirrors.get(tier)) is not None:
+                    mirror.upsert(chunk)
                 n += len(chunk)
         return n
 
@@ -279,13 +298,65 @@ class ZvecTiers:
         if not keys:
             return 0
         n = 0
-        with self._tier_locks[tier], self._access.writing(tier):
+        with self._tier_locks[tier], self._access.writing(tier), self._mirrored_write(tier):
             col = self._writable(tier)
             for i in range(0, len(keys), MAX_BATCH):
+                chunk = keys[i: i + MAX_BATCH]
                 with self.watchdog.call("delete"):
-                    statuses = col.delete(keys[i: i + MAX_BATCH])
+                    statuses = col.delete(chunk)
                 n += sum(1 for s in statuses if s.ok())
+                if any(not s.ok() and s.code() != zvec.StatusCode.NOT_FOUND for s in statuses):
+                    # Not known which docs are gone: the mirror is loaded again later.
+                    self._mirrors.pop(tier, None)
+                elif (mirror := self._mirrors.get(tier)) is not None:
+                    mirror.delete(chunk)
         return n
+
+    # --- the in-memory mirrors of small fp32 tiers (`vector_mirror`) --------------------------
+    @contextlib.contextmanager
+    def _mirrored_write(self, tier: str) -> Iterator[None]:
+        """Around a write of `tier` (its lock and write exclusion held): a write that raised
+        may have left zvec with any part of it, so the mirror goes, to be loaded again from the
+        collection; after a write the mirror is dropped or loaded as the tier's size says."""
+        try:
+            yield
+        except BaseException:
+            self._mirrors.pop(tier, None)
+            self._mirror_tried[tier] = time.monotonic()
+            raise
+        self._mirror_fit(tier)
+
+    def _mirror_fit(self, tier: str) -> None:
+        mirror = self._mirrors.get(tier)
+        if mirror is not None:
+            if len(mirror) > self.mirror_max_docs:
+                self._mirrors.pop(tier, None)
+                self._mirror_tried[tier] = time.monotonic()
+            return
+        if time.monotonic() - self._mirror_tried.get(tier, float("-inf")) >= MIRROR_RETRY_S:
+            self._mirror_load(tier)
+
+    def _mirror_load(self, tier: str) -> None:
+        """Copy `tier` into a new mirror when it is an fp32 tier small enough (call with its
+        writes and reads excluded, or before anyone reads)."""
+        self._mirrors.pop(tier, None)
+        self._mirror_tried[tier] = time.monotonic()
+        if QUANTIZE[tier] is not None or tier not in self.cols:
+            return
+        col = self.cols[tier]
+        count = int(col.stats.doc_count)
+        if count > self.mirror_max_docs:
+            return
+        mirror = VectorMirror(self.dim)
+        if count:
+            with self.watchdog.call("query"):
+                docs = col.query(topk=count, include_vector=True)
+            if len(docs) != count:  # not the whole tier: searches stay with zvec
+                log.warning("zvec tier %s: %d of its %d docs could be read for its in-memory "
+                            "copy; it is searched by zvec", tier, len(docs), count)
+                return
+            mirror.upsert(ZDoc.from_doc(d) for d in docs)
+        self._mirrors[tier] = mirror
 
     def fetch_older(self, tier: str, cutoff_ms: int, limit: int = MAX_BATCH,
                     exclude_ids: Iterable[str] = ()) -> list[ZDoc]:
@@ -332,6 +403,8 @@ class ZvecTiers:
                 raise
             self.markers.end(tier)
             self.held.pop(tier, None)
+            if tier not in self._mirrors:
+                self._mirror_load(tier)
 
     def flush(self) -> None:
         for tier, col in self.cols.items():
@@ -354,18 +427,23 @@ class ZvecTiers:
         self._counts[tier] = (now, n)
         return n
 
-    def search(self, tier: str, vector: list[float], topk: int, filter: str | None,
-               ef: int = 128, linear: bool = False) -> list[RawHit]:
+    def search(self, tier: str, vector: list[float], topk: int,
+               filter: str | TierFilter | None, ef: int = 128,
+               linear: bool = False) -> list[RawHit]:
         """ANN search (HNSW; quantized tiers refined with their full vectors), or an exact scan
-        with `linear`."""
+        with `linear` (from the tier's mirror when it has one and the filter is not a string)."""
         param = HnswQueryParam(ef=max(min(ef, MAX_EF), topk), is_linear=linear,
                                is_using_refiner=tier != "hot")
+        zfilter = (filter.zvec() or None) if isinstance(filter, TierFilter) else filter
         with self._access.reading(tier, self.search_wait_s) as admitted:
             if not admitted:
                 raise self._busy(tier)
+            mirror = self._mirrors.get(tier)
+            if linear and mirror is not None and not isinstance(filter, str):
+                return mirror.search(vector, topk, filter)
             with self.watchdog.call("query"):
                 res = self.cols[tier].query(Query(VECTOR, vector=vector, param=param),
-                                            topk=topk, filter=filter, output_fields=OUTPUT_FIELDS)
+                                            topk=topk, filter=zfilter, output_fields=OUTPUT_FIELDS)
         return [RawHit(key=d.id, distance=float(d.score), fields=dict(d.fields or {}))
                 for d in res]
 

@@ -1,0 +1,159 @@
+"""An in-memory copy of a small fp32 zvec tier, for its exact searches.
+
+zvec 0.8's exact scan (`HnswQueryParam(is_linear=True)`) spends most of an indexer's CPU per
+recall, with or without a filter, and its cost is per document rather than the distance
+arithmetic: the same cosine over a float32 matrix costs a fraction of it (see
+docs/perf/2026-11-27-indexer-search-cpu.md). The mirror gives the same answer as that scan of
+an fp32 tier (cosine distance of the normalised vectors, best first) over the same documents.
+
+It is derived state: filled from the collection itself (`ZvecTiers` loads it at open and after
+anything it cannot follow) and changed only by `ZvecTiers` after zvec accepted a write, with
+the tier's writes and reads excluded (`BuildExclusion`). It is never written to disk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from ..core.search import TierFilter
+from .zvec_schema import OUTPUT_FIELDS, RawHit, ZDoc
+
+
+class VectorMirror:
+    def __init__(self, dim: int, capacity: int = 1024) -> None:
+        self.dim = dim
+        self._vecs = np.zeros((capacity, dim), dtype=np.float32)
+        self._ts = np.zeros(capacity, dtype=np.int64)
+        # Strings as small ints: a filter compares codes, not Python strings per row.
+        self._ns = np.zeros(capacity, dtype=np.int32)
+        self._cat = np.zeros(capacity, dtype=np.int32)
+        self._sev = np.zeros(capacity, dtype=np.int32)
+        self._live = np.zeros(capacity, dtype=bool)
+        self._fields: list[dict[str, Any] | None] = [None] * capacity
+        self._keys: list[str | None] = [None] * capacity
+        self._row: dict[str, int] = {}
+        self._codes: dict[str, int] = {}
+        self._n = 0  # rows used, live or not
+
+    def __len__(self) -> int:
+        return len(self._row)
+
+    def _code(self, value: str) -> int:
+        return self._codes.setdefault(value, len(self._codes))
+
+    # --- writes (the tier's writes and reads excluded by the caller) --------------------------
+    def upsert(self, docs: Iterable[ZDoc]) -> None:
+        """As zvec's upsert: a key already present is replaced."""
+        for doc in docs:
+            old = self._row.pop(doc.key, None)
+            if old is not None:
+                self._drop_row(old)
+            if self._n == len(self._live):
+                self._resize(max(2 * len(self._live), 1024))
+            i = self._n
+            vec = np.asarray(doc.vector, dtype=np.float32)
+            norm = float(np.linalg.norm(vec))
+            # zvec's cosine normalises both sides; a zero vector stays zero (distance 1).
+            self._vecs[i] = vec / norm if norm > 0 else vec
+            self._ts[i] = doc.ts_ms
+            self._ns[i] = self._code(doc.namespace)
+            self._cat[i] = self._code(doc.category)
+            self._sev[i] = self._code(doc.severity)
+            self._live[i] = True
+            self._fields[i] = {"namespace": doc.namespace, "category": doc.category,
+                               "severity": doc.severity, "ts": doc.ts_ms, "id": doc.id,
+                               "summary": doc.summary}
+            self._keys[i] = doc.key
+            self._row[doc.key] = i
+            self._n += 1
+        self._compact_if_sparse()
+
+    def delete(self, keys: Iterable[str]) -> None:
+        for key in keys:
+            row = self._row.pop(key, None)
+            if row is not None:
+                self._drop_row(row)
+        self._compact_if_sparse()
+
+    def _drop_row(self, row: int) -> None:
+        self._live[row] = False
+        self._fields[row] = None
+        self._keys[row] = None
+
+    def _compact_if_sparse(self) -> None:
+        """Rows of replaced or deleted docs are dead weight in every scan: squeeze them out
+        once they are as many as the live ones."""
+        dead = self._n - len(self._row)
+        if dead < 1024 or dead < len(self._row):
+            return
+        keep = np.flatnonzero(self._live[: self._n])
+        for arr in (self._vecs, self._ts, self._ns, self._cat, self._sev, self._live):
+            arr[: len(keep)] = arr[keep]
+        self._live[len(keep): self._n] = False
+        self._fields[: len(keep)] = [self._fields[i] for i in keep]
+        self._keys[: len(keep)] = [self._keys[i] for i in keep]
+        self._fields[len(keep): self._n] = [None] * (self._n - len(keep))
+        self._keys[len(keep): self._n] = [None] * (self._n - len(keep))
+        self._n = len(keep)
+        self._row = {k: i for i, k in enumerate(self._keys[: self._n]) if k is not None}
+
+    def _resize(self, capacity: int) -> None:
+        def grow(arr: np.ndarray) -> np.ndarray:
+            out = np.zeros((capacity, *arr.shape[1:]), dtype=arr.dtype)
+            out[: len(arr)] = arr
+            return out
+        self._vecs, self._ts, self._ns = grow(self._vecs), grow(self._ts), grow(self._ns)
+        self._cat, self._sev, self._live = grow(self._cat), grow(self._sev), grow(self._live)
+        extra = capacity - len(self._fields)
+        self._fields += [None] * extra
+        self._keys += [None] * extra
+
+    # --- reads -------------------------------------------------------------------------------
+    def _mask(self, flt: TierFilter | None) -> np.ndarray:
+        n = self._n
+        mask = self._live[:n].copy()
+        if flt is None:
+            return mask
+        if flt.namespace is not None:
+            mask &= self._ns[:n] == self._codes.get(flt.namespace, -1)
+        if flt.since_ms is not None:
+            mask &= self._ts[:n] >= flt.since_ms
+        if flt.until_ms is not None:
+            mask &= self._ts[:n] <= flt.until_ms
+        for col, values in ((self._cat, flt.categories), (self._sev, flt.severities)):
+            if values is not None:
+                codes = [self._codes[v] for v in values if v in self._codes]
+                mask &= np.isin(col[:n], codes)
+        return mask
+
+    def search(self, vector: list[float], topk: int, flt: TierFilter | None) -> list[RawHit]:
+        """The `topk` nearest docs matching `flt` by cosine distance, nearest first."""
+        if topk <= 0 or not self._row:
+            return []
+        rows = np.flatnonzero(self._mask(flt))
+        if len(rows) == 0:
+            return []
+        q = np.asarray(vector, dtype=np.float32)
+        norm = float(np.linalg.norm(q))
+        if norm > 0:
+            q = q / norm
+        # einsum, not `@`: OpenBLAS would spread this over every core and double its CPU time.
+        if 2 * len(rows) >= self._n:  # most rows: a contiguous pass beats a gather
+            sims = np.einsum("ij,j->i", self._vecs[: self._n], q)[rows]
+        else:
+            sims = np.einsum("ij,j->i", self._vecs[rows], q)
+        best = (np.argpartition(-sims, topk - 1)[:topk] if len(rows) > topk
+                else np.arange(len(rows)))
+        best = best[np.lexsort((rows[best], -sims[best]))]
+        out = []
+        for j in best:
+            row = int(rows[j])
+            fields = self._fields[row]
+            key = self._keys[row]
+            assert fields is not None and key is not None  # live rows have both
+            out.append(RawHit(key=key, distance=1.0 - float(sims[j]),
+                              fields={f: fields[f] for f in OUTPUT_FIELDS}))
+        return out

@@ -1,0 +1,148 @@
+"""The in-memory mirror of the hot tier (stores/vector_mirror.py) answers an exact search as
+zvec's own exact scan does, with real zvec: after upserts, replacements, deletes, tier moves, a
+failed write, growth past its size limit, a restart and a reset."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from totalrecall_indexer.core.search import TierFilter
+from totalrecall_indexer.stores.vector_mirror import VectorMirror
+from totalrecall_indexer.stores.zvec_schema import ZDoc
+from totalrecall_indexer.stores.zvec_tiers import ZvecTiers
+
+DIM = 384
+CATS, SEVS, SPACES = ["a", "b", "c"], ["info", "error"], ["ns0", "ns1", "ns2"]
+T0 = 1_700_000_000_000
+
+
+def _docs(start: int, stop: int, seed: int = 0) -> list[ZDoc]:
+    rng = np.random.default_rng(seed * 100_000 + start)
+    centres = np.random.default_rng(5).normal(size=(6, DIM))
+    out = []
+    for i in range(start, stop):
+        v = centres[i % 6] + 0.8 * rng.normal(size=DIM)
+        out.append(ZDoc(key=f"k{i}", vector=[float(x) for x in v * rng.uniform(0.5, 2.0)],
+                        namespace=SPACES[i % 3], category=CATS[i % 3 - 1 if i % 2 else 2],
+                        subcategory="s", severity=SEVS[i % 2], ts_ms=T0 + i * 1000,
+                        id=f"e{i}-{seed}", summary=f"memory {i} v{seed}"))
+    return out
+
+
+FILTERS = [None, TierFilter(namespace="ns1"), TierFilter(namespace="nope"),
+           TierFilter(namespace="ns0", since_ms=T0 + 300_000),
+           TierFilter(namespace="ns2", since_ms=T0 + 100_000, until_ms=T0 + 400_000),
+           TierFilter(namespace="ns1", categories=("a", "c"), severities=("error",)),
+           TierFilter(namespace="ns0", categories=("zz",)),
+           TierFilter(until_ms=T0 + 50_000)]
+
+
+def _same_as_zvec(tiers: ZvecTiers, tier: str = "hot", queries: int = 6) -> int:
+    """Every filter, several queries: the mirror's hits are zvec's exact scan's (keys in order,
+    scores, fields). Returns how many hits were compared."""
+    rng = np.random.default_rng(queries)
+    compared = 0
+    for q in rng.normal(size=(queries, DIM)):
+        vec = [float(x) for x in q]
+        for flt in FILTERS:
+            for topk in (1, 10, 40):
+                mine = tiers.search(tier, vec, topk, flt, linear=True)
+                theirs = tiers.search(tier, vec, topk, None if flt is None else flt.zvec(),
+                                      linear=True)  # a string filter: zvec's scan
+                assert [h.key for h in mine] == [h.key for h in theirs], flt
+                for a, b in zip(mine, theirs, strict=True):
+                    assert a.distance == pytest.approx(b.distance, abs=1e-5)
+                    assert a.fields == b.fields
+                compared += len(mine)
+    return compared
+
+
+@pytest.fixture
+def tiers(tmp_path: Path) -> Any:
+    t = ZvecTiers(tmp_path / "zvec", mirror_max_docs=500)
+    t.open()
+    yield t
+    t.close()
+
+
+def test_the_mirror_answers_as_zvecs_exact_scan(tiers: ZvecTiers) -> None:
+    assert _same_as_zvec(tiers) == 0  # empty
+    tiers.upsert("hot", _docs(0, 300))
+    assert len(tiers._mirrors["hot"]) == 300
+    assert _same_as_zvec(tiers) > 0
+    tiers.upsert("hot", _docs(100, 160, seed=1))  # replaced: new vectors and fields
+    tiers.delete("hot", [f"k{i}" for i in range(0, 300, 7)] + ["never-there"])
+    assert len(tiers._mirrors["hot"]) == len(_ids(tiers))
+    _same_as_zvec(tiers)
+    # a tier move (compaction): into warm, out of hot
+    moved = _docs(200, 260, seed=1)
+    tiers.upsert("warm", moved)
+    tiers.delete("hot", [d.key for d in moved])
+    _same_as_zvec(tiers)
+    assert "warm" not in tiers._mirrors  # quantized: zvec scans it
+
+
+def _ids(tiers: ZvecTiers) -> set[str]:
+    col = tiers.cols["hot"]
+    return {d.id for d in col.query(topk=10_000)}
+
+
+def test_the_mirror_survives_a_restart_and_a_reset(tmp_path: Path) -> None:
+    t = ZvecTiers(tmp_path / "zvec", mirror_max_docs=500)
+    t.open()
+    t.upsert("hot", _docs(0, 200))
+    t.delete("hot", ["k3", "k4"])
+    t.close()
+    t = ZvecTiers(tmp_path / "zvec", mirror_max_docs=500)
+    t.open()
+    try:
+        assert len(t._mirrors["hot"]) == 198
+        _same_as_zvec(t)
+        t.reset(DIM, "other-model")
+        assert len(t._mirrors["hot"]) == 0
+        assert t.search("hot", _docs(0, 1)[0].vector, 5, TierFilter(namespace="ns0"),
+                        linear=True) == []
+    finally:
+        t.close()
+
+
+def test_a_tier_too_large_is_not_mirrored_and_comes_back_when_small(tiers: ZvecTiers,
+                                                                     monkeypatch: Any) -> None:
+    tiers.upsert("hot", _docs(0, 480))
+    assert "hot" in tiers._mirrors
+    tiers.upsert("hot", _docs(480, 520))
+    assert "hot" not in tiers._mirrors  # over 500: searched by zvec
+    _same_as_zvec(tiers, queries=2)
+    tiers.delete("hot", [f"k{i}" for i in range(100)])
+    assert "hot" not in tiers._mirrors  # looked at again only after MIRROR_RETRY_S
+    monkeypatch.setattr("totalrecall_indexer.stores.zvec_tiers.MIRROR_RETRY_S", 0.0)
+    tiers.delete("hot", ["k100"])
+    assert len(tiers._mirrors["hot"]) == 419
+    _same_as_zvec(tiers, queries=2)
+
+
+def test_a_failed_write_drops_the_mirror(tiers: ZvecTiers, monkeypatch: Any) -> None:
+    tiers.upsert("hot", _docs(0, 50))
+    bad = _docs(50, 51)[0]
+    bad.vector = bad.vector[:10]  # zvec refuses the batch
+    with pytest.raises(ValueError):
+        tiers.upsert("hot", [*_docs(51, 60), bad])
+    assert "hot" not in tiers._mirrors
+    _same_as_zvec(tiers, queries=2)  # zvec answers meanwhile
+    monkeypatch.setattr("totalrecall_indexer.stores.zvec_tiers.MIRROR_RETRY_S", 0.0)
+    tiers.upsert("hot", _docs(60, 70))
+    assert len(tiers._mirrors["hot"]) == len(_ids(tiers))
+    _same_as_zvec(tiers, queries=2)
+
+
+def test_compaction_of_replaced_rows_keeps_the_answers() -> None:
+    m = VectorMirror(DIM, capacity=4)
+    for seed in range(6):  # each round replaces every doc: dead rows pile up, then go
+        m.upsert(_docs(0, 400, seed=seed))
+    assert len(m) == 400 and m._n < 2 * 400 + 1024
+    hits = m.search(_docs(0, 400, seed=5)[5].vector, 3, TierFilter(namespace="ns2"))
+    assert hits[0].key == "k5" and hits[0].fields["summary"] == "memory 5 v5"
+    assert hits[0].distance == pytest.approx(0.0, abs=1e-6)
