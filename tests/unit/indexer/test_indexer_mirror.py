@@ -146,3 +146,15 @@ def test_compaction_of_replaced_rows_keeps_the_answers() -> None:
     hits = m.search(_docs(0, 400, seed=5)[5].vector, 3, TierFilter(namespace="ns2"))
     assert hits[0].key == "k5" and hits[0].fields["summary"] == "memory 5 v5"
     assert hits[0].distance == pytest.approx(0.0, abs=1e-6)
+
+
+def test_copies_of_one_text_come_newest_first_even_at_the_cut() -> None:
+    m = VectorMirror(DIM)
+    one = _docs(0, 1)[0]
+    copies = [ZDoc(key=f"c{i}", vector=one.vector, namespace="ns0", category="a",
+                   subcategory="s", severity="info", ts_ms=T0 + (i * 7919) % 50, id=f"e{i}",
+                   summary="same text") for i in range(50)]
+    m.upsert(copies)
+    hits = m.search(one.vector, 5, TierFilter(namespace="ns0"))
+    newest = sorted(copies, key=lambda d: (-d.ts_ms, d.key))[:5]
+    assert [h.key for h in hits] == [d.key for d in newest]

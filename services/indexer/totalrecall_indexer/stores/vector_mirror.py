@@ -145,15 +145,20 @@ class VectorMirror:
             sims = np.einsum("ij,j->i", self._vecs[: self._n], q)[rows]
         else:
             sims = np.einsum("ij,j->i", self._vecs[rows], q)
-        best = (np.argpartition(-sims, topk - 1)[:topk] if len(rows) > topk
-                else np.arange(len(rows)))
-        best = best[np.lexsort((rows[best], -sims[best]))]
+        if len(rows) > topk:
+            # Every doc tied with the k-th best stays a candidate, for the order below.
+            kth = np.partition(sims, len(sims) - topk)[len(sims) - topk]
+            cand = np.flatnonzero(sims >= kth)
+        else:
+            cand = np.arange(len(rows))
+        # Nearest first; among equal scores (copies of one text) the newer, then by key: the
+        # order `fuse_tier_hits` gives them (zvec's own order of ties is arbitrary).
+        ranked = sorted((-float(sims[j]), -int(self._ts[rows[j]]), self._keys[rows[j]] or "",
+                         int(rows[j])) for j in cand)[:topk]
         out = []
-        for j in best:
-            row = int(rows[j])
+        for neg_sim, _ts, key, row in ranked:
             fields = self._fields[row]
-            key = self._keys[row]
-            assert fields is not None and key is not None  # live rows have both
-            out.append(RawHit(key=key, distance=1.0 - float(sims[j]),
+            assert fields is not None  # a live row
+            out.append(RawHit(key=key, distance=1.0 + neg_sim,
                               fields={f: fields[f] for f in OUTPUT_FIELDS}))
         return out
