@@ -19,16 +19,75 @@ from typing import Any
 import numpy as np
 
 from ..core.search import TierFilter
-from .zvec_schema import OUTPUT_FIELDS, RawHit, ZDoc
+from .zvec_schema import RawHit, ZDoc
 
 
 class VectorMirror:
-    def __init__(self, dim: int, capacity: int = 1024) -> None:
+    """The tier's docs, one `_Space` per namespace: a search is always of one namespace (the
+    recall API's), and scans that namespace's rows only."""
+
+    def __init__(self, dim: int) -> None:
         self.dim = dim
+        self._spaces: dict[str, _Space] = {}
+        self._space_of: dict[str, str] = {}  # key -> namespace
+
+    def __len__(self) -> int:
+        return len(self._space_of)
+
+    def upsert(self, docs: Iterable[ZDoc]) -> None:
+        """As zvec's upsert: a key already present is replaced (in whichever namespace)."""
+        for doc in docs:
+            old = self._space_of.get(doc.key)
+            if old is not None and old != doc.namespace:
+                self._delete_from(old, doc.key)
+            space = self._spaces.get(doc.namespace)
+            if space is None:
+                space = self._spaces[doc.namespace] = _Space(self.dim)
+            space.upsert(doc)
+            self._space_of[doc.key] = doc.namespace
+
+    def delete(self, keys: Iterable[str]) -> None:
+        for key in keys:
+            ns = self._space_of.pop(key, None)
+            if ns is not None:
+                self._delete_from(ns, key)
+
+    def _delete_from(self, ns: str, key: str) -> None:
+        space = self._spaces[ns]
+        space.delete(key)
+        if not len(space):
+            del self._spaces[ns]
+
+    def search(self, vector: list[float], topk: int, flt: TierFilter | None) -> list[RawHit]:
+        """The `topk` nearest docs matching `flt` by cosine distance, nearest first; among equal
+        distances (copies of one text) the newer, then by key: the order `fuse_tier_hits` gives
+        them (zvec's own order of ties is arbitrary)."""
+        if topk <= 0:
+            return []
+        if flt is not None and flt.namespace is not None:
+            space = self._spaces.get(flt.namespace)
+            spaces = [] if space is None else [space]
+        else:
+            spaces = list(self._spaces.values())
+        if not spaces:
+            return []
+        q = np.asarray(vector, dtype=np.float32)
+        norm = float(np.linalg.norm(q))
+        if norm > 0:
+            q = q / norm
+        ranked = sorted(c for space in spaces for c in space.candidates(q, topk, flt))[:topk]
+        return [RawHit(key=key, distance=1.0 + neg_sim, fields=dict(fields))
+                for neg_sim, _ts, key, fields in ranked]
+
+
+class _Space:
+    """The docs of one namespace, as rows of arrays (a replaced or deleted doc's row is dead
+    until the rows are compacted)."""
+
+    def __init__(self, dim: int, capacity: int = 16) -> None:
         self._vecs = np.zeros((capacity, dim), dtype=np.float32)
         self._ts = np.zeros(capacity, dtype=np.int64)
         # Strings as small ints: a filter compares codes, not Python strings per row.
-        self._ns = np.zeros(capacity, dtype=np.int32)
         self._cat = np.zeros(capacity, dtype=np.int32)
         self._sev = np.zeros(capacity, dtype=np.int32)
         self._live = np.zeros(capacity, dtype=bool)
@@ -44,38 +103,33 @@ class VectorMirror:
     def _code(self, value: str) -> int:
         return self._codes.setdefault(value, len(self._codes))
 
-    # --- writes (the tier's writes and reads excluded by the caller) --------------------------
-    def upsert(self, docs: Iterable[ZDoc]) -> None:
-        """As zvec's upsert: a key already present is replaced."""
-        for doc in docs:
-            old = self._row.pop(doc.key, None)
-            if old is not None:
-                self._drop_row(old)
-            if self._n == len(self._live):
-                self._resize(max(2 * len(self._live), 1024))
-            i = self._n
-            vec = np.asarray(doc.vector, dtype=np.float32)
-            norm = float(np.linalg.norm(vec))
-            # zvec's cosine normalises both sides; a zero vector stays zero (distance 1).
-            self._vecs[i] = vec / norm if norm > 0 else vec
-            self._ts[i] = doc.ts_ms
-            self._ns[i] = self._code(doc.namespace)
-            self._cat[i] = self._code(doc.category)
-            self._sev[i] = self._code(doc.severity)
-            self._live[i] = True
-            self._fields[i] = {"namespace": doc.namespace, "category": doc.category,
-                               "severity": doc.severity, "ts": doc.ts_ms, "id": doc.id,
-                               "summary": doc.summary}
-            self._keys[i] = doc.key
-            self._row[doc.key] = i
-            self._n += 1
+    def upsert(self, doc: ZDoc) -> None:
+        old = self._row.pop(doc.key, None)
+        if old is not None:
+            self._drop_row(old)
+        if self._n == len(self._live):
+            self._resize(2 * len(self._live))
+        i = self._n
+        vec = np.asarray(doc.vector, dtype=np.float32)
+        norm = float(np.linalg.norm(vec))
+        # zvec's cosine normalises both sides; a zero vector stays zero (distance 1).
+        self._vecs[i] = vec / norm if norm > 0 else vec
+        self._ts[i] = doc.ts_ms
+        self._cat[i] = self._code(doc.category)
+        self._sev[i] = self._code(doc.severity)
+        self._live[i] = True
+        self._fields[i] = {"namespace": doc.namespace, "category": doc.category,
+                           "severity": doc.severity, "ts": doc.ts_ms, "id": doc.id,
+                           "summary": doc.summary}
+        self._keys[i] = doc.key
+        self._row[doc.key] = i
+        self._n += 1
         self._compact_if_sparse()
 
-    def delete(self, keys: Iterable[str]) -> None:
-        for key in keys:
-            row = self._row.pop(key, None)
-            if row is not None:
-                self._drop_row(row)
+    def delete(self, key: str) -> None:
+        row = self._row.pop(key, None)
+        if row is not None:
+            self._drop_row(row)
         self._compact_if_sparse()
 
     def _drop_row(self, row: int) -> None:
@@ -87,10 +141,10 @@ class VectorMirror:
         """Rows of replaced or deleted docs are dead weight in every scan: squeeze them out
         once they are as many as the live ones."""
         dead = self._n - len(self._row)
-        if dead < 1024 or dead < len(self._row):
+        if dead < 64 or dead < len(self._row):
             return
         keep = np.flatnonzero(self._live[: self._n])
-        for arr in (self._vecs, self._ts, self._ns, self._cat, self._sev, self._live):
+        for arr in (self._vecs, self._ts, self._cat, self._sev, self._live):
             arr[: len(keep)] = arr[keep]
         self._live[len(keep): self._n] = False
         self._fields[: len(keep)] = [self._fields[i] for i in keep]
@@ -105,20 +159,17 @@ class VectorMirror:
             out = np.zeros((capacity, *arr.shape[1:]), dtype=arr.dtype)
             out[: len(arr)] = arr
             return out
-        self._vecs, self._ts, self._ns = grow(self._vecs), grow(self._ts), grow(self._ns)
-        self._cat, self._sev, self._live = grow(self._cat), grow(self._sev), grow(self._live)
+        self._vecs, self._ts, self._cat = grow(self._vecs), grow(self._ts), grow(self._cat)
+        self._sev, self._live = grow(self._sev), grow(self._live)
         extra = capacity - len(self._fields)
         self._fields += [None] * extra
         self._keys += [None] * extra
 
-    # --- reads -------------------------------------------------------------------------------
     def _mask(self, flt: TierFilter | None) -> np.ndarray:
         n = self._n
         mask = self._live[:n].copy()
         if flt is None:
             return mask
-        if flt.namespace is not None:
-            mask &= self._ns[:n] == self._codes.get(flt.namespace, -1)
         if flt.since_ms is not None:
             mask &= self._ts[:n] >= flt.since_ms
         if flt.until_ms is not None:
@@ -129,36 +180,27 @@ class VectorMirror:
                 mask &= np.isin(col[:n], codes)
         return mask
 
-    def search(self, vector: list[float], topk: int, flt: TierFilter | None) -> list[RawHit]:
-        """The `topk` nearest docs matching `flt` by cosine distance, nearest first."""
-        if topk <= 0 or not self._row:
-            return []
+    def candidates(self, q: np.ndarray, topk: int, flt: TierFilter | None,
+                   ) -> list[tuple[float, int, str, dict[str, Any]]]:
+        """(-similarity, -ts, key, fields) of this namespace's `topk` best rows matching `flt`
+        (the unit query `q`), and of every row tied with the k-th."""
         rows = np.flatnonzero(self._mask(flt))
         if len(rows) == 0:
             return []
-        q = np.asarray(vector, dtype=np.float32)
-        norm = float(np.linalg.norm(q))
-        if norm > 0:
-            q = q / norm
         # einsum, not `@`: OpenBLAS would spread this over every core and double its CPU time.
         if 2 * len(rows) >= self._n:  # most rows: a contiguous pass beats a gather
             sims = np.einsum("ij,j->i", self._vecs[: self._n], q)[rows]
         else:
             sims = np.einsum("ij,j->i", self._vecs[rows], q)
         if len(rows) > topk:
-            # Every doc tied with the k-th best stays a candidate, for the order below.
             kth = np.partition(sims, len(sims) - topk)[len(sims) - topk]
             cand = np.flatnonzero(sims >= kth)
         else:
             cand = np.arange(len(rows))
-        # Nearest first; among equal scores (copies of one text) the newer, then by key: the
-        # order `fuse_tier_hits` gives them (zvec's own order of ties is arbitrary).
-        ranked = sorted((-float(sims[j]), -int(self._ts[rows[j]]), self._keys[rows[j]] or "",
-                         int(rows[j])) for j in cand)[:topk]
         out = []
-        for neg_sim, _ts, key, row in ranked:
-            fields = self._fields[row]
-            assert fields is not None  # a live row
-            out.append(RawHit(key=key, distance=1.0 + neg_sim,
-                              fields={f: fields[f] for f in OUTPUT_FIELDS}))
+        for j in cand:
+            row = int(rows[j])
+            key, fields = self._keys[row], self._fields[row]
+            assert key is not None and fields is not None  # a live row
+            out.append((-float(sims[j]), -int(self._ts[row]), key, fields))
         return out
