@@ -108,7 +108,7 @@ class _Space:
         if old is not None:
             self._drop_row(old)
         if self._n == len(self._live):
-            self._resize(2 * len(self._live))
+            self._resize(len(self._live) * 3 // 2)
         i = self._n
         vec = np.asarray(doc.vector, dtype=np.float32)
         norm = float(np.linalg.norm(vec))

@@ -36,6 +36,7 @@ MAX_EF = 2048
 #: A tier mirror that could not be loaded (too large, or a write failed) is looked at again
 #: after this long, at the tier's next write or build.
 MIRROR_RETRY_S = 30.0
+MIRROR_LOAD_BATCH = 256
 log = logging.getLogger("totalrecall.indexer")
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_.:@/+=-]{1,200}$")  # event ids: no quotes
 
@@ -348,14 +349,18 @@ class ZvecTiers:
         if count > self.mirror_max_docs:
             return
         mirror = VectorMirror(self.dim)
-        if count:
+        with self.watchdog.call("query"):
+            keys = [d.id for d in col.query(topk=count, output_fields=[])] if count else []
+        # In batches: the whole tier's vectors as Python floats would take 10x their size.
+        for i in range(0, len(keys), MIRROR_LOAD_BATCH):
+            chunk = keys[i: i + MIRROR_LOAD_BATCH]
             with self.watchdog.call("query"):
-                docs = col.query(topk=count, include_vector=True)
-            if len(docs) != count:  # not the whole tier: searches stay with zvec
-                log.warning("zvec tier %s: %d of its %d docs could be read for its in-memory "
-                            "copy; it is searched by zvec", tier, len(docs), count)
-                return
-            mirror.upsert(ZDoc.from_doc(d) for d in docs)
+                docs = col.fetch(chunk, include_vector=True)
+            mirror.upsert(ZDoc.from_doc(docs[k]) for k in chunk if k in docs)
+        if len(mirror) != count:  # not the whole tier: searches stay with zvec
+            log.warning("zvec tier %s: %d of its %d docs could be read for its in-memory copy; "
+                        "it is searched by zvec", tier, len(mirror), count)
+            return
         self._mirrors[tier] = mirror
 
     def fetch_older(self, tier: str, cutoff_ms: int, limit: int = MAX_BATCH,
