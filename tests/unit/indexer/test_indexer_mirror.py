@@ -135,9 +135,16 @@ def test_a_failed_write_drops_the_mirror(tiers: ZvecTiers, monkeypatch: Any) -> 
         tiers.upsert("hot", [*_docs(51, 60), bad])
     assert "hot" not in tiers._mirrors
     _same_as_zvec(tiers, queries=2)  # zvec answers meanwhile
-    monkeypatch.setattr("totalrecall_indexer.stores.zvec_tiers.MIRROR_RETRY_S", 0.0)
     tiers.upsert("hot", _docs(60, 70))
-    assert len(tiers._mirrors["hot"]) == len(_ids(tiers))
+    assert "hot" not in tiers._mirrors  # not before MIRROR_RETRY_S …
+    tiers.optimize("hot")  # … or a build (which also ends the hold of a failed write)
+    assert len(tiers._mirrors["hot"]) == len(_ids(tiers)) == 60
+    tiers.delete("hot", ["k0"])
+    with pytest.raises(ValueError):
+        tiers.upsert("hot", [bad])
+    monkeypatch.setattr("totalrecall_indexer.stores.zvec_tiers.MIRROR_RETRY_S", 0.0)
+    tiers.upsert("hot", _docs(70, 80))
+    assert len(tiers._mirrors["hot"]) == len(_ids(tiers)) == 69
     _same_as_zvec(tiers, queries=2)
 
 

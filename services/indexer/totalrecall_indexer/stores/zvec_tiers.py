@@ -272,8 +272,7 @@ class ZvecTiers:
     def upsert(self, tier: str, docs: list[ZDoc]) -> int:
         """Waits while the tier's HNSW build runs."""
         n = 0
-        with self._tier_locks[tier], self._access.writing(tier), self._mirrored_write(tier):
-            col = self._writable(tier)
+        with self._write(tier) as col:
             for i in range(0, len(docs), MAX_BATCH):
                 chunk = docs[i: i + MAX_BATCH]
                 with self.watchdog.call("upsert"):
@@ -299,8 +298,7 @@ class ZvecTiers:
         if not keys:
             return 0
         n = 0
-        with self._tier_locks[tier], self._access.writing(tier), self._mirrored_write(tier):
-            col = self._writable(tier)
+        with self._write(tier) as col:
             for i in range(0, len(keys), MAX_BATCH):
                 chunk = keys[i: i + MAX_BATCH]
                 with self.watchdog.call("delete"):
@@ -315,19 +313,25 @@ class ZvecTiers:
 
     # --- the in-memory mirrors of small fp32 tiers (`vector_mirror`) --------------------------
     @contextlib.contextmanager
-    def _mirrored_write(self, tier: str) -> Iterator[None]:
-        """Around a write of `tier` (its lock and write exclusion held): a write that raised
-        may have left zvec with any part of it, so the mirror goes, to be loaded again from the
-        collection; after a write the mirror is dropped or loaded as the tier's size says."""
-        try:
-            yield
-        except BaseException:
-            self._mirrors.pop(tier, None)
-            self._mirror_tried[tier] = time.monotonic()
-            raise
-        self._mirror_fit(tier)
+    def _write(self, tier: str) -> Iterator[Any]:
+        """The collection of `tier` to write, with its lock and its write exclusion held. A
+        write that raised may have left zvec with any part of it: the mirror goes, to be
+        loaded again from the collection. After the write the mirror is dropped or loaded as
+        the tier's size says, with searches let in again (they use zvec meanwhile) but writes
+        still waiting: the collection it copies does not change under it."""
+        with self._tier_locks[tier]:
+            with self._access.writing(tier):
+                col = self._writable(tier)
+                try:
+                    yield col
+                except BaseException:
+                    self._mirrors.pop(tier, None)
+                    self._mirror_tried[tier] = time.monotonic()
+                    raise
+            self._mirror_fit(tier)
 
     def _mirror_fit(self, tier: str) -> None:
+        """(With the tier's lock held.)"""
         mirror = self._mirrors.get(tier)
         if mirror is not None:
             if len(mirror) > self.mirror_max_docs:
@@ -339,22 +343,23 @@ class ZvecTiers:
 
     def _mirror_load(self, tier: str) -> None:
         """Copy `tier` into a new mirror when it is an fp32 tier small enough (call with its
-        writes and reads excluded, or before anyone reads)."""
+        lock held: no write may change the collection meanwhile)."""
         self._mirrors.pop(tier, None)
         self._mirror_tried[tier] = time.monotonic()
         if QUANTIZE[tier] is not None or tier not in self.cols:
             return
         col = self.cols[tier]
-        count = int(col.stats.doc_count)
+        with self._access.reading(tier):
+            count = int(col.stats.doc_count)
         if count > self.mirror_max_docs:
             return
         mirror = VectorMirror(self.dim)
-        with self.watchdog.call("query"):
+        with self._access.reading(tier), self.watchdog.call("query"):
             keys = [d.id for d in col.query(topk=count, output_fields=[])] if count else []
         # In batches: the whole tier's vectors as Python floats would take 10x their size.
         for i in range(0, len(keys), MIRROR_LOAD_BATCH):
             chunk = keys[i: i + MIRROR_LOAD_BATCH]
-            with self.watchdog.call("query"):
+            with self._access.reading(tier), self.watchdog.call("query"):
                 docs = col.fetch(chunk, include_vector=True)
             mirror.upsert(ZDoc.from_doc(docs[k]) for k in chunk if k in docs)
         if len(mirror) != count:  # not the whole tier: searches stay with zvec
@@ -398,17 +403,18 @@ class ZvecTiers:
         """Build the HNSW of `tier` with its writes waiting, bracketed by its marker (see
         `build_guard`); a completed build also lifts a write hold. Reads of the tier wait or
         go without it (`BuildExclusion`)."""
-        with self._tier_locks[tier], self._access.building(tier):
-            self.markers.begin(tier)
-            try:
-                self.cols[tier].optimize()
-            except Exception as exc:
-                # Unknown state, as after a kill: the marker stays, writes wait for a build.
-                self.hold(tier, f"its HNSW build failed: {type(exc).__name__}: {exc}")
-                raise
-            self.markers.end(tier)
-            self.held.pop(tier, None)
-            if tier not in self._mirrors:
+        with self._tier_locks[tier]:
+            with self._access.building(tier):
+                self.markers.begin(tier)
+                try:
+                    self.cols[tier].optimize()
+                except Exception as exc:
+                    # Unknown state, as after a kill: the marker stays, writes wait for a build.
+                    self.hold(tier, f"its HNSW build failed: {type(exc).__name__}: {exc}")
+                    raise
+                self.markers.end(tier)
+                self.held.pop(tier, None)
+            if tier not in self._mirrors:  # e.g. dropped by the failed write this build repairs
                 self._mirror_load(tier)
 
     def flush(self) -> None:
