@@ -91,8 +91,9 @@ class _Space:
         self._cat = np.zeros(capacity, dtype=np.int32)
         self._sev = np.zeros(capacity, dtype=np.int32)
         self._live = np.zeros(capacity, dtype=bool)
-        self._fields: list[dict[str, Any] | None] = [None] * capacity
-        self._keys: list[str | None] = [None] * capacity
+        # A dead row's key is "" and its fields {} (searches see live rows only).
+        self._fields: list[dict[str, Any]] = [{}] * capacity
+        self._keys: list[str] = [""] * capacity
         self._row: dict[str, int] = {}
         self._codes: dict[str, int] = {}
         self._n = 0  # rows used, live or not
@@ -134,8 +135,8 @@ class _Space:
 
     def _drop_row(self, row: int) -> None:
         self._live[row] = False
-        self._fields[row] = None
-        self._keys[row] = None
+        self._fields[row] = {}
+        self._keys[row] = ""
 
     def _compact_if_sparse(self) -> None:
         """Rows of replaced or deleted docs are dead weight in every scan: squeeze them out
@@ -149,10 +150,10 @@ class _Space:
         self._live[len(keep): self._n] = False
         self._fields[: len(keep)] = [self._fields[i] for i in keep]
         self._keys[: len(keep)] = [self._keys[i] for i in keep]
-        self._fields[len(keep): self._n] = [None] * (self._n - len(keep))
-        self._keys[len(keep): self._n] = [None] * (self._n - len(keep))
+        self._fields[len(keep): self._n] = [{}] * (self._n - len(keep))
+        self._keys[len(keep): self._n] = [""] * (self._n - len(keep))
         self._n = len(keep)
-        self._row = {k: i for i, k in enumerate(self._keys[: self._n]) if k is not None}
+        self._row = {k: i for i, k in enumerate(self._keys[: self._n])}
 
     def _resize(self, capacity: int) -> None:
         def grow(arr: np.ndarray) -> np.ndarray:
@@ -162,8 +163,8 @@ class _Space:
         self._vecs, self._ts, self._cat = grow(self._vecs), grow(self._ts), grow(self._cat)
         self._sev, self._live = grow(self._sev), grow(self._live)
         extra = capacity - len(self._fields)
-        self._fields += [None] * extra
-        self._keys += [None] * extra
+        self._fields += [{}] * extra
+        self._keys += [""] * extra
 
     def _mask(self, flt: TierFilter | None) -> np.ndarray:
         n = self._n
@@ -197,10 +198,7 @@ class _Space:
             cand = np.flatnonzero(sims >= kth)
         else:
             cand = np.arange(len(rows))
-        out = []
-        for j in cand:
-            row = int(rows[j])
-            key, fields = self._keys[row], self._fields[row]
-            assert key is not None and fields is not None  # a live row
-            out.append((-float(sims[j]), -int(self._ts[row]), key, fields))
-        return out
+        picked = rows[cand]
+        return [(-sim, -ts, self._keys[row], self._fields[row]) for sim, ts, row
+                in zip(sims[cand].tolist(), self._ts[picked].tolist(), picked.tolist(),
+                       strict=True)]
