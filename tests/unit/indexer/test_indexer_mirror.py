@@ -168,3 +168,18 @@ def test_copies_of_one_text_come_newest_first_even_at_the_cut() -> None:
     hits = m.search(one.vector, 5, TierFilter(namespace="ns0"))
     newest = sorted(copies, key=lambda d: (-d.ts_ms, d.key))[:5]
     assert [h.key for h in hits] == [d.key for d in newest]
+
+
+def test_a_mirror_that_cannot_follow_a_write_goes_not_the_write(tiers: ZvecTiers,
+                                                                 monkeypatch: Any) -> None:
+    tiers.upsert("hot", _docs(0, 50))
+
+    def broken(self: VectorMirror, docs: Any) -> None:
+        raise MemoryError("no room")
+
+    with monkeypatch.context() as m:
+        m.setattr(VectorMirror, "upsert", broken)
+        assert tiers.upsert("hot", _docs(50, 60)) == 10  # zvec has them
+    assert "hot" not in tiers._mirrors
+    assert len(_ids(tiers)) == 60
+    _same_as_zvec(tiers, queries=2)

@@ -17,6 +17,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -288,8 +289,7 @@ class ZvecTiers:
                               "completed", tier, why)
                     self.hold(tier, why)
                     raise TierUnavailable(f"zvec upsert into {tier} failed: {why}")
-                if (mirror := self._mirrors.get(tier)) is not None:
-                    mirror.upsert(chunk)
+                self._mirror_apply(tier, partial(VectorMirror.upsert, docs=chunk))
                 n += len(chunk)
         return n
 
@@ -307,8 +307,8 @@ class ZvecTiers:
                 if any(not s.ok() and s.code() != zvec.StatusCode.NOT_FOUND for s in statuses):
                     # Not known which docs are gone: the mirror is loaded again later.
                     self._mirrors.pop(tier, None)
-                elif (mirror := self._mirrors.get(tier)) is not None:
-                    mirror.delete(chunk)
+                else:
+                    self._mirror_apply(tier, partial(VectorMirror.delete, keys=chunk))
         return n
 
     # --- the in-memory mirrors of small fp32 tiers (`vector_mirror`) --------------------------
@@ -329,6 +329,20 @@ class ZvecTiers:
                     self._mirror_tried[tier] = time.monotonic()
                     raise
             self._mirror_fit(tier)
+
+    def _mirror_apply(self, tier: str, change: Callable[[VectorMirror], None]) -> None:
+        """Apply a write zvec accepted to the tier's mirror. Should that fail, the mirror goes
+        (to be loaded again) rather than the write, which zvec has made."""
+        mirror = self._mirrors.get(tier)
+        if mirror is None:
+            return
+        try:
+            change(mirror)
+        except Exception:
+            log.exception("zvec tier %s: its in-memory copy could not follow a write; it is "
+                          "searched by zvec until the copy is loaded again", tier)
+            self._mirrors.pop(tier, None)
+            self._mirror_tried[tier] = time.monotonic()
 
     def _mirror_fit(self, tier: str) -> None:
         """(With the tier's lock held.)"""
