@@ -43,10 +43,11 @@ def _measure(n: int, spaces: int, queries: int = 200) -> dict[str, float]:
         tiers = ZvecTiers(Path(tmp) / "zvec", mirror_max_docs=n)
         tiers.open()
         with tiers._tier_locks["hot"]:  # as a write would: load it again, alone
-            tracemalloc.start()
             c0 = time.process_time()
             tiers._mirror_load("hot")
             load_s = time.process_time() - c0
+            tracemalloc.start()  # (slows the load down several times)
+            tiers._mirror_load("hot")
             mirror_mb = tracemalloc.get_traced_memory()[0] / 1e6
             tracemalloc.stop()
         flt = TierFilter(namespace="ns0")
@@ -61,8 +62,15 @@ def _measure(n: int, spaces: int, queries: int = 200) -> dict[str, float]:
             answers[label] = [[h.key for h in tiers.search("hot", q, 40, f, linear=True)]
                               for q in qs]
             out[f"{label}_cpu_ms"] = round((time.process_time() - c0) * 1000 / queries, 3)
-        out["same_keys"] = float(np.mean([a == b for a, b in zip(*answers.values(),
-                                                                   strict=True)]))
+        pairs = list(zip(*answers.values(), strict=True))
+        out["same_keys"] = float(np.mean([a == b for a, b in pairs]))
+        out["same_key_sets"] = float(np.mean([set(a) == set(b) for a, b in pairs]))
+        # where they differ, how far apart the scores of the swapped docs are
+        gaps = [abs(float(np.dot(vecs[int(x[1:])], qs[i]) / np.linalg.norm(vecs[int(x[1:])])
+                          - np.dot(vecs[int(y[1:])], qs[i]) / np.linalg.norm(vecs[int(y[1:])]))
+                    / np.linalg.norm(qs[i]))
+                for i, (a, b) in enumerate(pairs) for x, y in zip(a, b, strict=True) if x != y]
+        out["max_cosine_gap_where_they_differ"] = float(max(gaps, default=0.0))
         tiers.close()
     return out
 
