@@ -13,7 +13,7 @@ import pytest
 from totalrecall_indexer.core.search import TierFilter
 from totalrecall_indexer.stores.vector_mirror import VectorMirror
 from totalrecall_indexer.stores.zvec_schema import ZDoc
-from totalrecall_indexer.stores.zvec_tiers import ZvecTiers
+from totalrecall_indexer.stores.zvec_tiers import TierBuilding, ZvecTiers
 
 DIM = 384
 CATS, SEVS, SPACES = ["a", "b", "c"], ["info", "error"], ["ns0", "ns1", "ns2"]
@@ -182,4 +182,50 @@ def test_a_mirror_that_cannot_follow_a_write_goes_not_the_write(tiers: ZvecTiers
         assert tiers.upsert("hot", _docs(50, 60)) == 10  # zvec has them
     assert "hot" not in tiers._mirrors
     assert len(_ids(tiers)) == 60
+    _same_as_zvec(tiers, queries=2)
+
+
+def test_searches_beside_writes_and_reloads(tiers: ZvecTiers, monkeypatch: Any) -> None:
+    """Searches in threads while a writer upserts, deletes and (every write) reloads the copy:
+    no search fails, none returns a key deleted before it started, and the end state is zvec's."""
+    import threading
+
+    monkeypatch.setattr("totalrecall_indexer.stores.zvec_tiers.MIRROR_RETRY_S", 0.0)
+    tiers.upsert("hot", _docs(0, 200))
+    gone: set[str] = set()
+    errors: list[BaseException] = []
+    done = threading.Event()
+    q = _docs(0, 1)[0].vector
+
+    def searcher() -> None:
+        try:
+            while not done.is_set():
+                deleted_before = set(gone)
+                try:
+                    hits = tiers.search("hot", q, 40, TierFilter(namespace="ns0"), linear=True)
+                except TierBuilding:  # busy past its wait: the searcher goes without the tier
+                    continue
+                for h in hits:
+                    assert h.key not in deleted_before
+        except BaseException as exc:  # noqa: BLE001 - reported by the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=searcher) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        for i in range(200, 260, 5):
+            tiers.upsert("hot", _docs(i, i + 5))
+            keys = [f"k{j}" for j in range(i - 200, i - 195)]
+            tiers.delete("hot", keys)
+            gone.update(keys)
+            if "hot" in tiers._mirrors:
+                tiers._mirrors.pop("hot")  # dropped: the next write loads it again
+    finally:
+        done.set()
+        for t in threads:
+            t.join()
+    assert not errors
+    tiers.upsert("hot", _docs(300, 301))
+    assert len(tiers._mirrors["hot"]) == len(_ids(tiers))
     _same_as_zvec(tiers, queries=2)
