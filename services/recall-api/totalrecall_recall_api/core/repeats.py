@@ -88,11 +88,17 @@ def with_newest_repeats(ranked: Sequence[Candidate], newest: Iterable[Candidate]
     the searches return some of a template's hundreds of members, chosen by embedding noise,
     and the operator's rule (`order_repeats`: the newest first) must see the newest ones."""
     out = list(ranked)
+    newest = list(newest)
     have = {c.key for c in out}
+    # Only the templates of the newest matter: the lowest score of each of those, not of all.
+    wanted = {template_of(c.text) for c in newest if c.key not in have}
+    if not wanted:
+        return out
     low: dict[str, float] = {}
     for c in out:
         t = template_of(c.text)
-        low[t] = min(low.get(t, c.score), c.score)
+        if t in wanted:
+            low[t] = min(low.get(t, c.score), c.score)
     added = False
     for c in newest:
         t = template_of(c.text)
@@ -134,7 +140,7 @@ def order_repeats(ranked: Iterable[Candidate], query: str) -> list[Candidate]:
     for members in groups.values():
         if len(members) < 2:
             continue
-        scores = sorted((c.score for c in members), reverse=True)
+        scores = sorted(map(by_score, members), reverse=True)
         best_first = sorted(members, key=key, reverse=True)
         last = float("inf")
         for c, score in zip(best_first, scores, strict=True):
