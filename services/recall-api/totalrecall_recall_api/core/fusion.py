@@ -149,6 +149,8 @@ def mmr(ranked: Sequence[Candidate], k: int, lam: float) -> list[Candidate]:
         best = max(pool, key=lambda c: lam * (c.score / top) - (1 - lam) * sim[c.key])
         pool.remove(best)
         chosen.append(best)
+        if len(chosen) == k:  # the last pick: no similarity is asked for again
+            break
         new = sets[best.key]
         for c in pool:
             sim[c.key] = max(sim[c.key], jaccard(sets[c.key], new))
