@@ -119,7 +119,7 @@ def _order_key(c: Candidate, named: frozenset[str], pairs: frozenset[tuple[str, 
     comps = c.components
     # Most members carry likeness alone: nothing to add up (the test is one pass in C).
     boosts = 0.0 if _LIKENESS.issuperset(comps) else round(
-        sum(v for k, v in comps.items() if k not in _LIKENESS), 6)
+        sum([v for k, v in comps.items() if k not in _LIKENESS]), 6)
     # Last the key: repeats logged in the same second would otherwise keep the order of their
     # fused scores, which differ by embedding noise (a batch of other texts shifts a vector in
     # its last digits), and the same question would rank them differently after a re-import.
