@@ -30,6 +30,7 @@ from .core.fusion import (
     Weights,
     actor_boosts,
     boost_actors,
+    by_score,
     evidence,
     fuse,
     mmr,
@@ -220,7 +221,7 @@ class RecallService:
         if latest:
             return max(found, key=lambda ms: ms[0].timestamp if ms else datetime.min.replace(
                 tzinfo=UTC))
-        fused = sorted((m for ms in found for m in ms), key=lambda m: m.score, reverse=True)
+        fused = sorted((m for ms in found for m in ms), key=by_score, reverse=True)
         return fused[:k]
 
     async def _scope_profile(self, scope: list[str]) -> list[Memory]:
@@ -333,7 +334,7 @@ class RecallService:
         # Nothing about the query, only recent or said by the right person: not recalled (nor
         # lending to its neighbours). An unrelated question recalls nothing, not the latest.
         ranked = [c for c in ranked if evidence(c, weights) >= s.min_evidence]
-        ranked.sort(key=lambda c: c.score, reverse=True)
+        ranked.sort(key=by_score, reverse=True)
         self.metrics.stage_seconds.labels("fusion").observe(time.perf_counter() - t_fuse)
         # The vector hits' rows and the best hits' neighbours, in one trip's time: the
         # neighbours of a vector hit need only its key (the store finds its thread).
@@ -351,7 +352,7 @@ class RecallService:
         self._describe(cands, fetched)
         if fetched:  # the actors of the vector hits are known only now
             boost_actors(ranked, {k: m.actor for k, m in fetched.items()}, actors)
-            ranked.sort(key=lambda c: c.score, reverse=True)
+            ranked.sort(key=by_score, reverse=True)
         # Answers by the actors the query names; the user's replies to the agent's questions
         # measured no better (LongMemEval turn MRR 0.708 -> 0.684).
         ranked = self._expand(ranked, by_key, found, frozenset(actors) - {s.asker_actor.lower()})

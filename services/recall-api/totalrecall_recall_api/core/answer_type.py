@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from .fusion import Candidate
+from .fusion import Candidate, by_score
 
 
 @dataclass(frozen=True)
@@ -84,5 +84,5 @@ def answer_type_first(ranked: Iterable[Candidate], query: str,
     for c in holding:
         c.components["answer_type"] = round(top, 6)
         c.score += top
-    cands.sort(key=lambda c: c.score, reverse=True)
+    cands.sort(key=by_score, reverse=True)
     return cands

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from .fusion import Candidate
+from .fusion import Candidate, by_score
 from .repeats import identifiers
 
 _WEAK = re.compile(r"^(?:\d{1,4}|\d+[a-z]{1,3}|\d{1,2}:\d{2}(?::\d{2})?(?:am|pm)?)$")
@@ -46,5 +46,5 @@ def named_first(ranked: Iterable[Candidate], query: str) -> list[Candidate]:
         if n:
             c.components["named"] = round(n * top, 6)
             c.score += n * top
-    cands.sort(key=lambda c: c.score, reverse=True)
+    cands.sort(key=by_score, reverse=True)
     return cands

@@ -24,7 +24,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
-from .fusion import Candidate
+from .fusion import Candidate, by_score
 
 
 class NeighbourRow(Protocol):
@@ -39,10 +39,19 @@ def _distances(hit: Candidate, rows: Sequence[tuple[str, NeighbourRow]]) -> dict
     """Steps from the hit to each neighbour, counted outwards on either side in (timestamp, key)
     order, the order the store walks: 1, 2, … after the hit, -1, -2, … before it."""
     here = (hit.timestamp, hit.key)
-    before = sorted(((r.timestamp, k) for k, r in rows if (r.timestamp, k) < here), reverse=True)
-    after = sorted((r.timestamp, k) for k, r in rows if (r.timestamp, k) > here)
-    return {**{k: -i for i, (_, k) in enumerate(before, start=1)},
-            **{k: i for i, (_, k) in enumerate(after, start=1)}}
+    before: list[tuple[datetime, str]] = []
+    after: list[tuple[datetime, str]] = []
+    for k, r in rows:  # one pass, each position built once
+        at = (r.timestamp, k)
+        if at < here:
+            before.append(at)
+        elif at > here:
+            after.append(at)
+    before.sort(reverse=True)
+    after.sort()
+    steps = {k: -i for i, (_, k) in enumerate(before, start=1)}
+    steps.update((k, i) for i, (_, k) in enumerate(after, start=1))
+    return steps
 
 
 #: The metadata that puts a memory in a conversation (the indexer's `thread` column, its
@@ -85,20 +94,21 @@ def expand(ranked: Sequence[Candidate], neighbours: Mapping[str, Sequence[tuple[
         if hit is None or hit.score <= 0:
             continue
         steps = _distances(hit, rows)
+        lends = weight * hit.score
+        asking = answer_weight > weight and asks(hit.text)  # once per hit, not per neighbour
         for key, row in rows:
-            if key == hit_key or key not in steps:
+            d = steps.get(key)
+            if d is None or key == hit_key:
                 continue
             if key not in by_key:
                 by_key[key] = Candidate(key, row.timestamp, row.summary)
-            d = steps[key]
-            share = weight * hit.score * decay ** (abs(d) - 1)
-            if (d == 1 and answer_weight > weight and row.actor.lower() in answerers
-                    and asks(hit.text)):
+            share = lends * decay ** (abs(d) - 1)
+            if d == 1 and asking and row.actor.lower() in answerers:
                 share = answer_weight * hit.score
             lent[key] = max(lent.get(key, 0.0), share)
     for key, share in lent.items():
         c = by_key[key]
         c.components["neighbour"] = share
         c.score = c.score + share if in_conversation(key) else max(c.score, share)
-    return sorted(by_key.values(), key=lambda c: c.score, reverse=True)
+    return sorted(by_key.values(), key=by_score, reverse=True)
 

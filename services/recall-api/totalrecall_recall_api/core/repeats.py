@@ -16,12 +16,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from functools import lru_cache
+from functools import lru_cache, partial
 from itertools import pairwise
 
 from totalrecall_schema.templates import template_form, template_hash
 
-from .fusion import Candidate
+from .fusion import Candidate, by_score
 
 _TOKEN = re.compile(r"[\w.:/@+-]+")
 _SPLIT = re.compile(r"[/:@,=+]+")
@@ -88,11 +88,17 @@ def with_newest_repeats(ranked: Sequence[Candidate], newest: Iterable[Candidate]
     the searches return some of a template's hundreds of members, chosen by embedding noise,
     and the operator's rule (`order_repeats`: the newest first) must see the newest ones."""
     out = list(ranked)
+    newest = list(newest)
     have = {c.key for c in out}
+    # Only the templates of the newest matter: the lowest score of each of those, not of all.
+    wanted = {template_of(c.text) for c in newest if c.key not in have}
+    if not wanted:
+        return out
     low: dict[str, float] = {}
     for c in out:
         t = template_of(c.text)
-        low[t] = min(low.get(t, c.score), c.score)
+        if t in wanted:
+            low[t] = min(low.get(t, c.score), c.score)
     added = False
     for c in newest:
         t = template_of(c.text)
@@ -104,19 +110,21 @@ def with_newest_repeats(ranked: Sequence[Candidate], newest: Iterable[Candidate]
         have.add(c.key)
         added = True
     if added:
-        out.sort(key=lambda c: c.score, reverse=True)
+        out.sort(key=by_score, reverse=True)
     return out
 
 
 def _order_key(c: Candidate, named: frozenset[str], pairs: frozenset[tuple[str, str]]
                ) -> tuple[int, int, float, datetime, str]:
-    boosts = sum(v for k, v in c.components.items() if k not in _LIKENESS)
+    comps = c.components
+    # Most members carry likeness alone: nothing to add up (the test is one pass in C).
+    boosts = 0.0 if _LIKENESS.issuperset(comps) else round(
+        sum([v for k, v in comps.items() if k not in _LIKENESS]), 6)
     # Last the key: repeats logged in the same second would otherwise keep the order of their
     # fused scores, which differ by embedding noise (a batch of other texts shifts a vector in
     # its last digits), and the same question would rank them differently after a re-import.
     return (len(named & identifiers(c.text)) if named else 0,
-            len(pairs & value_pairs(c.text)) if pairs else 0, round(boosts, 6), c.timestamp,
-            c.key)
+            len(pairs & value_pairs(c.text)) if pairs else 0, boosts, c.timestamp, c.key)
 
 
 def order_repeats(ranked: Iterable[Candidate], query: str) -> list[Candidate]:
@@ -128,11 +136,12 @@ def order_repeats(ranked: Iterable[Candidate], query: str) -> list[Candidate]:
     for c in cands:
         groups.setdefault(template_of(c.text), []).append(c)
     named, pairs = identifiers(query), value_pairs(query)
+    key = partial(_order_key, named=named, pairs=pairs)
     for members in groups.values():
         if len(members) < 2:
             continue
-        scores = sorted((c.score for c in members), reverse=True)
-        best_first = sorted(members, key=lambda c: _order_key(c, named, pairs), reverse=True)
+        scores = sorted(map(by_score, members), reverse=True)
+        best_first = sorted(members, key=key, reverse=True)
         last = float("inf")
         for c, score in zip(best_first, scores, strict=True):
             # Tied scores would leave the members in their old order (the sort is stable).
@@ -140,5 +149,5 @@ def order_repeats(ranked: Iterable[Candidate], query: str) -> list[Candidate]:
             if score != c.score:
                 c.components["repeat_order"] = round(score - c.score, 6)
                 c.score = score
-    cands.sort(key=lambda c: c.score, reverse=True)
+    cands.sort(key=by_score, reverse=True)
     return cands

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from .fusion import Candidate
+from .fusion import Candidate, by_score
 from .tools import FAMILIES, tools_in_text
 
 _NOW = re.compile(r"(?i)\b(?:now|right now|currently|current|at the moment|at present|"
@@ -85,7 +85,7 @@ def supersede_ended(ranked: Sequence[Candidate], rows: Mapping[str, ProcessRow],
             cut = c.score * (1.0 - factor)
             c.components["superseded"] = -cut
             c.score -= cut
-    out.sort(key=lambda c: c.score, reverse=True)
+    out.sort(key=by_score, reverse=True)
     return out
 
 
@@ -160,5 +160,5 @@ def demote_superseded(ranked: Sequence[Candidate], rows: Mapping[str, ProcessRow
             cut = c.score * (1.0 - factor)
             c.components["superseded"] = c.components.get("superseded", 0.0) - cut
             c.score -= cut
-    out.sort(key=lambda c: c.score, reverse=True)
+    out.sort(key=by_score, reverse=True)
     return out
