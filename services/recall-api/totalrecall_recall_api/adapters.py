@@ -410,8 +410,10 @@ class PostgresStore:
         if not keys or window <= 0:
             return {}
         # Rows the caller has already come back as their key alone (no transfer, no decoding).
-        cols = ", ".join(f"CASE WHEN m.key = ANY($8::text[]) THEN NULL ELSE {c} END AS {c[2:]}"
-                         if c != "m.key" else c for c in _COLUMNS_M.split(", "))
+        # Whether a row is known is tested once per row, in its walk: a test per column cost
+        # an array search per column, and the planner a copy of the array per column.
+        cols = ", ".join(f"CASE WHEN n.known THEN NULL ELSE n.{c[2:]} END AS {c[2:]}"
+                         if c != "m.key" else "n.key" for c in _COLUMNS_M.split(", "))
         filters = """AND ($4::timestamptz IS NULL OR m.ts >= $4)
                      AND ($5::text IS NULL OR m.category = $5)"""
         # Each side is a walk of the (namespace, thread, ts, key) index from the hit outwards.
@@ -420,13 +422,13 @@ class PostgresStore:
                               CASE WHEN starts_with(thread, $7) THEN $3::float8
                                    ELSE $6::float8 END * interval '1 second' AS gap
                        FROM memories WHERE key = ANY($1::text[]) AND thread IS NOT NULL)
-            SELECT h.key AS hit, n.* FROM h CROSS JOIN LATERAL (
-                (SELECT {cols} FROM memories m
+            SELECT h.key AS hit, {cols} FROM h CROSS JOIN LATERAL (
+                (SELECT {_COLUMNS_M}, m.key = ANY($8::text[]) AS known FROM memories m
                  WHERE m.namespace = h.namespace AND m.thread = h.thread
                    AND m.ts >= h.ts - h.gap AND (m.ts, m.key) < (h.ts, h.key) {filters}
                  ORDER BY m.ts DESC, m.key DESC LIMIT $2)
                 UNION ALL
-                (SELECT {cols} FROM memories m
+                (SELECT {_COLUMNS_M}, m.key = ANY($8::text[]) AS known FROM memories m
                  WHERE m.namespace = h.namespace AND m.thread = h.thread
                    AND m.ts <= h.ts + h.gap AND (m.ts, m.key) > (h.ts, h.key) {filters}
                  ORDER BY m.ts, m.key LIMIT $2)) AS n"""
