@@ -118,6 +118,13 @@ def _text_array_literal(items: list[str]) -> str:
     return "{" + ",".join(q(s) for s in items) + "}"
 
 
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """The pool's reset on release: nothing. asyncpg's default (`RESET ALL`, `UNLISTEN *`,
+    `pg_advisory_unlock_all()`, `CLOSE ALL`) is one more round trip and statement after every
+    use of a connection, for state the pool's users never set. An open transaction is still
+    rolled back (asyncpg does that before calling this)."""
+
+
 class PgStore:
     def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 4) -> None:
         self.dsn = dsn
@@ -126,13 +133,19 @@ class PgStore:
         self.pool: asyncpg.Pool | None = None
 
     async def start(self) -> None:
-        self.pool = await asyncpg.create_pool(self.dsn, min_size=self._min, max_size=self._max,
-                                              command_timeout=60)
-        async with self.pool.acquire() as conn:
+        # Migrations hold an advisory lock: on a connection of their own, closed after, so that
+        # the pool's connections never change their session's state (no lock, SET, LISTEN or
+        # cursor) and need no reset when released.
+        conn = await asyncpg.connect(self.dsn, command_timeout=60)
+        try:
             if await migrate(conn):
                 # A migration may rewrite the table (a new stored column): that clears the
                 # visibility map BM25's index-only scans rely on, and the planner's statistics.
                 await conn.execute("VACUUM (ANALYZE) memories")
+        finally:
+            await conn.close()
+        self.pool = await asyncpg.create_pool(self.dsn, min_size=self._min, max_size=self._max,
+                                              command_timeout=60, reset=_keep_session)
 
     async def close(self) -> None:
         if self.pool is not None:
