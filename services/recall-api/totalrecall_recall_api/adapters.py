@@ -251,7 +251,7 @@ class PostgresStore:
         # The newest matches come from two indexes (the indexer's migration 5): the covering one
         # (key and tsv, no table reads) of the rows whose tsv fits in a btree entry, and one of
         # the long memories' rows, whose tsv is read from the table.
-        where = """FROM memories WHERE tsv @@ to_tsquery('simple', {q}) AND namespace = $2
+        where = """FROM memories WHERE tsv @@ {q} AND namespace = $2
                         AND ($3::timestamptz IS NULL OR ts >= $3)
                         AND ($4::text IS NULL OR category = $4){fits}"""
         match = where + " ORDER BY ts DESC LIMIT {cap}"
@@ -262,28 +262,31 @@ class PostgresStore:
         # on a word it cannot find (the planner cannot tell that a word is rare or absent: 126 ms
         # at 100k memories, a prompt about anything new; 0.2 ms this way). The inner LIMIT bounds
         # a prefix that matches far more than its lexeme's count ("system:*" and every
-        # "systemd…"): those rank the first 2 × scan_cap matches found, not the newest.
-        def looked_up(q: str) -> str:
+        # "systemd…"): those rank the first 2 × scan_cap matches found, not the newest. Each word
+        # is looked up on its own, with its own bound: a word the statistics under-count (they
+        # may not cover the namespace yet, and then every word looks rare) fills only its own
+        # bound, never crowding out the few matches of the word that tells the memory apart.
+        def looked_up(i: int) -> str:
+            q = f"${6 + i}::tsquery"
             return (f"(SELECT key, tsv FROM (SELECT key, tsv, ts {where.format(q=q, fits='')} "
                     f"LIMIT {2 * cap}) AS g ORDER BY ts DESC LIMIT {cap})")
 
         counts = self._matches(weighted, namespace)
-        rare: list[str] = []
         if counts is not None and sum(counts.values()) <= cap // 2:  # every word rare or absent
-            branches = looked_up("$1")
+            branches = " UNION ALL ".join(looked_up(i) for i in range(len(weighted)))
         else:
             # The words whose matches could be crowded out of the `cap` most recent matches of
             # all while being few themselves; a word the statistics have not seen among them:
             # they were read before it arrived (a block id, an IP just logged), and a GIN lookup
             # of a word that is really absent costs next to nothing.
-            rare = [lx for lx, c in (counts or {}).items() if c <= cap // 4]
+            known = counts or {}
+            rare = [i for i, (lx, _) in enumerate(weighted) if known.get(lx, cap) <= cap // 4]
+            any_word = "to_tsquery('simple', $1)"
             branches = " UNION ALL ".join(
-                f"(SELECT key, tsv {match.format(q='$1', cap=cap, fits=fits)})"
-                for fits in (" AND tsv_fits", " AND NOT tsv_fits"))
-            if rare:
-                branches += " UNION ALL " + looked_up(f"${6 + 2 * n}")
+                [f"(SELECT key, tsv {match.format(q=any_word, cap=cap, fits=fits)})"
+                 for fits in (" AND tsv_fits", " AND NOT tsv_fits")] + [looked_up(i) for i in rare])
         # The exact words and their weights come after every other argument.
-        first = 6 + 2 * n + (1 if rare else 0)
+        first = 6 + 2 * n
         exact_at = {i: first + 2 * j
                     for j, i in enumerate(i for i, w in enumerate(exact) if w is not None)}
         score = " + ".join(
@@ -304,8 +307,6 @@ class PostgresStore:
                            *(_operand(lx, self.prefix_min_chars) for lx, _ in common),
                            *(q for q, _ in phrases),
                            *(w for _, w in scored), *(w for _, w in phrases)]
-        if rare:
-            args.append(" | ".join(_operand(lx, self.prefix_min_chars) for lx in rare))
         args += [v for i in exact_at for v in (_quote(scored[i][0]), exact[i])]
         rows = await self.pool.fetch(sql, *args, timeout=self.timeout)
         # In units of the query's ideal match (every searched term matched): comparable across

@@ -498,6 +498,39 @@ async def test_a_word_newer_than_the_statistics_is_looked_up_not_crowded_out(pg_
         await pool.close()
 
 
+async def test_a_rare_word_is_not_crowded_out_by_a_word_the_statistics_under_count(
+        pg_dsn: str) -> None:
+    """Statistics read before a namespace arrived (another namespace's few memories): every
+    word of a question about it counts as rare, the common one too. The identifier is still
+    looked up on its own, so the oldest line holding it is found behind hundreds of newer
+    lines sharing the common word (the CI failure of tests/e2e/test_log_memory.py)."""
+    from totalrecall_recall_api.adapters import PostgresStore
+    from totalrecall_recall_api.core.text import query_terms
+    from totalrecall_recall_api.termstats import TermStats
+
+    await create_memories_table(pg_dsn)
+    t0 = datetime(2008, 11, 9, 20, 0, tzinfo=UTC)
+    await insert_rows(pg_dsn, [{"id": f"note-{i}", "namespace": "other", "ts": t0,
+                                "summary": f"a note about nginx {i}"} for i in range(5)])
+    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
+    try:
+        ts = TermStats(pool, refresh_s=3600, namespace_retry_s=3600)
+        await ts.refresh()
+        await ts.ensure("log")  # asked (a /memory/stats poll) before its lines arrived
+        keys = await insert_rows(pg_dsn, [
+            {"id": "first", "namespace": "log", "ts": t0,
+             "summary": "PacketResponder 1 for block blk_38865049064139660 terminating"},
+            *({"id": f"n-{i}", "namespace": "log", "ts": t0 + timedelta(minutes=i + 1),
+               "summary": f"PacketResponder {i % 3} for block blk_{i * 7919} terminating"}
+              for i in range(120))])
+        store = PostgresStore(pool, term_stats=ts, scan_cap=20)
+        found = await store.bm25_rows(query_terms("what happened to block blk_38865049064139660?"),
+                                      "log", None, None, 5)
+        assert found and found[0][0] == keys["first"], found[:3]
+    finally:
+        await pool.close()
+
+
 @pytest.mark.parametrize(("question", "wanted"), [
     ("what happened to blk_-6952295868487656571?", "resp"),    # a negative block id, whole
     ("who connected from 10.250.10.6?", "recv"),               # an IP written /ip:port
