@@ -457,15 +457,16 @@ class ZvecTiers:
                linear: bool = False) -> list[RawHit]:
         """ANN search (HNSW; quantized tiers refined with their full vectors), or an exact scan
         with `linear` (from the tier's mirror when it has one and the filter is not a string)."""
-        param = HnswQueryParam(ef=max(min(ef, MAX_EF), topk), is_linear=linear,
-                               is_using_refiner=tier != "hot")
-        zfilter = (filter.zvec() or None) if isinstance(filter, TierFilter) else filter
         with self._access.reading(tier, self.search_wait_s) as admitted:
             if not admitted:
                 raise self._busy(tier)
             mirror = self._mirrors.get(tier)
             if linear and mirror is not None and not isinstance(filter, str):
                 return mirror.search(vector, topk, filter)
+            # Only zvec's own search needs its query parameters and the filter as a string.
+            param = HnswQueryParam(ef=max(min(ef, MAX_EF), topk), is_linear=linear,
+                                   is_using_refiner=tier != "hot")
+            zfilter = (filter.zvec() or None) if isinstance(filter, TierFilter) else filter
             with self.watchdog.call("query"):
                 res = self.cols[tier].query(Query(VECTOR, vector=vector, param=param),
                                             topk=topk, filter=zfilter, output_fields=OUTPUT_FIELDS)
