@@ -279,8 +279,8 @@ class PostgresStore:
             # all while being few themselves; a word the statistics have not seen among them:
             # they were read before it arrived (a block id, an IP just logged), and a GIN lookup
             # of a word that is really absent costs next to nothing.
-            known = counts or {}
-            rare = [i for i, (lx, _) in enumerate(weighted) if known.get(lx, cap) <= cap // 4]
+            rare = [] if counts is None else [
+                i for i, (lx, _) in enumerate(weighted) if counts[lx] <= cap // 4]
             any_word = "to_tsquery('simple', $1)"
             branches = " UNION ALL ".join(
                 [f"(SELECT key, tsv {match.format(q=any_word, cap=cap, fits=fits)})"
