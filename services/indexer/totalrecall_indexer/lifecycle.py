@@ -89,6 +89,8 @@ class Lifecycle:
         if s.background_tasks:
             runtime.spawn(maintenance.compact_loop(c), name="compaction")
             runtime.spawn(maintenance.optimize_loop(c), name="optimize")
+            if s.vacuum_min_new_rows > 0:
+                runtime.spawn(maintenance.vacuum_loop(c), name="vacuum")
         if s.memory_md_poll_s > 0:
             runtime.spawn(maintenance.memory_md_loop(c), name="MEMORY.md sync")
         if s.metrics_interval_s > 0:

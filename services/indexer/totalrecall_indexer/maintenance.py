@@ -38,10 +38,18 @@ async def optimize_loop(c: Container) -> None:
                 log.info("HNSW built: %s", done)
         except Exception:
             log.exception("optimize failed")
+
+
+async def vacuum_loop(c: Container) -> None:
+    """The Postgres mirror's vacuum (and, as it grows, its statistics): see
+    `PgStore.vacuum_if_grown`."""
+    s, idx = c.settings, c.indexer
+    while True:
+        await asyncio.sleep(s.vacuum_interval_s)
         try:
             grown = await idx.pg.vacuum_if_grown(s.vacuum_min_new_rows)
             if grown:
-                log.info("vacuumed the Postgres mirror after %d inserts", grown)
+                log.debug("vacuumed the Postgres mirror after %d inserts", grown)
         except Exception:
             log.exception("vacuum failed")
 

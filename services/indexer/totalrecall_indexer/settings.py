@@ -46,9 +46,10 @@ class Settings(ServiceSettings):
     #: … or once this long has passed with an incomplete index.
     optimize_max_delay_s: float = 900.0
     background_tasks: bool = True
-    #: VACUUM (ANALYZE) the Postgres mirror after this many inserts, and a fifth of its rows
-    #: (checked with the optimize loop; 0: leave it to autovacuum).
+    #: VACUUM the Postgres mirror after this many inserts, checked every `vacuum_interval_s`
+    #: (ANALYZE too once a fifth of its rows changed); 0: leave it to autovacuum.
     vacuum_min_new_rows: int = 1000
+    vacuum_interval_s: float = Field(default=5.0, gt=0)
     #: Threads zvec may use for an HNSW build (the machine has 2 cores shared by everyone).
     optimize_threads: int = 1
     #: A zvec query or write in flight this long means zvec hung: the indexer exits (code 70)

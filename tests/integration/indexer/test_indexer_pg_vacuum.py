@@ -1,4 +1,5 @@
-"""The Postgres mirror is vacuumed (visibility map, statistics) once enough rows arrived."""
+"""The Postgres mirror is vacuumed (visibility map) once enough rows arrived, and analysed
+once it changed by a fifth."""
 
 from __future__ import annotations
 
@@ -35,10 +36,28 @@ async def test_vacuum_runs_after_enough_inserts_and_only_then(pg_dsn: str) -> No
         assert vacuumed
         assert await store.vacuum_if_grown(200) == 0  # nothing new since
         assert await store.vacuum_if_grown(0) == 0  # disabled
+        # A few more rows: vacuumed (the visibility map of the newest rows), but the
+        # statistics of a table that changed by less than a fifth are left as they are.
+        analysed = await _stat(conn, "analyze_count")
+        await conn.execute("""
+            INSERT INTO memories (key, id, namespace, ts, category, subcategory, actor, source,
+                                  severity, summary)
+            SELECT 'n' || i, 'nid' || i, 'default', now(), 'system.service', 'fail', 'system',
+                   'test', 'error', 'unit ' || i || ' failed'
+            FROM generate_series(1, 40) AS i""")
+        await wait_for(lambda: _grown(conn, 40), timeout=15, what="insert statistics")
+        assert await store.vacuum_if_grown(20) == 40
+        assert await _inserted_since_vacuum(conn) == 0
+        assert await _stat(conn, "analyze_count") == analysed
     finally:
         await conn.close()
         await store.close()
 
 
-async def _grown(conn: asyncpg.Connection) -> bool:
-    return await _inserted_since_vacuum(conn) >= 300
+async def _grown(conn: asyncpg.Connection, rows: int = 300) -> bool:
+    return await _inserted_since_vacuum(conn) >= rows
+
+
+async def _stat(conn: asyncpg.Connection, column: str) -> int:
+    return int(await conn.fetchval(
+        f"SELECT {column} FROM pg_stat_user_tables WHERE relname = 'memories'") or 0)
