@@ -52,6 +52,9 @@ class Settings(ServiceSettings):
     vacuum_interval_s: float = Field(default=5.0, gt=0)
     #: Threads zvec may use for an HNSW build (the machine has 2 cores shared by everyone).
     optimize_threads: int = 1
+    #: Nice value of zvec's build threads: an HNSW build is background work, and on a busy CPU
+    #: the searches of recalls go first (0: the service's own priority).
+    build_nice: int = Field(default=10, ge=0, le=19)
     #: A zvec query or write in flight this long means zvec hung: the indexer exits (code 70)
     #: for its supervisor to restart it (`stores/zvec_watchdog.py`). 0: never.
     zvec_stall_s: float = Field(default=60.0, ge=0)

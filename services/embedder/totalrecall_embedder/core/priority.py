@@ -10,28 +10,12 @@ first, and ingest takes what is left.
 
 from __future__ import annotations
 
-import logging
 import os
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
-log = logging.getLogger("totalrecall.embedder")
+from totalrecall_worker.priority import lower_this_thread
 
-
-def lower_this_thread(nice: int) -> int | None:
-    """Raise the calling thread's nice value to at least `nice`; returns the value in effect
-    (None where threads have no priority of their own)."""
-    if nice <= 0 or not hasattr(os, "setpriority"):
-        return None
-    tid = threading.get_native_id()
-    try:
-        current = os.getpriority(os.PRIO_PROCESS, tid)
-        if current < nice:  # never raise a priority (that needs privileges anyway)
-            os.setpriority(os.PRIO_PROCESS, tid, nice)
-        return os.getpriority(os.PRIO_PROCESS, tid)
-    except OSError as exc:
-        log.warning("cannot lower the ingest thread's priority to nice %d: %s", nice, exc)
-        return None
+__all__ = ["embedding_pool", "foreign_runnable", "lower_this_thread", "usable_cpus"]
 
 
 def foreign_runnable(own: int = 0) -> int | None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import zvec
+from totalrecall_worker.priority import call_lowered
 from zvec import (
     CollectionSchema,
     DataType,
@@ -28,13 +29,20 @@ _init_lock = threading.Lock()
 _initialised = False
 
 
-def init_zvec(optimize_threads: int | None = None) -> None:
-    """Process-wide zvec settings (first caller wins)."""
+def init_zvec(optimize_threads: int | None = None, build_nice: int = 0) -> None:
+    """Process-wide zvec settings (first caller wins).
+
+    zvec starts its worker threads here, and an HNSW build (`optimize()`) runs on them while
+    queries and writes run on the caller's thread: started from a thread at `build_nice`, they
+    build at that priority, so that a build never takes a core from the searches of a recall
+    (a build of a large tier keeps a core busy for seconds)."""
     global _initialised
     with _init_lock:
         if not _initialised:
-            with contextlib.suppress(Exception):  # already initialised in this process
-                zvec.init(log_level=zvec.LogLevel.WARN, optimize_threads=optimize_threads)
+            def init() -> None:
+                with contextlib.suppress(Exception):  # already initialised in this process
+                    zvec.init(log_level=zvec.LogLevel.WARN, optimize_threads=optimize_threads)
+            call_lowered(init, build_nice, name="zvec-init")
             _initialised = True
 
 

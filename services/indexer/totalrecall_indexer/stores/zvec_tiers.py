@@ -59,8 +59,10 @@ class ZvecTiers:
                  optimize_threads: int | None = None, search_wait_s: float = 0.25,
                  stall_s: float = 0.0, reads_per_tier: int = 1,
                  probe: Callable[[Path], str | None] = crash_on_open,
-                 mirror_max_docs: int = 20_000) -> None:
+                 mirror_max_docs: int = 20_000, build_nice: int = 0) -> None:
         self.root = Path(root)
+        #: nice value of zvec's build threads (`init_zvec`)
+        self.build_nice = build_nice
         #: Exact searches of an fp32 tier this small are answered from an in-memory copy of it
         #: (`vector_mirror`); larger tiers are searched by HNSW anyway. Quantized tiers are
         #: not mirrored: zvec scans their unbuilt part on the quantized codes, and an fp32
@@ -107,7 +109,7 @@ class ZvecTiers:
         return self.root / "meta.json"
 
     def open(self) -> None:
-        init_zvec(self.optimize_threads)
+        init_zvec(self.optimize_threads, self.build_nice)
         self.watchdog.start()
         self.root.mkdir(parents=True, exist_ok=True)
         if self.meta_path.exists():
