@@ -22,6 +22,7 @@ stay with numpy's malloc.
 from __future__ import annotations
 
 import mmap
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -40,12 +41,32 @@ def _mapped(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     return np.frombuffer(buf, dtype=dt, count=count).reshape(shape)
 
 
-def _take(arr: np.ndarray, rows: np.ndarray, capacity: int | None = None) -> np.ndarray:
-    """`arr[rows]` in a mapped array (of `capacity` rows when given, the rest zeros)."""
-    out = _mapped((len(rows) if capacity is None else capacity, *arr.shape[1:]), arr.dtype)
+def _take(arr: np.ndarray, rows: np.ndarray, capacity: int) -> np.ndarray:
+    """`arr[rows]` in a mapped array of `capacity` rows (the rest zeros)."""
+    out = _mapped((capacity, *arr.shape[1:]), arr.dtype)
     # mode="clip": "raise" would copy through a temporary buffer (rows are in range anyway).
     np.take(arr, rows, axis=0, out=out[: len(rows)], mode="clip")
     return out
+
+
+#: Rows gathered at a time for a search of a few rows: each search thread's buffer of them is
+#: kept, as a fresh map per search costs more in page faults than the gather itself.
+_GATHER_ROWS = 256
+_gather = threading.local()
+
+
+def _gathered_sims(vecs: np.ndarray, rows: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """`vecs[rows] @ q`, gathered through this thread's buffer (searches of one tier may run
+    in several threads: `reads_per_tier`)."""
+    buf = getattr(_gather, "buf", None)
+    if buf is None or buf.shape[1] != vecs.shape[1]:
+        buf = _gather.buf = _mapped((_GATHER_ROWS, vecs.shape[1]), vecs.dtype)
+    sims = np.empty(len(rows), dtype=vecs.dtype)
+    for start in range(0, len(rows), _GATHER_ROWS):
+        part = rows[start: start + _GATHER_ROWS]
+        np.take(vecs, part, axis=0, out=buf[: len(part)], mode="clip")
+        np.einsum("ij,j->i", buf[: len(part)], q, out=sims[start: start + len(part)])
+    return sims
 
 
 class VectorMirror:
@@ -219,7 +240,7 @@ class _Space:
         if 2 * len(rows) >= self._n:  # most rows: a contiguous pass beats a gather
             sims = np.einsum("ij,j->i", self._vecs[: self._n], q)[rows]
         else:
-            sims = np.einsum("ij,j->i", _take(self._vecs, rows), q)
+            sims = _gathered_sims(self._vecs, rows, q)
         if len(rows) > topk:
             kth = np.partition(sims, len(sims) - topk)[len(sims) - topk]
             cand = np.flatnonzero(sims >= kth)
