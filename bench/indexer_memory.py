@@ -79,7 +79,7 @@ def mmap_threshold_kb() -> int:
 
 def run(docs: int, mirror_max: int, linear_max: int | None = None, batch: int = 25,
         search_every: int = 4, build_every: int = 2000, sample_every: int = 1000, threads: int = 6,
-        trim_every: int = 0, seed: int = 1) -> dict[str, Any]:
+        trim_every: int = 0, trim_at_drop: bool = False, seed: int = 1) -> dict[str, Any]:
     from totalrecall_indexer.core.search import TierFilter
     from totalrecall_indexer.stores.zvec_schema import ZDoc
     from totalrecall_indexer.stores.zvec_tiers import ZvecTiers
@@ -109,6 +109,7 @@ def run(docs: int, mirror_max: int, linear_max: int | None = None, batch: int = 
             tiers.search("hot", vec, 40, flt, 128, linear)
 
         written = since_build = 0
+        had_copy = False
         while written < docs:
             n = min(batch, docs - written)
             # As the embedder hands them over: Python float lists from JSON.
@@ -128,6 +129,9 @@ def run(docs: int, mirror_max: int, linear_max: int | None = None, batch: int = 
             if written > linear_max and since_build >= build_every:
                 pool.submit(tiers.optimize, "hot").result()
                 since_build = 0
+            if trim_at_drop and had_copy and "hot" not in tiers._mirrors:
+                _malloc_trim()
+            had_copy = "hot" in tiers._mirrors
             if trim_every and written // trim_every != before // trim_every:
                 _malloc_trim()
             if written // sample_every != before // sample_every:
@@ -164,11 +168,13 @@ def main() -> None:
     ap.add_argument("--sample-every", type=int, default=1000)
     ap.add_argument("--trim-every", type=int, default=0,
                     help="malloc_trim(0) every N docs (0: only at the end)")
+    ap.add_argument("--trim-at-drop", action="store_true",
+                    help="malloc_trim(0) once the copy has been dropped")
     args = ap.parse_args()
     print(describe(), flush=True)
     out = run(args.docs, args.mirror_max, args.linear_max, batch=args.batch,
               build_every=args.build_every, sample_every=args.sample_every,
-              trim_every=args.trim_every)
+              trim_every=args.trim_every, trim_at_drop=args.trim_at_drop)
     print(json.dumps({k: v for k, v in out.items() if k != "samples"}))
 
 
