@@ -4,6 +4,9 @@ failed write, growth past its size limit, a restart and a reset."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -229,3 +232,42 @@ def test_searches_beside_writes_and_reloads(tiers: ZvecTiers, monkeypatch: Any) 
     tiers.upsert("hot", _docs(300, 301))
     assert len(tiers._mirrors["hot"]) == len(_ids(tiers))
     _same_as_zvec(tiers, queries=2)
+
+
+_THRESHOLD_PROBE = """
+from dataclasses import replace
+from bench.indexer_memory import mmap_threshold_kb
+from totalrecall_indexer.core.search import TierFilter
+from totalrecall_indexer.stores.vector_mirror import VectorMirror
+from tests.unit.indexer.test_indexer_mirror import _docs
+
+before = mmap_threshold_kb()
+m = VectorMirror(384)
+for start in range(0, 6000, 500):  # one namespace, its arrays grown by half time after time
+    m.upsert(replace(d, namespace="ns0") for d in _docs(start, start + 500))
+q = _docs(0, 1)[0].vector
+m.search(q, 10, TierFilter(namespace="ns0", since_ms=0))  # all rows
+m.search(q, 10, TierFilter(namespace="ns0", categories=("a",)))  # a gather
+m.delete([f"k{i}" for i in range(0, 6000, 2)])  # compacted
+del m
+print(before, mmap_threshold_kb())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
+def test_the_copy_leaves_mallocs_mmap_threshold_alone() -> None:
+    """glibc raises its mmap threshold to the largest mapped block freed, and from then on
+    keeps what is freed below that size in its heaps: the copy's arrays, grown, compacted and
+    dropped, must not be such blocks, or the indexer holds ever more memory after the copy is
+    gone (a fresh interpreter: the threshold is process-wide)."""
+    root = Path(__file__).resolve().parents[3]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(root), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    out = subprocess.run([sys.executable, "-c", _THRESHOLD_PROBE], cwd=root, env=env,
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    before, after = (int(x) for x in out.split())
+    if before < 0:
+        pytest.skip("not glibc's malloc")
+    # 6,000 rows of 384 floats: the vectors' arrays reach MBs (malloc'd, they raised it to
+    # their size); the copy's Python dicts and lists, and the probe's own step, stay below 2 MB.
+    assert after <= max(before, 2048), (before, after)

@@ -9,10 +9,20 @@ an fp32 tier (cosine distance of the normalised vectors, best first) over the sa
 It is derived state: filled from the collection itself (`ZvecTiers` loads it at open and after
 anything it cannot follow) and changed only by `ZvecTiers` after zvec accepted a write, with
 the tier's writes and reads excluded (`BuildExclusion`). It is never written to disk.
+
+Its arrays, and its temporaries of a vector per row, live in anonymous memory maps of their own
+(`_mapped`), not in malloc's: glibc raises its mmap threshold to the size of the largest mapped
+block freed (up to 32 MiB), and from then on serves every allocation below it, zvec's included,
+from heaps that keep what is freed. The copy's arrays, regrown by half and dropped when the tier
+outgrows it, were such blocks: the indexer kept growing after the copy was gone
+(docs/perf/2026-11-27-indexer-memory.md). Per-row temporaries of a few bytes (masks, scores)
+stay with numpy's malloc.
 """
 
 from __future__ import annotations
 
+import mmap
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -20,6 +30,43 @@ import numpy as np
 
 from ..core.search import TierFilter
 from .zvec_schema import RawHit, ZDoc
+
+
+def _mapped(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """A zeroed array in an anonymous private memory map of its own, unmapped when the array
+    goes: given back to the system whole, without touching malloc's thresholds."""
+    dt = np.dtype(dtype)
+    count = int(np.prod(shape))
+    buf = mmap.mmap(-1, max(count * dt.itemsize, 1), flags=mmap.MAP_PRIVATE)
+    return np.frombuffer(buf, dtype=dt, count=count).reshape(shape)
+
+
+def _take(arr: np.ndarray, rows: np.ndarray, capacity: int) -> np.ndarray:
+    """`arr[rows]` in a mapped array of `capacity` rows (the rest zeros)."""
+    out = _mapped((capacity, *arr.shape[1:]), arr.dtype)
+    # mode="clip": "raise" would copy through a temporary buffer (rows are in range anyway).
+    np.take(arr, rows, axis=0, out=out[: len(rows)], mode="clip")
+    return out
+
+
+#: Rows gathered at a time for a search of a few rows: each search thread's buffer of them is
+#: kept, as a fresh map per search costs more in page faults than the gather itself.
+_GATHER_ROWS = 256
+_gather = threading.local()
+
+
+def _gathered_sims(vecs: np.ndarray, rows: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """`vecs[rows] @ q`, gathered through this thread's buffer (searches of one tier may run
+    in several threads: `reads_per_tier`)."""
+    buf = getattr(_gather, "buf", None)
+    if buf is None or buf.shape[1] != vecs.shape[1]:
+        buf = _gather.buf = _mapped((_GATHER_ROWS, vecs.shape[1]), vecs.dtype)
+    sims = np.empty(len(rows), dtype=vecs.dtype)
+    for start in range(0, len(rows), _GATHER_ROWS):
+        part = rows[start: start + _GATHER_ROWS]
+        np.take(vecs, part, axis=0, out=buf[: len(part)], mode="clip")
+        np.einsum("ij,j->i", buf[: len(part)], q, out=sims[start: start + len(part)])
+    return sims
 
 
 class VectorMirror:
@@ -85,12 +132,12 @@ class _Space:
     until the rows are compacted)."""
 
     def __init__(self, dim: int, capacity: int = 16) -> None:
-        self._vecs = np.zeros((capacity, dim), dtype=np.float32)
-        self._ts = np.zeros(capacity, dtype=np.int64)
+        self._vecs = _mapped((capacity, dim), np.float32)
+        self._ts = _mapped((capacity,), np.int64)
         # Strings as small ints: a filter compares codes, not Python strings per row.
-        self._cat = np.zeros(capacity, dtype=np.int32)
-        self._sev = np.zeros(capacity, dtype=np.int32)
-        self._live = np.zeros(capacity, dtype=bool)
+        self._cat = _mapped((capacity,), np.int32)
+        self._sev = _mapped((capacity,), np.int32)
+        self._live = _mapped((capacity,), np.bool_)
         # A dead row's key is "" and its fields {} (searches see live rows only).
         self._fields: list[dict[str, Any]] = [{}] * capacity
         self._keys: list[str] = [""] * capacity
@@ -145,9 +192,10 @@ class _Space:
         if dead < 64 or dead < len(self._row):
             return
         keep = np.flatnonzero(self._live[: self._n])
-        for arr in (self._vecs, self._ts, self._cat, self._sev, self._live):
-            arr[: len(keep)] = arr[keep]
-        self._live[len(keep): self._n] = False
+        cap = len(self._live)
+        self._vecs, self._ts = _take(self._vecs, keep, cap), _take(self._ts, keep, cap)
+        self._cat, self._sev = _take(self._cat, keep, cap), _take(self._sev, keep, cap)
+        self._live = _take(self._live, keep, cap)
         self._fields[: len(keep)] = [self._fields[i] for i in keep]
         self._keys[: len(keep)] = [self._keys[i] for i in keep]
         self._fields[len(keep): self._n] = [{}] * (self._n - len(keep))
@@ -157,7 +205,7 @@ class _Space:
 
     def _resize(self, capacity: int) -> None:
         def grow(arr: np.ndarray) -> np.ndarray:
-            out = np.zeros((capacity, *arr.shape[1:]), dtype=arr.dtype)
+            out = _mapped((capacity, *arr.shape[1:]), arr.dtype)
             out[: len(arr)] = arr
             return out
         self._vecs, self._ts, self._cat = grow(self._vecs), grow(self._ts), grow(self._cat)
@@ -192,7 +240,7 @@ class _Space:
         if 2 * len(rows) >= self._n:  # most rows: a contiguous pass beats a gather
             sims = np.einsum("ij,j->i", self._vecs[: self._n], q)[rows]
         else:
-            sims = np.einsum("ij,j->i", self._vecs[rows], q)
+            sims = _gathered_sims(self._vecs, rows, q)
         if len(rows) > topk:
             kth = np.partition(sims, len(sims) - topk)[len(sims) - topk]
             cand = np.flatnonzero(sims >= kth)
