@@ -1,4 +1,4 @@
-"""CPU priority of a worker's background threads.
+"""CPU priority of a worker's background threads, and of the database backends serving them.
 
 Background work (ingest embeddings, HNSW builds) runs at a lowered scheduling priority, so that
 on a busy CPU the scheduler serves what a recall waits for first and the background takes what
@@ -14,6 +14,8 @@ import os
 import threading
 from collections.abc import Callable
 from typing import TypeVar
+
+import psutil
 
 log = logging.getLogger("totalrecall.worker")
 
@@ -58,3 +60,27 @@ def call_lowered(fn: Callable[[], T], nice: int, name: str = "lowered") -> T:
     if err:
         raise err[0]
     return out[0]
+
+
+def lower_local_peer(pid: int, nice: int, name: str) -> bool:
+    """Raise the nice value of process `pid` to at least `nice`, when it is the local server
+    process serving one of this process's connections (a database backend: `name` its process
+    name). A server in another container numbers its processes on its own, so the same number
+    here may be anyone: the process must also be named `name` and hold the other end of one of
+    this process's TCP connections. False when it is not, or may not be changed (another
+    user's process)."""
+    if nice <= 0:
+        return False
+    try:
+        peer = psutil.Process(pid)
+        if not peer.name().startswith(name):
+            return False
+        ours = {c.laddr for c in psutil.Process().net_connections("inet") if c.raddr}
+        if not any(c.raddr and c.raddr in ours for c in peer.net_connections("inet")):
+            return False
+        if peer.nice() < nice:
+            peer.nice(nice)
+        return True
+    except (psutil.Error, OSError) as exc:
+        log.debug("cannot lower process %d to nice %d: %s", pid, nice, exc)
+        return False

@@ -51,7 +51,7 @@ def build_indexer(settings: Settings, metrics: Metrics | None = None,
     return Indexer(
         markdown=MarkdownLog(settings.memory_dir,
                              on_repair=lambda _path, _reason: metrics.markdown_repairs.inc()),
-        pg=pg or PgStore(settings.pg_dsn),
+        pg=pg or PgStore(settings.pg_dsn, backend_nice=settings.pg_backend_nice),
         tiers=tiers or ZvecTiers(settings.zvec_dir, default_dim=settings.dim,
                                  optimize_threads=settings.optimize_threads,
                                  stall_s=settings.zvec_stall_s,

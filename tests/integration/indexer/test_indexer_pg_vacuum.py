@@ -4,6 +4,7 @@ once it changed by a fifth."""
 from __future__ import annotations
 
 import asyncpg
+import psutil
 from indexer_it_helpers import wait_for
 from totalrecall_indexer.stores.pgstore import PgStore
 
@@ -61,3 +62,16 @@ async def _grown(conn: asyncpg.Connection, rows: int = 300) -> bool:
 async def _stat(conn: asyncpg.Connection, column: str) -> int:
     return int(await conn.fetchval(
         f"SELECT {column} FROM pg_stat_user_tables WHERE relname = 'memories'") or 0)
+
+
+async def test_the_indexers_postgres_backends_run_at_the_background_priority(pg_dsn: str) -> None:
+    store = PgStore(pg_dsn, backend_nice=6)
+    await store.start()
+    try:
+        assert store.pool is not None
+        async with store.pool.acquire() as conn:
+            pid = conn.get_server_pid()
+        # The test's Postgres runs on this machine, as a user this test may renice.
+        assert psutil.Process(pid).nice() >= 6
+    finally:
+        await store.close()

@@ -53,3 +53,4 @@ def test_a_priority_is_never_raised() -> None:
     base = nice_of_this_thread()
     assert call_lowered(lambda: lower_this_thread(base + 4), base + 6) == base + 6
     assert lower_this_thread(0) is None
+

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from typing import Any
 
 import asyncpg
 from totalrecall_schema.templates import template_hash
+from totalrecall_worker.priority import lower_local_peer
 
 from ..core.daily_format import LogRecord
 from .pg_schema import migrate
@@ -126,10 +128,14 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
 
 
 class PgStore:
-    def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 4) -> None:
+    def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 4,
+                 backend_nice: int = 0) -> None:
         self.dsn = dsn
         self._min = min_size
         self._max = max_size
+        #: Nice value of the Postgres backends of the pool's connections, where the indexer may
+        #: change it (`_lower_backend`); 0: left alone.
+        self.backend_nice = backend_nice
         self.pool: asyncpg.Pool | None = None
 
     async def start(self) -> None:
@@ -145,7 +151,17 @@ class PgStore:
         finally:
             await conn.close()
         self.pool = await asyncpg.create_pool(self.dsn, min_size=self._min, max_size=self._max,
-                                              command_timeout=60, reset=_keep_session)
+                                              command_timeout=60, reset=_keep_session,
+                                              init=self._lower_backend)
+
+    async def _lower_backend(self, conn: asyncpg.Connection) -> None:
+        """Everything the indexer asks of Postgres is background work (ingest's writes, vacuum,
+        statistics, re-index checks): on a busy CPU the backends answering recall's queries go
+        first. Where Postgres runs on this machine as a user the indexer may renice (`make
+        run`); a server elsewhere, or in a container, is left as it is."""
+        if self.backend_nice > 0:
+            await asyncio.to_thread(lower_local_peer, conn.get_server_pid(), self.backend_nice,
+                                    "postgres")
 
     async def close(self) -> None:
         if self.pool is not None:
