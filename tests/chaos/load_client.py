@@ -5,6 +5,7 @@ processes (their pids, memory, CPU time) and of its consumers (lag, drain)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import time
@@ -145,10 +146,16 @@ def _per_service(pids: dict[str, int], measure: Callable[[psutil.Process], float
     for name, pid in pids.items():
         try:
             proc = psutil.Process(pid)
-            procs = [proc, *proc.children(recursive=True)] if name == "postgres" else [proc]
-            out[name] = sum(measure(p) for p in procs)
+            out[name] = measure(proc)
+            children = proc.children(recursive=True) if name == "postgres" else []
         except psutil.Error:
             out[name] = 0.0
+            continue
+        for child in children:
+            # A backend or an autovacuum worker that ended since the listing is no longer
+            # part of the service (before, it made the whole sample 0).
+            with contextlib.suppress(psutil.Error):
+                out[name] += measure(child)
     return out
 
 
