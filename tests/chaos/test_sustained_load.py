@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import nats
 import psutil
 import pytest
@@ -56,6 +57,9 @@ class Figures:
     #: client itself as "load client".
     cores: dict[str, float] = field(default_factory=dict)
     lag: list[tuple[float, int, int]] = field(default_factory=list)  # t, embedder, indexer
+    #: The indexer's hot tier during the load: searches, searches that went without the tier
+    #: (its HNSW build ran), builds and their seconds (its /metrics, after minus before).
+    hot_tier: dict[str, float] = field(default_factory=dict)
     load: list[tuple[float, float]] = field(default_factory=list)  # t, 1-min load average
 
 
@@ -126,6 +130,7 @@ async def _run(stack: Stack, recall_rate: float, events_rate: float, duration: f
                     await asyncio.wait_for(stop.wait(), timeout=max(duration / 30, 1.0))
 
         cpu0, client0 = cpu_seconds(pids), sum(psutil.Process().cpu_times()[:2])
+        hot0 = _hot_tier(stack)
         t0 = time.monotonic() + 0.5
         stop = asyncio.Event()
         sampler = asyncio.create_task(sample(stop, t0))
@@ -138,10 +143,32 @@ async def _run(stack: Stack, recall_rate: float, events_rate: float, duration: f
         figures.cores = {name: round((cpu1[name] - cpu0[name]) / wall, 2) for name in cpu0}
         figures.cores["load client"] = round(
             (sum(psutil.Process().cpu_times()[:2]) - client0) / wall, 2)
+        hot1 = _hot_tier(stack)
+        figures.hot_tier = {k: round(hot1[k] - hot0.get(k, 0.0), 1) for k in hot1}
     finally:
         await client.close()
     await nc.drain()
     return figures
+
+
+_HOT_METRICS = {
+    "searches": 'totalrecall_indexer_search_seconds_count{tier="hot"}',
+    "searches_without_the_tier": 'totalrecall_indexer_search_skipped_total{tier="hot"}',
+    "builds": 'totalrecall_indexer_optimize_seconds_count{tier="hot"}',
+    "build_seconds": 'totalrecall_indexer_optimize_seconds_sum{tier="hot"}',
+}
+
+
+def _hot_tier(stack: Stack) -> dict[str, float]:
+    """The indexer's hot-tier counters, from its /metrics (0 for one not exported yet)."""
+    try:
+        text = httpx.get(f"http://127.0.0.1:{stack.running.ports['indexer']}/metrics",
+                         timeout=5).text
+    except httpx.HTTPError:
+        return {}
+    values = dict(line.rsplit(" ", 1) for line in text.splitlines()
+                  if line and not line.startswith("#") and " " in line)
+    return {name: float(values.get(metric, 0.0)) for name, metric in _HOT_METRICS.items()}
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -210,6 +237,7 @@ def _check(tmp_path: Path, recall_rate: float, events_rate: float, duration: flo
         f"not drained in {DRAIN_TIMEOUT_S:.0f} s", "service_restarts": restarts,
         "loadavg_1m_min_mean_max": [round(min(loads), 2), round(statistics.fmean(loads), 2),
                                     round(max(loads), 2)] if loads else [],
+        "hot_tier_during_load": figures.hot_tier,
         "cores_used_by_process": figures.cores,
         "cores_used_total": round(sum(figures.cores.values()), 2),
         "cpus": os.cpu_count(),
