@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -45,16 +45,48 @@ class Publisher(Protocol):
     async def ping(self) -> bool: ...
 
 
+class Row(Protocol):
+    """A stored memory as ranking reads it. A recall ranks a hundred rows or more and returns a
+    few: `memory()` builds the `Memory` of a row that leaves the service (a new one each call)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def timestamp(self) -> datetime: ...
+    @property
+    def category(self) -> str: ...
+    @property
+    def subcategory(self) -> str: ...
+    @property
+    def summary(self) -> str: ...
+    @property
+    def detail(self) -> str: ...
+    @property
+    def tier(self) -> str: ...
+    @property
+    def actor(self) -> str: ...
+    @property
+    def severity(self) -> str: ...
+    @property
+    def metadata(self) -> Mapping[str, Any]:
+        """Read only: it may be shared with other rows of the same metadata."""
+        ...
+
+    def memory(self) -> Memory: ...
+
+
 class Store(Protocol):
     async def bm25(self, terms: Sequence[str], namespace: str, since: datetime | None,
                    category: str | None, limit: int) -> list[tuple[str, float]]: ...
 
-    async def rows(self, keys: Sequence[str]) -> dict[str, Memory]: ...
+    async def rows(self, keys: Sequence[str]) -> dict[str, Row]: ...
 
     async def neighbours(self, keys: Sequence[str], window: int, max_gap_s: float,
                          since: datetime | None = None, category: str | None = None,
                          event_gap_s: float | None = None, known: Collection[str] = ()
-                         ) -> dict[str, list[tuple[str, Memory | None]]]:
+                         ) -> dict[str, list[tuple[str, Row | None]]]:
         """hit key → [(key, memory)] of the memories adjacent to it in its thread (within the
         request's timeframe and category). A store may answer None for a memory in `known`
         (the caller has its row already)."""
@@ -92,7 +124,7 @@ class RowsBM25(Protocol):
     """A store whose keyword search also returns each hit's row (one round trip fewer)."""
 
     async def bm25_rows(self, terms: Sequence[str], namespace: str, since: datetime | None,
-                        category: str | None, limit: int) -> list[tuple[str, float, Memory]]: ...
+                        category: str | None, limit: int) -> list[tuple[str, float, Row]]: ...
 
 
 @runtime_checkable
@@ -101,7 +133,7 @@ class TemplateRows(Protocol):
 
     async def newest_of_templates(self, namespace: str, templates: Sequence[str],
                                   since: datetime | None, until: datetime | None,
-                                  category: str | None, per_template: int) -> list[Memory]: ...
+                                  category: str | None, per_template: int) -> list[Row]: ...
 
 
 @runtime_checkable
