@@ -507,6 +507,11 @@ class PostgresStore:
 
     async def recent(self, namespace: str, since: datetime | None, category: str | None,
                      limit: int, categories: Sequence[str] | None = None) -> list[Memory]:
+        return [r.memory() for r in await self.recent_rows(namespace, since, category, limit,
+                                                           categories)]
+
+    async def recent_rows(self, namespace: str, since: datetime | None, category: str | None,
+                          limit: int, categories: Sequence[str] | None = None) -> list[Row]:
         if categories:
             # The newest of each category on its own (a walk of the (namespace, category, ts)
             # index that stops at `limit`), then merged: a `category = ANY(…)` filter reads every
@@ -532,8 +537,8 @@ class PostgresStore:
                         AND ($3::text IS NULL OR category = $3)
                       ORDER BY ts DESC LIMIT $4"""
             args = (namespace, since, category, limit)
-        rows = await self.pool.fetch(sql, *args, timeout=self.timeout)
-        return [_memory(r) for r in rows]
+        return list(await self.pool.fetch(sql, *args, timeout=self.timeout,
+                                          record_class=MemoryRecord))
 
     async def keyword_statistics(self, namespace: str | None) -> dict[str, Any] | None:
         if self.term_stats is None:

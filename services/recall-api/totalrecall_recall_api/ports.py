@@ -95,6 +95,11 @@ class Store(Protocol):
     async def recent(self, namespace: str, since: datetime | None, category: str | None,
                      limit: int, categories: Sequence[str] | None = None) -> list[Memory]: ...
 
+    async def recent_rows(self, namespace: str, since: datetime | None, category: str | None,
+                          limit: int, categories: Sequence[str] | None = None) -> list[Row]:
+        """`recent` as rows, for ranking (most of them never leave the service)."""
+        ...
+
     async def session(self, namespace: str, session_id: str, limit: int) -> list[Memory]:
         """One conversation's memories (metadata session / session_id), oldest first."""
         ...

@@ -53,7 +53,6 @@ from .core.text import query_terms
 from .core.timeframe import plan
 from .metrics import Metrics
 from .ports import Embedder, Row, RowsBM25, Store, TemplateRows, VectorIndex
-from .rows import Built
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -92,7 +91,7 @@ def _ms(t: datetime | None) -> int | None:
     return int(t.timestamp() * 1000) if t is not None else None
 
 
-async def _nothing() -> list[Memory]:
+async def _nothing() -> list[Row]:
     return []
 
 
@@ -313,7 +312,7 @@ class RecallService:
             c.bm25 = rank
         for m in recent:  # diagnostic: what just went wrong on the machine, even if worded apart
             key = memory_key(m.namespace, m.id)
-            by_key.setdefault(key, Built(m))
+            by_key.setdefault(key, m)
             cands.setdefault(key, Candidate(key, m.timestamp, m.summary, tier=m.tier))
         until = visible_until(req)
         if until is not None:  # BM25 and recent rows: nothing after the asking day
@@ -440,7 +439,7 @@ class RecallService:
         if factor >= 1 or not states:
             return ranked
         since = min(m.timestamp for m in states)
-        rows = await self._guard("process ends", self._timed("process ends", self.store.recent(
+        rows = await self._guard("process ends", self._timed("process ends", self.store.recent_rows(
             namespace, since, "system.process", 500)))
         return supersede_ended(ranked, by_key, ends(rows), factor)
 
@@ -480,9 +479,9 @@ class RecallService:
         found = await self.store.neighbours([key], k, gap, None, category, event_gap_s=gap)
         return [m.memory() for _, m in found.get(key, []) if m is not None]
 
-    async def _recent_system(self, req: RecallRequest, now: datetime) -> list[Memory]:
+    async def _recent_system(self, req: RecallRequest, now: datetime) -> list[Row]:
         cats = [req.category] if req.category else list(SYSTEM_CATEGORIES)
-        rows = await self.store.recent(req.namespace, now - timedelta(hours=24), None, 20, cats)
+        rows = await self.store.recent_rows(req.namespace, now - timedelta(hours=24), None, 20, cats)
         return [m for m in rows if m.severity in ("warning", "error", "critical")][:10]
 
     async def _newest_repeats(self, ranked: list[Candidate], by_key: dict[str, Row],

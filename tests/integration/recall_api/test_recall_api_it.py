@@ -407,6 +407,9 @@ async def test_recent_merges_the_newest_of_each_category(pg_dsn: str) -> None:
         assert [m.id for m in one] == ["r28", "r25"]
         plain = await store.recent("rc", None, "conversation", 2)
         assert [m.id for m in plain] == ["r29", "r26"]
+        # the same rows for ranking, each its `Memory` when asked
+        as_rows = await store.recent_rows("rc", None, None, 5, ["system.service", "system.process"])
+        assert [r.memory() for r in as_rows] == got
     finally:
         await pool.close()
 

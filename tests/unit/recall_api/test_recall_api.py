@@ -11,7 +11,6 @@ import httpx
 import pytest
 from totalrecall_recall_api.app import create_app
 from totalrecall_recall_api.ports import Row
-from totalrecall_recall_api.rows import Built
 from totalrecall_recall_api.settings import Settings
 from totalrecall_schema import (
     AdminReply,
@@ -25,6 +24,19 @@ from totalrecall_schema import (
 from totalrecall_schema.events import memory_key
 
 NOW = datetime.now(UTC)
+
+
+class Built:
+    """A `Memory` as the store's row (`ports.Row`); `memory()` gives that same object back."""
+
+    def __init__(self, m: Memory) -> None:
+        self._m = m
+
+    def __getattr__(self, name: str) -> Any:  # id, namespace, timestamp, summary, metadata, ...
+        return getattr(self._m, name)
+
+    def memory(self) -> Memory:
+        return self._m
 
 
 class FakeWorld:
@@ -115,6 +127,10 @@ class FakeWorld:
                       and (categories is None or e.category in categories)),
                      key=lambda e: e.timestamp, reverse=True)
         return [self._memory(e) for e in evs[:limit]]
+
+    async def recent_rows(self, namespace: str, since: Any, category: Any, limit: int,
+                          categories: Any = None) -> list[Row]:
+        return [Built(m) for m in await self.recent(namespace, since, category, limit, categories)]
 
     async def stats(self, namespace: str | None) -> dict[str, Any]:
         return {"total": len(self.events)}
