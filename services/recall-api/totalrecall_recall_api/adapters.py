@@ -182,8 +182,8 @@ def _constructed(fields: dict[str, Any]) -> Memory:
 class MemoryRecord(asyncpg.Record):
     """A `memories` row as ranking reads it (`ports.Row`): asyncpg's record itself, read by
     column name. Of the hundred rows or more a recall ranks it returns a few, and only those
-    become a `Memory` (`memory()`): building one for every row was most of the API's CPU time
-    outside asyncpg (docs/perf/2026-11-27-recall-api-rows.md)."""
+    become a `Memory` (`memory()`): building one for every row was the largest part of the
+    API's own Python code (docs/perf/2026-11-27-recall-api-rows.md)."""
 
     __slots__ = ()
 
