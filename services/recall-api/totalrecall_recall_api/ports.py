@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -16,6 +16,8 @@ from totalrecall_schema import (
 )
 
 from .core.alerts import EventRow
+from .core.neighbours import NeighbourRow
+from .core.supersede import ProcessRow
 
 
 class Embedder(Protocol):
@@ -45,34 +47,22 @@ class Publisher(Protocol):
     async def ping(self) -> bool: ...
 
 
-class Row(Protocol):
-    """A stored memory as ranking reads it. A recall ranks a hundred rows or more and returns a
-    few: `memory()` builds the `Memory` of a row that leaves the service (a new one each call)."""
+class Row(NeighbourRow, ProcessRow, Protocol):
+    """A stored memory as ranking reads it (what expansion and the supersede checks read, and
+    the rest below). A recall ranks a hundred rows or more and returns a few: `memory()` builds
+    the `Memory` of a row that leaves the service (a new one each call). Its `metadata` is read
+    only: it may be shared with other rows of the same metadata."""
 
     @property
     def id(self) -> str: ...
     @property
     def namespace(self) -> str: ...
     @property
-    def timestamp(self) -> datetime: ...
-    @property
-    def category(self) -> str: ...
-    @property
-    def subcategory(self) -> str: ...
-    @property
-    def summary(self) -> str: ...
-    @property
     def detail(self) -> str: ...
     @property
     def tier(self) -> str: ...
     @property
-    def actor(self) -> str: ...
-    @property
     def severity(self) -> str: ...
-    @property
-    def metadata(self) -> Mapping[str, Any]:
-        """Read only: it may be shared with other rows of the same metadata."""
-        ...
 
     def memory(self) -> Memory: ...
 
