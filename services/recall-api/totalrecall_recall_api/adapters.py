@@ -8,6 +8,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any
 
 import asyncpg
@@ -179,6 +180,11 @@ def _constructed(fields: dict[str, Any]) -> Memory:
     return m
 
 
+def _column(name: str) -> Any:
+    """A read-only attribute that is a record's column."""
+    return property(itemgetter(name))
+
+
 class MemoryRecord(asyncpg.Record):
     """A `memories` row as ranking reads it (`ports.Row`): asyncpg's record itself, read by
     column name. Of the hundred rows or more a recall ranks it returns a few, and only those
@@ -187,46 +193,21 @@ class MemoryRecord(asyncpg.Record):
 
     __slots__ = ()
 
-    @property
-    def id(self) -> str:
-        return self["id"]  # type: ignore[no-any-return]
-
-    @property
-    def namespace(self) -> str:
-        return self["namespace"]  # type: ignore[no-any-return]
-
-    @property
-    def timestamp(self) -> datetime:
-        return self["ts"]  # type: ignore[no-any-return]
-
-    @property
-    def category(self) -> str:
-        return self["category"]  # type: ignore[no-any-return]
-
-    @property
-    def subcategory(self) -> str:
-        return self["subcategory"]  # type: ignore[no-any-return]
-
-    @property
-    def summary(self) -> str:
-        return self["summary"]  # type: ignore[no-any-return]
-
-    @property
-    def detail(self) -> str:
-        return self["detail"]  # type: ignore[no-any-return]
+    # Read through `operator.itemgetter` (no Python frame a read): ranking reads each many times.
+    id: str = _column("id")
+    namespace: str = _column("namespace")
+    timestamp: datetime = _column("ts")
+    category: str = _column("category")
+    subcategory: str = _column("subcategory")
+    summary: str = _column("summary")
+    detail: str = _column("detail")
+    actor: str = _column("actor")
+    severity: str = _column("severity")
 
     @property
     def tier(self) -> str:
         tier = self["tier"]
         return tier if tier in ("hot", "warm", "cold") else "hot"  # type: ignore[no-any-return]
-
-    @property
-    def actor(self) -> str:
-        return self["actor"]  # type: ignore[no-any-return]
-
-    @property
-    def severity(self) -> str:
-        return self["severity"]  # type: ignore[no-any-return]
 
     @property
     def metadata(self) -> Mapping[str, Any]:
