@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any
 
 import asyncpg
@@ -27,7 +28,7 @@ from totalrecall_schema import (
 )
 
 from .core.continuity import NOTABLE_CATEGORIES, NOTABLE_SUBCATEGORIES
-from .ports import PublishFailed
+from .ports import PublishFailed, Row
 from .termstats import TermStats
 
 
@@ -179,6 +180,48 @@ def _constructed(fields: dict[str, Any]) -> Memory:
     return m
 
 
+def _column(name: str) -> Any:
+    """A read-only attribute that is a record's column."""
+    return property(itemgetter(name))
+
+
+class MemoryRecord(asyncpg.Record):
+    """A `memories` row as ranking reads it (`ports.Row`): asyncpg's record itself, read by
+    column name. Of the hundred rows or more a recall ranks it returns a few, and only those
+    become a `Memory` (`memory()`): building one for every row was the largest part of the
+    API's own Python code (docs/perf/2026-11-27-recall-api-rows.md)."""
+
+    __slots__ = ()
+
+    # Read through `operator.itemgetter` (no Python frame a read): ranking reads each many times.
+    id: str = _column("id")
+    namespace: str = _column("namespace")
+    timestamp: datetime = _column("ts")
+    category: str = _column("category")
+    subcategory: str = _column("subcategory")
+    summary: str = _column("summary")
+    detail: str = _column("detail")
+    actor: str = _column("actor")
+    severity: str = _column("severity")
+
+    @property
+    def tier(self) -> str:
+        tier = self["tier"]
+        return tier if tier in ("hot", "warm", "cold") else "hot"  # type: ignore[no-any-return]
+
+    @property
+    def metadata(self) -> Mapping[str, Any]:
+        # The decoded text is shared with every row of the same metadata: read, never written.
+        value = self["metadata"]
+        decoded = _decoded(value) if isinstance(value, str) else value or {}
+        if self["superseded_by"]:
+            return {**decoded, "superseded_by": self["superseded_by"]}
+        return decoded  # type: ignore[no-any-return]
+
+    def memory(self) -> Memory:
+        return _memory(self)
+
+
 def _quote(lexeme: str) -> str:
     """A lexeme as a tsquery operand (quoted, so `&|!:*()` in it mean nothing)."""
     return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
@@ -226,7 +269,7 @@ class PostgresStore:
         return [(k, r) for k, r, _ in await self.bm25_rows(terms, namespace, since, category, limit)]
 
     async def bm25_rows(self, terms: Sequence[str], namespace: str, since: datetime | None,
-                        category: str | None, limit: int) -> list[tuple[str, float, Memory]]:
+                        category: str | None, limit: int) -> list[tuple[str, float, Row]]:
         """`bm25` with each hit's row, so that fusion need not fetch it again."""
         weighted, common = await self._weighted(terms, namespace)
         if not weighted:
@@ -308,11 +351,11 @@ class PostgresStore:
                            *(q for q, _ in phrases),
                            *(w for _, w in scored), *(w for _, w in phrases)]
         args += [v for i in exact_at for v in (_quote(scored[i][0]), exact[i])]
-        rows = await self.pool.fetch(sql, *args, timeout=self.timeout)
+        rows = await self.pool.fetch(sql, *args, timeout=self.timeout, record_class=MemoryRecord)
         # In units of the query's ideal match (every searched term matched): comparable across
         # queries, so fusion can tell a one-common-word match from a strong one.
         ideal = sum(max(w, exact[i] or 0.0) for i, (_, w) in enumerate(weighted)) or 1.0
-        return [(r["key"], float(r["rank"]) / ideal, _memory(r)) for r in rows]
+        return [(r["key"], float(r["rank"]) / ideal, r) for r in rows]
 
     async def _phrases(self, terms: Sequence[str], namespace: str) -> list[tuple[str, float]]:
         """Two query words that follow each other, as a phrase (`'task' <-> '28.0'`) scored at
@@ -386,18 +429,18 @@ class PostgresStore:
             self._lexeme_cache.popitem(last=False)
         return parsed
 
-    async def rows(self, keys: Sequence[str]) -> dict[str, Memory]:
+    async def rows(self, keys: Sequence[str]) -> dict[str, Row]:
         if not keys:
             return {}
         rows = await self.pool.fetch(
             f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE key = ANY($1::text[])", list(keys),
-            timeout=self.timeout)
-        return {r["key"]: _memory(r) for r in rows}
+            timeout=self.timeout, record_class=MemoryRecord)
+        return {r["key"]: r for r in rows}
 
     async def neighbours(self, keys: Sequence[str], window: int, max_gap_s: float,
                          since: datetime | None = None, category: str | None = None,
                          event_gap_s: float | None = None, known: Collection[str] = ()
-                         ) -> dict[str, list[tuple[str, Memory | None]]]:
+                         ) -> dict[str, list[tuple[str, Row | None]]]:
         """For each hit key, up to `window` memories either side of it in time, in the same
         namespace and the same thread, at most `max_gap_s` away (`event_gap_s` for memories
         outside a conversation), within the request's filters.
@@ -436,15 +479,20 @@ class PostgresStore:
         rows = await self.pool.fetch(sql, list(dict.fromkeys(keys)), window, float(max_gap_s),
                                      since, category,
                                      float(max_gap_s if event_gap_s is None else event_gap_s),
-                                     _CONVERSATION_THREAD, list(known), timeout=self.timeout)
-        out: dict[str, list[tuple[str, Memory | None]]] = {}
+                                     _CONVERSATION_THREAD, list(known), timeout=self.timeout,
+                                     record_class=MemoryRecord)
+        out: dict[str, list[tuple[str, Row | None]]] = {}
         for r in rows:
-            out.setdefault(r["hit"], []).append(
-                (r["key"], None if r["id"] is None else _memory(r)))
+            out.setdefault(r["hit"], []).append((r["key"], None if r["id"] is None else r))
         return out
 
     async def recent(self, namespace: str, since: datetime | None, category: str | None,
                      limit: int, categories: Sequence[str] | None = None) -> list[Memory]:
+        return [r.memory() for r in await self.recent_rows(namespace, since, category, limit,
+                                                           categories)]
+
+    async def recent_rows(self, namespace: str, since: datetime | None, category: str | None,
+                          limit: int, categories: Sequence[str] | None = None) -> list[Row]:
         if categories:
             # The newest of each category on its own (a walk of the (namespace, category, ts)
             # index that stops at `limit`), then merged: a `category = ANY(…)` filter reads every
@@ -470,8 +518,8 @@ class PostgresStore:
                         AND ($3::text IS NULL OR category = $3)
                       ORDER BY ts DESC LIMIT $4"""
             args = (namespace, since, category, limit)
-        rows = await self.pool.fetch(sql, *args, timeout=self.timeout)
-        return [_memory(r) for r in rows]
+        return list(await self.pool.fetch(sql, *args, timeout=self.timeout,
+                                          record_class=MemoryRecord))
 
     async def keyword_statistics(self, namespace: str | None) -> dict[str, Any] | None:
         if self.term_stats is None:
@@ -481,7 +529,7 @@ class PostgresStore:
 
     async def newest_of_templates(self, namespace: str, templates: Sequence[str],
                                   since: datetime | None, until: datetime | None,
-                                  category: str | None, per_template: int) -> list[Memory]:
+                                  category: str | None, per_template: int) -> list[Row]:
         """The newest `per_template` memories of each template (`template_hash` of the summary),
         within the filters: a walk of the (namespace, template, ts) index per template."""
         if not templates or per_template <= 0:
@@ -497,10 +545,10 @@ class PostgresStore:
                           AND ($5::text IS NULL OR category = $5)
                         ORDER BY ts DESC LIMIT $6) AS m""",
                 namespace, list(templates), since, until, category, per_template,
-                timeout=self.timeout)
+                timeout=self.timeout, record_class=MemoryRecord)
         except asyncpg.UndefinedColumnError:  # a store from before the indexer's migration 9
             return []
-        return [_memory(r) for r in rows]
+        return list(rows)
 
     async def session(self, namespace: str, session_id: str, limit: int) -> list[Memory]:
         """The memories of one conversation (its thread, the indexer's migration 4), oldest

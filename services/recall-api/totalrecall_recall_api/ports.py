@@ -16,6 +16,8 @@ from totalrecall_schema import (
 )
 
 from .core.alerts import EventRow
+from .core.neighbours import NeighbourRow
+from .core.supersede import ProcessRow
 
 
 class Embedder(Protocol):
@@ -45,16 +47,36 @@ class Publisher(Protocol):
     async def ping(self) -> bool: ...
 
 
+class Row(NeighbourRow, ProcessRow, Protocol):
+    """A stored memory as ranking reads it (what expansion and the supersede checks read, and
+    the rest below). A recall ranks a hundred rows or more and returns a few: `memory()` builds
+    the `Memory` of a row that leaves the service (a new one each call). Its `metadata` is read
+    only: it may be shared with other rows of the same metadata."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def detail(self) -> str: ...
+    @property
+    def tier(self) -> str: ...
+    @property
+    def severity(self) -> str: ...
+
+    def memory(self) -> Memory: ...
+
+
 class Store(Protocol):
     async def bm25(self, terms: Sequence[str], namespace: str, since: datetime | None,
                    category: str | None, limit: int) -> list[tuple[str, float]]: ...
 
-    async def rows(self, keys: Sequence[str]) -> dict[str, Memory]: ...
+    async def rows(self, keys: Sequence[str]) -> dict[str, Row]: ...
 
     async def neighbours(self, keys: Sequence[str], window: int, max_gap_s: float,
                          since: datetime | None = None, category: str | None = None,
                          event_gap_s: float | None = None, known: Collection[str] = ()
-                         ) -> dict[str, list[tuple[str, Memory | None]]]:
+                         ) -> dict[str, list[tuple[str, Row | None]]]:
         """hit key → [(key, memory)] of the memories adjacent to it in its thread (within the
         request's timeframe and category). A store may answer None for a memory in `known`
         (the caller has its row already)."""
@@ -62,6 +84,11 @@ class Store(Protocol):
 
     async def recent(self, namespace: str, since: datetime | None, category: str | None,
                      limit: int, categories: Sequence[str] | None = None) -> list[Memory]: ...
+
+    async def recent_rows(self, namespace: str, since: datetime | None, category: str | None,
+                          limit: int, categories: Sequence[str] | None = None) -> list[Row]:
+        """`recent` as rows, for ranking (most of them never leave the service)."""
+        ...
 
     async def session(self, namespace: str, session_id: str, limit: int) -> list[Memory]:
         """One conversation's memories (metadata session / session_id), oldest first."""
@@ -92,7 +119,7 @@ class RowsBM25(Protocol):
     """A store whose keyword search also returns each hit's row (one round trip fewer)."""
 
     async def bm25_rows(self, terms: Sequence[str], namespace: str, since: datetime | None,
-                        category: str | None, limit: int) -> list[tuple[str, float, Memory]]: ...
+                        category: str | None, limit: int) -> list[tuple[str, float, Row]]: ...
 
 
 @runtime_checkable
@@ -101,7 +128,7 @@ class TemplateRows(Protocol):
 
     async def newest_of_templates(self, namespace: str, templates: Sequence[str],
                                   since: datetime | None, until: datetime | None,
-                                  category: str | None, per_template: int) -> list[Memory]: ...
+                                  category: str | None, per_template: int) -> list[Row]: ...
 
 
 @runtime_checkable

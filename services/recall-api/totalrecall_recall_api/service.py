@@ -52,7 +52,7 @@ from .core.temporal import boost_dated, date_refs, earliest_day
 from .core.text import query_terms
 from .core.timeframe import plan
 from .metrics import Metrics
-from .ports import Embedder, RowsBM25, Store, TemplateRows, VectorIndex
+from .ports import Embedder, Row, RowsBM25, Store, TemplateRows, VectorIndex
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ def visible_until(req: RecallRequest) -> datetime | None:
     return datetime.combine(req.as_of.date(), dtime.max, tzinfo=req.as_of.tzinfo or UTC)
 
 
-def _after_asking(m: Memory, req: RecallRequest) -> bool:
+def _after_asking(m: Memory | Row, req: RecallRequest) -> bool:
     """A memory from the future of the asking day (`asOf`): never shown."""
     until = visible_until(req)
     return until is not None and m.timestamp > until
@@ -91,7 +91,7 @@ def _ms(t: datetime | None) -> int | None:
     return int(t.timestamp() * 1000) if t is not None else None
 
 
-async def _nothing() -> list[Memory]:
+async def _nothing() -> list[Row]:
     return []
 
 
@@ -150,7 +150,7 @@ class RecallService:
         return hits
 
     async def _bm25(self, req: RecallRequest,
-                    since: datetime | None) -> list[tuple[str, float, Memory | None]]:
+                    since: datetime | None) -> list[tuple[str, float, Row | None]]:
         """Keyword hits, with their rows when the store can return them in the same query."""
         terms = query_terms(req.query)
         args = (terms, req.namespace, since, req.category, self.settings.bm25_candidates)
@@ -375,9 +375,10 @@ class RecallService:
         self.metrics.stage_seconds.labels("mmr").observe(time.perf_counter() - t_mmr)
         out: list[Memory] = []
         for c in chosen:
-            m = by_key.get(c.key)
-            if m is None:
+            row = by_key.get(c.key)
+            if row is None:
                 continue  # indexed in Zvec but not yet visible in Postgres: skip, never guess
+            m = row.memory()  # built for the chosen alone
             m.score = round(c.score, 6)
             if c.tier in ("hot", "warm", "cold"):
                 m.tier = c.tier  # type: ignore[assignment]
@@ -387,7 +388,7 @@ class RecallService:
         return out
 
     @staticmethod
-    def _describe(cands: dict[str, Candidate], by_key: dict[str, Memory]) -> None:
+    def _describe(cands: dict[str, Candidate], by_key: dict[str, Row]) -> None:
         """Text and category of the candidates whose rows are at hand (MMR compares texts)."""
         for key, c in cands.items():
             m = by_key.get(key)
@@ -402,15 +403,15 @@ class RecallService:
             return []
         return [c.key for c in ranked[: s.neighbour_hits]]
 
-    def _expand(self, ranked: list[Candidate], by_key: dict[str, Memory],
-                found: list[tuple[str, list[tuple[str, Memory | None]]]],
+    def _expand(self, ranked: list[Candidate], by_key: dict[str, Row],
+                found: list[tuple[str, list[tuple[str, Row | None]]]],
                 answerers: frozenset[str]) -> list[Candidate]:
         """Neighbour expansion (before MMR, so a neighbour that repeats its hit is still dropped).
         `answerers`: the actors the query names, whose answers to a matching question count."""
         s = self.settings
         if not found:
             return ranked
-        nbrs: dict[str, list[tuple[str, Memory]]] = {}
+        nbrs: dict[str, list[tuple[str, Row]]] = {}
         for hit, rows in found:
             if hit not in by_key:
                 continue
@@ -428,7 +429,7 @@ class RecallService:
         self._describe({c.key: c for c in out if not c.category}, by_key)
         return out
 
-    async def _supersede(self, ranked: list[Candidate], by_key: dict[str, Memory],
+    async def _supersede(self, ranked: list[Candidate], by_key: dict[str, Row],
                          namespace: str) -> list[Candidate]:
         """A question about now: the state events of processes that have ended since count less
         (one look-up of the process events since the oldest such candidate)."""
@@ -438,13 +439,13 @@ class RecallService:
         if factor >= 1 or not states:
             return ranked
         since = min(m.timestamp for m in states)
-        rows = await self._guard("process ends", self._timed("process ends", self.store.recent(
+        rows = await self._guard("process ends", self._timed("process ends", self.store.recent_rows(
             namespace, since, "system.process", 500)))
         return supersede_ended(ranked, by_key, ends(rows), factor)
 
     async def _neighbours(self, keys: list[str], since: datetime | None, category: str | None,
                           known: Collection[str]
-                          ) -> list[tuple[str, list[tuple[str, Memory | None]]]]:
+                          ) -> list[tuple[str, list[tuple[str, Row | None]]]]:
         s = self.settings
         found = await self._timed("neighbours", self.store.neighbours(
             keys, s.neighbour_window, s.neighbour_max_gap_s, since, category,
@@ -476,14 +477,14 @@ class RecallService:
     async def _thread(self, key: str, k: int, category: str | None) -> list[Memory]:
         gap = self.settings.continuation_gap_s
         found = await self.store.neighbours([key], k, gap, None, category, event_gap_s=gap)
-        return [m for _, m in found.get(key, []) if m is not None]
+        return [m.memory() for _, m in found.get(key, []) if m is not None]
 
-    async def _recent_system(self, req: RecallRequest, now: datetime) -> list[Memory]:
+    async def _recent_system(self, req: RecallRequest, now: datetime) -> list[Row]:
         cats = [req.category] if req.category else list(SYSTEM_CATEGORIES)
-        rows = await self.store.recent(req.namespace, now - timedelta(hours=24), None, 20, cats)
+        rows = await self.store.recent_rows(req.namespace, now - timedelta(hours=24), None, 20, cats)
         return [m for m in rows if m.severity in ("warning", "error", "critical")][:10]
 
-    async def _newest_repeats(self, ranked: list[Candidate], by_key: dict[str, Memory],
+    async def _newest_repeats(self, ranked: list[Candidate], by_key: dict[str, Row],
                               req: RecallRequest, since: datetime | None,
                               until: datetime | None, k: int) -> list[Candidate]:
         """`ranked` with the newest memories of its first templates that it lacks
@@ -504,6 +505,6 @@ class RecallService:
                                     category=m.category))
         return with_newest_repeats(ranked, newest)
 
-    async def _rows(self, keys: list[str]) -> list[tuple[str, Memory]]:
+    async def _rows(self, keys: list[str]) -> list[tuple[str, Row]]:
         return list((await self.store.rows(list(dict.fromkeys(keys)))).items())
 

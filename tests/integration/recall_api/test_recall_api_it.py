@@ -407,6 +407,9 @@ async def test_recent_merges_the_newest_of_each_category(pg_dsn: str) -> None:
         assert [m.id for m in one] == ["r28", "r25"]
         plain = await store.recent("rc", None, "conversation", 2)
         assert [m.id for m in plain] == ["r29", "r26"]
+        # the same rows for ranking, each its `Memory` when asked
+        as_rows = await store.recent_rows("rc", None, None, 5, ["system.service", "system.process"])
+        assert [r.memory() for r in as_rows] == got
     finally:
         await pool.close()
 
@@ -433,6 +436,11 @@ async def test_bm25_returns_its_rows_and_caches_lexemes(pg_dsn: str) -> None:
         assert (m.id, m.namespace, m.summary, m.detail) == (
             "bmr-0", "bmrows", "nginx.service failed: exit code 1", "address in use")
         assert m.metadata["service"] == "nginx"
+        # the row becomes a `Memory` when asked (recall asks for the memories it returns)
+        full = m.memory()
+        assert (full.id, full.namespace, full.summary, full.detail, full.timestamp, full.tier) \
+            == ("bmr-0", "bmrows", m.summary, m.detail, m.timestamp, "hot")
+        assert full.metadata == m.metadata and full is not m.memory()
         assert await store.bm25(["nginx", "failed"], "bmrows", None, None, 10) == \
             [(k, r) for k, r, _ in found]
         assert list(store._lexeme_cache) == ["nginx failed"]
@@ -764,9 +772,10 @@ class RecordingPool:
         self.pool = pool
         self.last: tuple[str, tuple[Any, ...]] | None = None
 
-    async def fetch(self, sql: str, *args: Any, timeout: float | None = None) -> Any:
+    async def fetch(self, sql: str, *args: Any, timeout: float | None = None,
+                    record_class: type[asyncpg.Record] | None = None) -> Any:
         self.last = (sql, args)
-        return await self.pool.fetch(sql, *args, timeout=timeout)
+        return await self.pool.fetch(sql, *args, timeout=timeout, record_class=record_class)
 
 
 async def test_words_the_store_has_never_seen_are_looked_up_not_searched_for(pg_dsn: str) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 from totalrecall_recall_api.app import create_app
+from totalrecall_recall_api.ports import Row
 from totalrecall_recall_api.settings import Settings
 from totalrecall_schema import (
     AdminReply,
@@ -23,6 +24,19 @@ from totalrecall_schema import (
 from totalrecall_schema.events import memory_key
 
 NOW = datetime.now(UTC)
+
+
+class Built:
+    """A `Memory` as the store's row (`ports.Row`); `memory()` gives that same object back."""
+
+    def __init__(self, m: Memory) -> None:
+        self._m = m
+
+    def __getattr__(self, name: str) -> Any:  # id, namespace, timestamp, summary, metadata, ...
+        return getattr(self._m, name)
+
+    def memory(self) -> Memory:
+        return self._m
 
 
 class FakeWorld:
@@ -85,13 +99,16 @@ class FakeWorld:
         return [(e.key, 1.0) for e in self.events.values() if e.namespace == namespace
                 and any(t in e.summary.lower() for t in terms)][:limit]
 
-    async def rows(self, keys: Sequence[str]) -> dict[str, Memory]:
-        return {k: self._memory(self.events[k]) for k in keys if k in self.events}
+    def _row(self, e: MemoryEvent) -> Row:
+        return Built(self._memory(e))
+
+    async def rows(self, keys: Sequence[str]) -> dict[str, Row]:
+        return {k: self._row(self.events[k]) for k in keys if k in self.events}
 
     async def neighbours(self, keys: Sequence[str], window: int, max_gap_s: float,
                          since: Any = None, category: Any = None, event_gap_s: Any = None,
-                         known: Any = ()) -> dict[str, list[tuple[str, Memory | None]]]:
-        out: dict[str, list[tuple[str, Memory | None]]] = {}
+                         known: Any = ()) -> dict[str, list[tuple[str, Row | None]]]:
+        out: dict[str, list[tuple[str, Row | None]]] = {}
         for k in keys:
             hit = self.events[k]
             thread = sorted((e for e in self.events.values() if e.namespace == hit.namespace
@@ -99,7 +116,7 @@ class FakeWorld:
                              == getattr(hit.metadata, "session", None)),
                             key=lambda e: (e.timestamp, e.key))
             i = [e.key for e in thread].index(k)
-            out[k] = [(e.key, self._memory(e)) for e in thread[max(0, i - window): i + window + 1]
+            out[k] = [(e.key, self._row(e)) for e in thread[max(0, i - window): i + window + 1]
                       if e.key != k]
         return out
 
@@ -110,6 +127,10 @@ class FakeWorld:
                       and (categories is None or e.category in categories)),
                      key=lambda e: e.timestamp, reverse=True)
         return [self._memory(e) for e in evs[:limit]]
+
+    async def recent_rows(self, namespace: str, since: Any, category: Any, limit: int,
+                          categories: Any = None) -> list[Row]:
+        return [Built(m) for m in await self.recent(namespace, since, category, limit, categories)]
 
     async def stats(self, namespace: str | None) -> dict[str, Any]:
         return {"total": len(self.events)}
@@ -443,11 +464,11 @@ async def test_bm25_rows_are_not_fetched_twice(world: FakeWorld) -> None:
             self.fetched: list[list[str]] = []
 
         async def bm25_rows(self, terms: Sequence[str], namespace: str, since: Any, category: Any,
-                            limit: int) -> list[tuple[str, float, Memory]]:
-            return [(k, r, self._memory(self.events[k]))
+                            limit: int) -> list[tuple[str, float, Row]]:
+            return [(k, r, self._row(self.events[k]))
                     for k, r in await self.bm25(terms, namespace, since, category, limit)]
 
-        async def rows(self, keys: Sequence[str]) -> dict[str, Memory]:
+        async def rows(self, keys: Sequence[str]) -> dict[str, Row]:
             self.fetched.append(list(keys))
             return await super().rows(keys)
 

@@ -14,8 +14,10 @@ import pytest
 
 # The daily-log record of one memory, as the indexer writes it (same folder, no package).
 from test_memory_file_scope import _record
+from test_recall_api import Built
 from totalrecall_recall_api.app import create_app
 from totalrecall_recall_api.citations import Citations
+from totalrecall_recall_api.ports import Row
 from totalrecall_recall_api.settings import Settings
 from totalrecall_schema import Memory
 from totalrecall_schema.events import memory_key
@@ -46,8 +48,8 @@ class Rows:
                      for ns, mid in [("alice", "a1"), ("bob", "b1"), ("alice", "same"),
                                      ("bob", "same"), ("alice", "unlogged")]}
 
-    async def rows(self, keys: Sequence[str]) -> dict[str, Memory]:
-        return {k: self.known[k] for k in keys if k in self.known}
+    async def rows(self, keys: Sequence[str]) -> dict[str, Row]:
+        return {k: Built(self.known[k]) for k in keys if k in self.known}
 
 
 @pytest.fixture

@@ -30,9 +30,12 @@ from .fusion import Candidate, by_score
 class NeighbourRow(Protocol):
     """What expansion needs of a stored memory (a `Memory` fits)."""
 
-    timestamp: datetime
-    summary: str
-    actor: str
+    @property
+    def timestamp(self) -> datetime: ...
+    @property
+    def summary(self) -> str: ...
+    @property
+    def actor(self) -> str: ...
 
 
 def _distances(hit: Candidate, rows: Sequence[tuple[str, NeighbourRow]]) -> dict[str, int]:

@@ -33,10 +33,16 @@ END_SUBCATEGORIES = frozenset({"exit", "crash", "oom_kill"})
 
 
 class ProcessRow(Protocol):
-    timestamp: datetime
-    category: str
-    subcategory: str
-    metadata: dict[str, Any]
+    """What these checks read of a stored memory (a `Memory` fits)."""
+
+    @property
+    def timestamp(self) -> datetime: ...
+    @property
+    def category(self) -> str: ...
+    @property
+    def subcategory(self) -> str: ...
+    @property
+    def metadata(self) -> Mapping[str, Any]: ...
 
 
 def asks_about_now(query: str) -> bool:
