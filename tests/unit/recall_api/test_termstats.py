@@ -124,3 +124,66 @@ def test_a_refresh_frees_the_statistics_it_replaced() -> None:
         assert ts.doc_freq("packet", "elsewhere") == 900 + i  # the overall corpus
     assert len(ts._prefix_index) == 2
 
+
+
+class _Pool:
+    """`fetch` as asyncpg's pool answers the refresh's two statements."""
+
+    def __init__(self, rows: list[dict[str, object]]) -> None:
+        self.rows = rows
+
+    async def fetchval(self, sql: str, *args: object) -> int:
+        return 0
+
+    async def fetch(self, sql: str, *args: object) -> list[dict[str, object]]:
+        if "unnest(tsv)" in sql:
+            return self.rows
+        sizes: dict[object, int] = {}
+        for r in self.rows:
+            sizes[r["namespace"]] = sizes.get(r["namespace"], 0) + 1
+        return [{"namespace": ns, "n": n} for ns, n in sizes.items()]
+
+
+def _rows(words: dict[tuple[str, str], int]) -> list[dict[str, object]]:
+    return [{"namespace": ns, "word": w, "ndoc": n} for (ns, w), n in words.items()]
+
+
+@pytest.mark.parametrize("order", ["sorted", "shuffled"])
+async def test_a_refresh_gives_the_same_counts_in_whatever_order_the_rows_come(order: str
+                                                                              ) -> None:
+    words = {("a", "packetrespond"): 40, ("b", "packetrespond"): 2, ("a", "packets"): 5,
+             ("b", "pack"): 3, ("a", "blk_1"): 1, ("b", "zebra"): 7, ("a", "zebra"): 1}
+    rows = _rows(dict(sorted(words.items(), key=lambda kv: (kv[0][1], kv[0][0]))))
+    if order == "shuffled":
+        rows = rows[::-1]
+    ts = TermStats(pool=_Pool(rows))  # type: ignore[arg-type]
+    ts.min_namespace_docs = 1
+    await ts.refresh()
+    assert ts.df == {"packetrespond": 42, "packets": 5, "pack": 3, "blk_1": 1, "zebra": 8}
+    assert ts.doc_freq("packet") == 47 and ts.doc_freq("pack") == 50
+    assert ts.doc_freq("packet", "a") == 45 and ts.doc_freq("pack", "b") == 5
+    assert ts.doc_freq("zebr", "b") == 7 and ts.doc_freq("blk_1", "a") == 1
+    assert ts.doc_freq("zz") == 0 and ts.doc_freq("aaaa") == 0
+
+
+async def test_a_large_refresh_lets_recalls_run_while_it_builds_its_tables() -> None:
+    """A machine's logs hold a word per id: a refresh of 50,000 of them must not hold the event
+    loop (every recall in flight) until its tables are built."""
+    rows = _rows({("ns", f"{i:012x}"): 1 for i in range(50_000)})
+    ts = TermStats(pool=_Pool(rows))  # type: ignore[arg-type]
+    turns = 0
+    done = asyncio.Event()
+
+    async def recall_in_flight() -> None:
+        nonlocal turns
+        while not done.is_set():
+            turns += 1
+            await asyncio.sleep(0)
+
+    other = asyncio.create_task(recall_in_flight())
+    await asyncio.sleep(0)
+    await ts.refresh()
+    done.set()
+    await other
+    assert turns > 10  # many turns of the loop while the tables were built
+    assert ts.n_docs == 50_000 and ts.doc_freq("0000000001") == 256  # a prefix of 256 ids
