@@ -65,19 +65,14 @@ class TermStats:
             t0 = time.perf_counter()
             inserted = await self.inserted()  # before reading: what arrives meanwhile counts
             try:
-                async with self.pool.acquire() as conn, conn.transaction():
-                    # Background work: one backend. Postgres would otherwise read every memory's
-                    # words with parallel workers, all of the machine's cores at once, and the
-                    # recalls in flight wait for them.
-                    await conn.execute("SET LOCAL max_parallel_workers_per_gather = 0")
-                    sizes = await conn.fetch(
-                        "SELECT namespace, count(*) AS n FROM memories GROUP BY namespace")
-                    # In the order Python compares strings (code points: UTF-8's byte order),
-                    # so that the prefix sums need no sort here (`_Corpora`).
-                    rows = await conn.fetch(
-                        """SELECT namespace, u.lexeme AS word, count(*) AS ndoc
-                           FROM memories, unnest(tsv) AS u GROUP BY namespace, u.lexeme
-                           ORDER BY u.lexeme COLLATE "C", namespace""")
+                sizes = await self.pool.fetch(
+                    "SELECT namespace, count(*) AS n FROM memories GROUP BY namespace")
+                # In the order Python compares strings (code points: UTF-8's byte order), so
+                # that the prefix sums need no sort here (`_Corpora`).
+                rows = await self.pool.fetch(
+                    """SELECT namespace, u.lexeme AS word, count(*) AS ndoc
+                       FROM memories, unnest(tsv) AS u GROUP BY namespace, u.lexeme
+                       ORDER BY u.lexeme COLLATE "C", namespace""")
             except asyncpg.UndefinedTableError:
                 return  # the indexer has not created its schema yet
             corpora = _Corpora()

@@ -1,6 +1,4 @@
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 
 import pytest
 from totalrecall_recall_api.adapters import _operand, _quote
@@ -129,23 +127,10 @@ def test_a_refresh_frees_the_statistics_it_replaced() -> None:
 
 
 class _Pool:
-    """As asyncpg's pool (and its connection, in a transaction) answers the refresh's
-    statements."""
+    """`fetch` as asyncpg's pool answers the refresh's two statements."""
 
     def __init__(self, rows: list[dict[str, object]]) -> None:
         self.rows = rows
-        self.executed: list[str] = []
-
-    @contextlib.asynccontextmanager
-    async def acquire(self) -> AsyncIterator["_Pool"]:
-        yield self
-
-    @contextlib.asynccontextmanager
-    async def transaction(self) -> AsyncIterator[None]:
-        yield
-
-    async def execute(self, sql: str) -> None:
-        self.executed.append(sql)
 
     async def fetchval(self, sql: str, *args: object) -> int:
         return 0
@@ -179,8 +164,6 @@ async def test_a_refresh_gives_the_same_counts_in_whatever_order_the_rows_come(o
     assert ts.doc_freq("packet", "a") == 45 and ts.doc_freq("pack", "b") == 5
     assert ts.doc_freq("zebr", "b") == 7 and ts.doc_freq("blk_1", "a") == 1
     assert ts.doc_freq("zz") == 0 and ts.doc_freq("aaaa") == 0
-    # background work: never Postgres's parallel workers (every core at once)
-    assert ts.pool.executed == ["SET LOCAL max_parallel_workers_per_gather = 0"]  # type: ignore[attr-defined]
 
 
 async def test_a_large_refresh_lets_recalls_run_while_it_builds_its_tables() -> None:
