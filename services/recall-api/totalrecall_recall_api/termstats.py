@@ -67,24 +67,17 @@ class TermStats:
             try:
                 sizes = await self.pool.fetch(
                     "SELECT namespace, count(*) AS n FROM memories GROUP BY namespace")
-                # In the order Python compares strings (code points: UTF-8's byte order), so
-                # that the prefix sums need no sort here (`_Corpora`).
                 rows = await self.pool.fetch(
                     """SELECT namespace, u.lexeme AS word, count(*) AS ndoc
-                       FROM memories, unnest(tsv) AS u GROUP BY namespace, u.lexeme
-                       ORDER BY u.lexeme COLLATE "C", namespace""")
+                       FROM memories, unnest(tsv) AS u GROUP BY namespace, u.lexeme""")
             except asyncpg.UndefinedTableError:
                 return  # the indexer has not created its schema yet
-            corpora = _Corpora()
-            for i, r in enumerate(rows):
-                corpora.add(r["namespace"], r["word"], int(r["ndoc"]))
-                if i % _ROWS_PER_TURN == _ROWS_PER_TURN - 1:
-                    # A machine's logs hold a word per id (a block, a request, a port): hundreds
-                    # of thousands of them, whose tables in one go held up every recall in
-                    # flight for most of a second.
-                    await asyncio.sleep(0)
-            self.ns_df, self.df = corpora.ns_df, corpora.df
-            self._prefix_index = corpora.prefix_index()
+            ns_df: dict[str, dict[str, int]] = {}
+            df: dict[str, int] = {}
+            for r in rows:  # a memory is in one namespace: overall df = sum over namespaces
+                ns_df.setdefault(r["namespace"], {})[r["word"]] = int(r["ndoc"])
+                df[r["word"]] = df.get(r["word"], 0) + int(r["ndoc"])
+            self.ns_df, self.df = ns_df, df
             self.ns_docs = {r["namespace"]: int(r["n"]) for r in sizes}
             self.n_docs = sum(self.ns_docs.values())
             self.refreshed_at = time.monotonic()
@@ -268,59 +261,6 @@ class TermStats:
         left = [t for t in dict.fromkeys(lexemes) if t not in taken]
         return [(t, self.idf(t, namespace)) for t in left[:max_terms]
                 if self.doc_freq(t, namespace) > 0]
-
-
-#: Rows of a refresh turned into tables between two turns of the event loop.
-_ROWS_PER_TURN = 4096
-
-
-class _Corpora:
-    """A refresh's tables, built row by row: each namespace's and the overall lexeme → document
-    count, and for each the sorted lexemes and their cumulative counts (`TermStats.doc_freq`'s
-    prefix sums). The rows come sorted by lexeme, so the tables are built in that order, without
-    a sort or a second pass; rows out of order (a store that does not sort them) are sorted once
-    at the end."""
-
-    def __init__(self) -> None:
-        self.df: dict[str, int] = {}
-        self.ns_df: dict[str, dict[str, int]] = {}
-        #: scope (a namespace, None: overall) -> its lexemes in order, and their running counts
-        self._keys: dict[str | None, list[str]] = {None: []}
-        self._cums: dict[str | None, list[int]] = {None: [0]}
-        self._sorted = True
-
-    def add(self, namespace: str, word: str, ndoc: int) -> None:
-        ns_map = self.ns_df.get(namespace)
-        if ns_map is None:
-            ns_map = self.ns_df[namespace] = {}
-            self._keys[namespace], self._cums[namespace] = [], [0]
-        ns_map[word] = ndoc
-        self._keys[namespace].append(word)
-        cums = self._cums[namespace]
-        cums.append(cums[-1] + ndoc)
-        # A memory is in one namespace: the overall count is the sum over namespaces.
-        keys, cums = self._keys[None], self._cums[None]
-        if keys and keys[-1] == word:  # the same word in another namespace, next in order
-            self.df[word] += ndoc
-            cums[-1] += ndoc
-        elif word in self.df or (keys and keys[-1] > word):
-            self._sorted = False
-            self.df[word] = self.df.get(word, 0) + ndoc
-        else:
-            self.df[word] = ndoc
-            keys.append(word)
-            cums.append(cums[-1] + ndoc)
-
-    def prefix_index(self) -> dict[str | None, tuple[dict[str, int], list[str], list[int]]]:
-        out: dict[str | None, tuple[dict[str, int], list[str], list[int]]] = {}
-        for scope in self._keys:
-            df_map = self.df if scope is None else self.ns_df[scope]
-            if self._sorted:
-                out[scope] = (df_map, self._keys[scope], self._cums[scope])
-            else:
-                keys = sorted(df_map)
-                out[scope] = (df_map, keys, [0, *accumulate(df_map[k] for k in keys)])
-        return out
 
 
 def _idf(df: int, n_docs: int) -> float:

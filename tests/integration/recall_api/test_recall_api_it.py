@@ -897,37 +897,3 @@ async def test_continuation_and_as_of_on_the_real_store(settings: Settings, pg_d
             "query": "parser refactor step", "timeframe": "all", "maxResults": 10,
             "asOf": (t0 + timedelta(minutes=1, seconds=45)).isoformat()})).json()
         assert {m["id"] for m in hybrid["memories"]} == {"a0", "a1"}
-
-
-async def test_the_statistics_come_in_the_order_their_prefix_sums_need(pg_dsn: str) -> None:
-    """The refresh builds its prefix sums in the order Postgres returns the lexemes, without a
-    sort of its own: that order must be Python's (identifiers in capitals, digits, words beyond
-    ASCII, a word and the longer words it begins), and the counts must be right."""
-    from totalrecall_recall_api.termstats import TermStats
-
-    await create_memories_table(pg_dsn)
-    t0 = datetime(2024, 3, 1, 8, 0, tzinfo=UTC)
-    texts = ["PacketResponder blk_42 terminating", "packets dropped on eth0",
-             "Überlauf im Puffer", "zebra 10.0.0.7 port 5432", "pack of ZEBRA crossings",
-             "naïve café ölig"]
-    await insert_rows(pg_dsn, [{"id": f"t{i}", "namespace": ns, "summary": text,
-                                "ts": t0 + timedelta(minutes=i)}
-                               for i, text in enumerate(texts) for ns in ("one", "two")])
-    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
-    try:
-        ts = TermStats(pool)
-        await ts.refresh()
-        words = [r["w"] for r in await pool.fetch(
-            'SELECT u.lexeme AS w FROM memories, unnest(tsv) AS u GROUP BY u.lexeme '
-            'ORDER BY u.lexeme COLLATE "C"')]
-        assert words == sorted(words) and len(words) > 15  # Postgres's order is Python's
-        _df, keys, cums = ts._prefix_index[None]
-        assert keys == sorted(ts.df)
-        assert cums[-1] == sum(ts.df.values())
-        for scope in ("one", "two"):
-            ns_keys = ts._prefix_index[scope][1]
-            assert ns_keys == sorted(ts.ns_df[scope])
-        assert ts.doc_freq("pack") == sum(n for w, n in ts.df.items() if w.startswith("pack"))
-        assert all(n == 2 * ts.ns_df["one"][w] for w, n in ts.df.items())
-    finally:
-        await pool.close()
