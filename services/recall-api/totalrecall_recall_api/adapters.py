@@ -139,34 +139,39 @@ def _decoded(text: str) -> dict[str, Any]:
     return dict(json.loads(text) or {})
 
 
-def _metadata(value: str | dict[str, Any] | None) -> dict[str, Any]:
-    """A row's metadata as a dict of its own (shallow: nested values are shared with the cache).
-
-    Decoded once per distinct text: a memory's metadata rarely changes and the same rows come
-    back recall after recall (neighbours, keyword hits); docs/perf/2026-11-27-recall-cpu.md."""
-    if isinstance(value, str):
-        return dict(_decoded(value))
-    return dict(value or {})
-
-
 #: The fields `_memory` gives (`Memory.relative_time` keeps its default), as `model_construct`
 #: would record them.
 _GIVEN = frozenset(Memory.model_fields) - {"relative_time"}
 
 
+def _tier(row: asyncpg.Record) -> str:
+    tier = row["tier"]
+    return tier if tier in ("hot", "warm", "cold") else "hot"  # type: ignore[no-any-return]
+
+
+def _row_metadata(row: asyncpg.Record) -> Mapping[str, Any]:
+    """A row's metadata, read only, with `superseded_by` when a newer memory replaced this one
+    (the indexer's migration 8). Decoded once per distinct text and shared with every row of the
+    same metadata: a memory's metadata rarely changes and the same rows come back recall after
+    recall (neighbours, keyword hits); docs/perf/2026-11-27-recall-cpu.md."""
+    value = row["metadata"]
+    decoded = _decoded(value) if isinstance(value, str) else value or {}
+    superseded_by = row.get("superseded_by")
+    if superseded_by:
+        return {**decoded, "superseded_by": superseded_by}
+    return decoded  # type: ignore[no-any-return]
+
+
 def _memory(row: asyncpg.Record, score: float = 0.0) -> Memory:
-    metadata = _metadata(row["metadata"])
-    if row.get("superseded_by"):  # the indexer's migration 8: a newer memory replaced this one
-        metadata["superseded_by"] = row["superseded_by"]
     # Not validated: the indexer validated every row it wrote, and a recall reads a hundred rows
     # or more (validating them was a tenth of its CPU time under load). Built as
     # `model_construct` builds it, without its walk of the model's fields for each row.
     return _constructed({
         "id": row["id"], "score": score, "timestamp": row["ts"], "category": row["category"],
         "subcategory": row["subcategory"], "summary": row["summary"], "detail": row["detail"],
-        "tier": row["tier"] if row["tier"] in ("hot", "warm", "cold") else "hot",
-        "namespace": row["namespace"], "actor": row["actor"], "severity": row["severity"],
-        "tags": list(row["tags"] or []), "metadata": metadata, "relative_time": ""})
+        "tier": _tier(row), "namespace": row["namespace"], "actor": row["actor"],
+        "severity": row["severity"], "tags": list(row["tags"] or []),
+        "metadata": dict(_row_metadata(row)), "relative_time": ""})
 
 
 def _constructed(fields: dict[str, Any]) -> Memory:
@@ -204,19 +209,8 @@ class MemoryRecord(asyncpg.Record):
     actor: str = _column("actor")
     severity: str = _column("severity")
 
-    @property
-    def tier(self) -> str:
-        tier = self["tier"]
-        return tier if tier in ("hot", "warm", "cold") else "hot"  # type: ignore[no-any-return]
-
-    @property
-    def metadata(self) -> Mapping[str, Any]:
-        # The decoded text is shared with every row of the same metadata: read, never written.
-        value = self["metadata"]
-        decoded = _decoded(value) if isinstance(value, str) else value or {}
-        if self["superseded_by"]:
-            return {**decoded, "superseded_by": self["superseded_by"]}
-        return decoded  # type: ignore[no-any-return]
+    tier: str = property(_tier)  # type: ignore[assignment]
+    metadata: Mapping[str, Any] = property(_row_metadata)  # type: ignore[assignment]
 
     def memory(self) -> Memory:
         return _memory(self)
