@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from embedder_fakes import FakeBackend
 from totalrecall_embedder.core.engine import Engine, EngineConfig
-from totalrecall_embedder.core.priority import lower_this_thread
+from totalrecall_worker.priority import lower_this_thread
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="per-thread nice is Linux's")
 

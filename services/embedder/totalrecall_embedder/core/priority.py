@@ -15,8 +15,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 from totalrecall_worker.priority import lower_this_thread
 
-__all__ = ["embedding_pool", "foreign_runnable", "lower_this_thread", "usable_cpus"]
-
 
 def foreign_runnable(own: int = 0) -> int | None:
     """How many tasks are running or waiting for a CPU right now besides the caller and `own`
