@@ -9,6 +9,16 @@ from indexer_it_helpers import wait_for
 from totalrecall_indexer.stores.pgstore import PgStore
 
 
+async def _insert(conn: asyncpg.Connection, prefix: str, n: int) -> None:
+    """`n` memories, keyed `prefix` + 1 … n."""
+    await conn.execute("""
+        INSERT INTO memories (key, id, namespace, ts, category, subcategory, actor, source,
+                              severity, summary)
+        SELECT $1 || i, $1 || 'id' || i, 'default', now(), 'system.service', 'fail', 'system',
+               'test', 'error', 'unit ' || i || ' failed'
+        FROM generate_series(1, $2::int) AS i""", prefix, n)
+
+
 async def _inserted_since_vacuum(conn: asyncpg.Connection) -> int:
     return int(await conn.fetchval(
         "SELECT coalesce(n_ins_since_vacuum, 0) FROM pg_stat_user_tables "
@@ -20,12 +30,7 @@ async def test_vacuum_runs_after_enough_inserts_and_only_then(pg_dsn: str) -> No
     await store.start()
     conn = await asyncpg.connect(pg_dsn)
     try:
-        await conn.execute("""
-            INSERT INTO memories (key, id, namespace, ts, category, subcategory, actor, source,
-                                  severity, summary)
-            SELECT 'k' || i, 'id' || i, 'default', now(), 'system.service', 'fail', 'system',
-                   'test', 'error', 'unit ' || i || ' failed'
-            FROM generate_series(1, 300) AS i""")
+        await _insert(conn, "k", 300)
         assert await store.vacuum_if_grown(1000) == 0  # not enough yet
         # Postgres publishes its table statistics asynchronously (at most ~1 s later).
         await wait_for(lambda: _grown(conn), timeout=15, what="insert statistics")
@@ -40,12 +45,7 @@ async def test_vacuum_runs_after_enough_inserts_and_only_then(pg_dsn: str) -> No
         # A few more rows: vacuumed (the visibility map of the newest rows), but the
         # statistics of a table that changed by less than a fifth are left as they are.
         analysed = await _stat(conn, "analyze_count")
-        await conn.execute("""
-            INSERT INTO memories (key, id, namespace, ts, category, subcategory, actor, source,
-                                  severity, summary)
-            SELECT 'n' || i, 'nid' || i, 'default', now(), 'system.service', 'fail', 'system',
-                   'test', 'error', 'unit ' || i || ' failed'
-            FROM generate_series(1, 40) AS i""")
+        await _insert(conn, "n", 40)
         await wait_for(lambda: _grown(conn, 40), timeout=15, what="insert statistics")
         assert await store.vacuum_if_grown(20) == 40
         assert await _inserted_since_vacuum(conn) == 0
