@@ -94,8 +94,14 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _is_series(value: object) -> bool:
+    return isinstance(value, list) and bool(value) and isinstance(value[0], list)
+
+
 def _figures(figures: dict[str, object]) -> str:
-    return "; ".join(f"{k}: {v}" for k, v in figures.items())
+    """The figures as one line; a series (a list of rows, e.g. latency over time) stays in
+    the row's results file."""
+    return "; ".join(f"{k}: {v}" for k, v in figures.items() if not _is_series(v))
 
 
 def table(results: dict[str, dict[str, object]]) -> str:

@@ -16,6 +16,7 @@ import statistics
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,7 @@ P99_BUDGET_MS = 100.0
 @dataclass
 class Figures:
     recall_ms: list[float] = field(default_factory=list)
+    recall_at: list[float] = field(default_factory=list)  # each one's scheduled send, s into the load
     recall_errors: dict[str, int] = field(default_factory=dict)
     ingest_ms: list[float] = field(default_factory=list)
     ingest_errors: dict[str, int] = field(default_factory=dict)
@@ -62,6 +64,7 @@ class Figures:
     #: (its HNSW build ran), builds and their seconds (its /metrics, after minus before).
     hot_tier: dict[str, float] = field(default_factory=dict)
     load: list[tuple[float, float]] = field(default_factory=list)  # t, 1-min load average
+    started_at: str = ""  # wall clock (UTC), to set the series beside the services' logs
 
 
 async def _fixed_rate(rate: float, duration: float, t0: float,
@@ -105,6 +108,7 @@ async def _run(stack: Stack, recall_rate: float, events_rate: float, duration: f
                 code = type(exc).__name__
             if code == "200":
                 figures.recall_ms.append((time.monotonic() - scheduled) * 1000)
+                figures.recall_at.append(scheduled - t0)
             else:
                 figures.recall_errors[code] = figures.recall_errors.get(code, 0) + 1
 
@@ -132,6 +136,7 @@ async def _run(stack: Stack, recall_rate: float, events_rate: float, duration: f
 
         cpu0, client0 = cpu_seconds(pids), sum(psutil.Process().cpu_times()[:2])
         hot0 = _hot_tier(stack)
+        figures.started_at = datetime.now(UTC).isoformat(timespec="seconds")
         t0 = time.monotonic() + 0.5
         stop = asyncio.Event()
         sampler = asyncio.create_task(sample(stop, t0))
@@ -178,6 +183,16 @@ def _pct(values: list[float], q: float) -> float:
         return float("nan")
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _windows(at: list[float], ms: list[float], width: float) -> list[list[float]]:
+    """Latency over time: per `width` seconds of scheduled sends, [start s, recalls, p50,
+    p99, max ms] (where in the load the tail came from: a build, a refresh, a vacuum)."""
+    buckets: dict[int, list[float]] = {}
+    for t, v in zip(at, ms, strict=True):
+        buckets.setdefault(int(t // width), []).append(v)
+    return [[k * width, len(v), round(_pct(v, 0.5)), round(_pct(v, 0.99)), round(max(v))]
+            for k, v in sorted(buckets.items())]
 
 
 def _grows(series: list[float], slack: float, share: float = 0.10) -> bool:
@@ -240,6 +255,9 @@ def _check(tmp_path: Path, recall_rate: float, events_rate: float, duration: flo
         "loadavg_1m_min_mean_max": [round(min(loads), 2), round(statistics.fmean(loads), 2),
                                     round(max(loads), 2)] if loads else [],
         "hot_tier_during_load": figures.hot_tier,
+        "started_at_utc": figures.started_at,
+        "recall_by_window_s_n_p50_p99_max_ms": _windows(figures.recall_at, figures.recall_ms,
+                                                        max(duration / 60, 1.0)),
         "cores_used_by_process": figures.cores,
         "cores_used_total": round(sum(figures.cores.values()), 2),
         "cpus": os.cpu_count(),

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import gc
+import logging
 import sys
 
 import uvicorn
@@ -23,6 +24,9 @@ def tune_gc(threshold: int) -> None:
 
 
 def main() -> None:
+    # The service's own loggers (term statistics, alerts, learning) at INFO, as in the other
+    # services; uvicorn's `log_level` below sets only uvicorn's.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     settings = Settings()
     try:
         app = create_app(settings)
