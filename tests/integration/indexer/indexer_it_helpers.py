@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import numpy as np
 import pytest
 from totalrecall_indexer.app import create_app
@@ -78,3 +79,32 @@ async def running(settings: Settings, **kw: Any) -> AsyncIterator[Any]:
     app = create_app(settings, **kw)
     async with app:
         yield app
+
+
+#: Memories written straight into the mirror (key, namespace, summary): an upsert as the
+#: indexer's, whose conflicts change the namespace and the text.
+_INSERT = """INSERT INTO memories (key, id, namespace, ts, category, subcategory, actor, source,
+                                   severity, summary, detail)
+             SELECT k, k, ns, now(), 'system.service', 'general', 'system', 'journald', 'error',
+                    s, ''
+             FROM unnest($1::text[], $2::text[], $3::text[]) AS u(k, ns, s)
+             ON CONFLICT (key) DO UPDATE SET namespace = EXCLUDED.namespace,
+                                             summary = EXCLUDED.summary,
+                                             repeat_count = memories.repeat_count + 1"""
+
+
+async def write_memories(conn: asyncpg.Connection, rows: list[tuple[str, str, str]]) -> None:
+    await conn.execute(_INSERT, [k for k, _, _ in rows], [n for _, n, _ in rows],
+                       [s for _, _, s in rows])
+
+
+async def assert_counts_exact(conn: asyncpg.Connection) -> None:
+    kept = {(r["namespace"], r["lexeme"]): r["ndoc"] for r in await conn.fetch(
+        "SELECT namespace, lexeme, ndoc FROM term_stats")}
+    counted = {(r["namespace"], r["lexeme"]): r["n"] for r in await conn.fetch(
+        "SELECT namespace, u.lexeme, count(*) AS n FROM memories, unnest(tsv) AS u "
+        "GROUP BY 1, 2")}
+    assert kept == counted
+    sizes = dict(await conn.fetch("SELECT namespace, ndoc FROM namespace_stats"))
+    assert sizes == dict(await conn.fetch(
+        "SELECT namespace, count(*) FROM memories GROUP BY namespace"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import asyncpg
+from indexer_it_helpers import assert_counts_exact, write_memories
 from totalrecall_indexer.stores.pg_schema import MIGRATIONS, TSV_INDEX_MAX_BYTES, migrate
 
 
@@ -140,7 +141,7 @@ async def test_the_trigger_fills_the_tsv_as_the_generated_column_did(pg_dsn: str
         await _database_at(conn, 10)
         await conn.execute(insert, "old", "Invalid user admin from 103.99.0.122:22", "")
         before = await conn.fetchval("SELECT tsv FROM memories WHERE key = 'old'")
-        assert await migrate(conn) == [11]
+        assert await migrate(conn) == [v for v, _, _ in MIGRATIONS[10:]]
         assert await conn.fetchval("SELECT tsv FROM memories WHERE key = 'old'") == before
         assert await conn.fetchval(
             "SELECT is_generated FROM information_schema.columns "
@@ -159,5 +160,22 @@ async def test_the_trigger_fills_the_tsv_as_the_generated_column_did(pg_dsn: str
         await conn.execute("UPDATE memories SET detail = $1 WHERE key = 'long'", "short now")
         assert await conn.fetchval("SELECT tsv_fits FROM memories WHERE key = 'long'")
         assert await conn.fetchval(consistent, TSV_INDEX_MAX_BYTES)
+    finally:
+        await conn.close()
+
+
+async def test_a_store_written_before_the_term_counts_is_counted_by_their_migration(
+        pg_dsn: str) -> None:
+    """Migration 12 counts what the store already holds, and its triggers everything after."""
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        await _database_at(conn, 11)
+        await write_memories(conn, [(f"k{i}", f"ns{i % 3}", f"sshd session {i} for user u{i % 7}")
+                                    for i in range(60)])
+        assert await migrate(conn) == [12]
+        await assert_counts_exact(conn)
+        await write_memories(conn, [("k1", "ns1", "sshd session closed"), ("new", "ns0", "a")])
+        await assert_counts_exact(conn)
+        assert await migrate(conn) == []
     finally:
         await conn.close()

@@ -8,6 +8,99 @@ import asyncpg
 #: most 2704 bytes, and the entry also carries the namespace (<= 64), the key (32) and ts.
 TSV_INDEX_MAX_BYTES = 2400
 
+def _count_changes(name: str, event: str, delta: str, referencing: str,
+                   may_lower: bool) -> str:
+    """A statement-level trigger on `memories` that adds what one statement changed to the
+    counts: `delta` defines `d` (namespace, lexeme, n) and `dn` (namespace, n) from the
+    statement's transition tables."""
+    lowered = """
+    IF zns IS NOT NULL THEN
+        DELETE FROM term_stats t USING unnest(zns, zlex) AS z(namespace, lexeme)
+        WHERE t.namespace = z.namespace AND t.lexeme = z.lexeme AND t.ndoc <= 0;
+    END IF;
+    DELETE FROM namespace_stats WHERE ndoc <= 0;""" if may_lower else ""
+    return f"""
+CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    zns text[];
+    zlex text[];
+BEGIN
+    WITH {delta},
+         up AS (INSERT INTO term_stats AS t (namespace, lexeme, ndoc)
+                SELECT namespace, lexeme, n FROM d WHERE n <> 0 ORDER BY namespace, lexeme
+                ON CONFLICT (namespace, lexeme) DO UPDATE SET ndoc = t.ndoc + EXCLUDED.ndoc
+                RETURNING t.namespace, t.lexeme, t.ndoc)
+    SELECT array_agg(namespace), array_agg(lexeme) INTO zns, zlex FROM up WHERE ndoc <= 0;
+    WITH {delta}
+    INSERT INTO namespace_stats AS s (namespace, ndoc)
+    SELECT namespace, n FROM dn WHERE n <> 0 ORDER BY namespace
+    ON CONFLICT (namespace) DO UPDATE SET ndoc = s.ndoc + EXCLUDED.ndoc;{lowered}
+    RETURN NULL;
+END $$;
+DROP TRIGGER IF EXISTS {name} ON memories;
+CREATE TRIGGER {name} AFTER {event} ON memories REFERENCING {referencing}
+    FOR EACH STATEMENT EXECUTE FUNCTION {name}();
+"""
+
+
+def _rows_delta(rows: str, sign: str) -> str:
+    return f"""d AS (SELECT r.namespace, u.lexeme, {sign}count(*) AS n
+                FROM {rows} r, unnest(r.tsv) AS u GROUP BY 1, 2),
+         dn AS (SELECT namespace, {sign}count(*) AS n FROM {rows} GROUP BY 1)"""
+
+
+#: An update counts only where a row's words or namespace changed (a repeat's new count, a tier,
+#: `superseded_by` leave them): its old words out, its new ones in.
+_UPDATED_DELTA = """ch AS (SELECT o.namespace AS ons, o.tsv AS otsv, n.namespace AS nns, n.tsv AS ntsv
+                FROM old_rows o FULL JOIN new_rows n ON n.key = o.key
+                WHERE o.key IS NULL OR n.key IS NULL OR o.namespace IS DISTINCT FROM n.namespace
+                   OR o.tsv IS DISTINCT FROM n.tsv),
+         d AS (SELECT namespace, lexeme, sum(n) AS n FROM (
+                   SELECT ch.nns AS namespace, u.lexeme, 1 AS n FROM ch, unnest(ch.ntsv) AS u
+                   WHERE ch.nns IS NOT NULL
+                   UNION ALL
+                   SELECT ch.ons, u.lexeme, -1 FROM ch, unnest(ch.otsv) AS u
+                   WHERE ch.ons IS NOT NULL) AS x GROUP BY 1, 2),
+         dn AS (SELECT namespace, sum(n) AS n FROM (
+                   SELECT nns AS namespace, 1 AS n FROM ch WHERE nns IS NOT NULL
+                   UNION ALL SELECT ons, -1 FROM ch WHERE ons IS NOT NULL) AS x GROUP BY 1)"""
+
+_TERM_STATS = f"""
+CREATE TABLE IF NOT EXISTS term_stats (
+    namespace text NOT NULL,
+    lexeme    text COLLATE "C" NOT NULL,
+    ndoc      bigint NOT NULL,
+    PRIMARY KEY (namespace, lexeme)
+);
+-- the overall counts, summed over namespaces (for a namespace too small to have its own)
+CREATE INDEX IF NOT EXISTS term_stats_lexeme ON term_stats (lexeme);
+CREATE TABLE IF NOT EXISTS namespace_stats (
+    namespace text PRIMARY KEY,
+    ndoc      bigint NOT NULL
+);
+{_count_changes("memories_count_inserted", "INSERT", _rows_delta("new_rows", ""),
+                "NEW TABLE AS new_rows", may_lower=False)}
+{_count_changes("memories_count_deleted", "DELETE", _rows_delta("old_rows", "-"),
+                "OLD TABLE AS old_rows", may_lower=True)}
+{_count_changes("memories_count_updated", "UPDATE", _UPDATED_DELTA,
+                "OLD TABLE AS old_rows NEW TABLE AS new_rows", may_lower=True)}
+CREATE OR REPLACE FUNCTION memories_count_truncated() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    TRUNCATE term_stats, namespace_stats;
+    RETURN NULL;
+END $$;
+DROP TRIGGER IF EXISTS memories_count_truncated ON memories;
+CREATE TRIGGER memories_count_truncated AFTER TRUNCATE ON memories
+    FOR EACH STATEMENT EXECUTE FUNCTION memories_count_truncated();
+-- What the store holds already; the triggers (their lock on the table held until this commits)
+-- count everything after.
+TRUNCATE term_stats, namespace_stats;
+INSERT INTO term_stats (namespace, lexeme, ndoc)
+SELECT namespace, u.lexeme, count(*) FROM memories, unnest(tsv) AS u GROUP BY 1, 2;
+INSERT INTO namespace_stats (namespace, ndoc) SELECT namespace, count(*) FROM memories GROUP BY 1;
+"""
+
+
 #: Versioned migrations, applied in order under an advisory lock (safe for concurrent starts).
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "memories table, full-text and filter indexes", """
@@ -197,6 +290,14 @@ BEGIN
     RETURN NEW;
 END $$;
 """),
+    # recall-api weighs a question's words by how many memories hold them (BM25's IDF). It read
+    # them by aggregating every memory's words, again and again: seconds of a core at 100k
+    # memories, growing with the store, while the recalls in flight waited. Now every change to
+    # `memories` adds its own difference, in the statement that makes it: the counts are exact
+    # at every commit, and cost what changed. `lexeme` sorts as Python compares strings (code
+    # points), so a prefix's count is a range of it. Rows are taken in (namespace, lexeme) order
+    # in every statement, so two writers never wait on each other in a cycle.
+    (12, "term statistics kept by triggers: memories per namespace, and per lexeme", _TERM_STATS),
 ]
 
 _ADVISORY_LOCK_ID = 0x7452_4D45  # "tRME"
