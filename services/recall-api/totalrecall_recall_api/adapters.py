@@ -28,6 +28,7 @@ from totalrecall_schema import (
 )
 
 from .core.continuity import NOTABLE_CATEGORIES, NOTABLE_SUBCATEGORIES
+from .core.term_weights import Counts
 from .ports import PublishFailed, Row
 from .termstats import TermStats
 
@@ -265,14 +266,14 @@ class PostgresStore:
     async def bm25_rows(self, terms: Sequence[str], namespace: str, since: datetime | None,
                         category: str | None, limit: int) -> list[tuple[str, float, Row]]:
         """`bm25` with each hit's row, so that fusion need not fetch it again."""
-        weighted, common = await self._weighted(terms, namespace)
+        weighted, common, counts = await self._weighted(terms, namespace)
         if not weighted:
             return []
         # OR semantics (an AND of every question word matches almost nothing), each matched term
         # scoring its IDF (BM25 with binary term frequency: memories are short), plus a little of
         # ts_rank for term frequency and the summary-over-detail weighting; the words too common
         # to search by do not score (eval/results/notes.md, 2026-11-25).
-        phrases = await self._phrases(terms, namespace)
+        phrases = await self._phrases(terms, counts)
         # The common words score but do not select: which memories are ranked is decided by
         # the telling words alone (`TermStats.common`).
         scored = [*weighted, *common]
@@ -280,7 +281,7 @@ class PostgresStore:
         # A word searched as a prefix scores its own IDF where the memory holds the word itself
         # and the prefix's (lower: more memories match it) where it holds only a longer word
         # ("postgres" names user postgres, not postgres1).
-        exact = self._exact_weights(scored, namespace)
+        exact = self._exact_weights(scored, counts)
         # Scoring touches every match, so a query made only of common words would scan much of
         # the table: rank at most `scan_cap` matches, the most recent ones. The rare terms' matches
         # are fetched on their own as well (a GIN lookup), so that the recent matches of common
@@ -308,16 +309,16 @@ class PostgresStore:
             return (f"(SELECT key, tsv FROM (SELECT key, tsv, ts {where.format(q=q, fits='')} "
                     f"LIMIT {2 * cap}) AS g ORDER BY ts DESC LIMIT {cap})")
 
-        counts = self._matches(weighted, namespace)
-        if counts is not None and sum(counts.values()) <= cap // 2:  # every word rare or absent
+        matches = None if counts is None else {lx: counts.doc_freq(lx) for lx, _ in weighted}
+        if matches is not None and sum(matches.values()) <= cap // 2:  # every word rare or absent
             branches = " UNION ALL ".join(looked_up(i) for i in range(len(weighted)))
         else:
             # The words whose matches could be crowded out of the `cap` most recent matches of
             # all while being few themselves; a word the statistics have not seen among them:
             # they were read before it arrived (a block id, an IP just logged), and a GIN lookup
             # of a word that is really absent costs next to nothing.
-            rare = [] if counts is None else [
-                i for i, (lx, _) in enumerate(weighted) if counts[lx] <= cap // 4]
+            rare = [] if matches is None else [
+                i for i, (lx, _) in enumerate(weighted) if matches[lx] <= cap // 4]
             any_word = "to_tsquery('simple', $1)"
             branches = " UNION ALL ".join(
                 [f"(SELECT key, tsv {match.format(q=any_word, cap=cap, fits=fits)})"
@@ -351,51 +352,42 @@ class PostgresStore:
         ideal = sum(max(w, exact[i] or 0.0) for i, (_, w) in enumerate(weighted)) or 1.0
         return [(r["key"], float(r["rank"]) / ideal, r) for r in rows]
 
-    async def _phrases(self, terms: Sequence[str], namespace: str) -> list[tuple[str, float]]:
+    async def _phrases(self, terms: Sequence[str], counts: Counts | None
+                       ) -> list[tuple[str, float]]:
         """Two query words that follow each other, as a phrase (`'task' <-> '28.0'`) scored at
         the smaller of their IDFs: "task 28.0" is the task, "stage 28.0" another line."""
-        if self.term_stats is None or not self.term_stats.n_docs:
+        if counts is None:
             return []
         _, pairs = await self._parse(" ".join(terms))
-        return [(f"{_quote(a)} <-> {_quote(b)}",
-                 min(self.term_stats.idf(a, namespace), self.term_stats.idf(b, namespace)))
+        return [(f"{_quote(a)} <-> {_quote(b)}", min(counts.idf(a), counts.idf(b)))
                 for a, b in pairs[: self.max_terms]]
 
-    def _exact_weights(self, scored: list[tuple[str, float]], namespace: str
+    def _exact_weights(self, scored: list[tuple[str, float]], counts: Counts | None
                        ) -> list[float | None]:
         """Per scored word searched as a prefix that some memory holds as it is: the word's own
         IDF (None otherwise: the prefix's weight is all there is)."""
-        stats = self.term_stats
         out: list[float | None] = []
         for lx, w in scored:
             searched_as_prefix = _operand(lx, self.prefix_min_chars) != _quote(lx)
-            own = stats.exact_idf(lx, namespace) if stats is not None and searched_as_prefix \
-                else None
+            own = counts.exact_idf(lx) if counts is not None and searched_as_prefix else None
             out.append(own if own is not None and own > w else None)
         return out
 
-    def _matches(self, weighted: list[tuple[str, float]], namespace: str) -> dict[str, int] | None:
-        """How many memories each searched lexeme is in, by the term statistics (None without
-        them; a prefix matches more than its lexeme)."""
-        if self.term_stats is None or not self.term_stats.n_docs:
-            return None
-        return {lx: self.term_stats.doc_freq(lx, namespace) for lx, _ in weighted}
-
     async def _weighted(self, terms: Sequence[str], namespace: str
-                        ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+                        ) -> tuple[list[tuple[str, float]], list[tuple[str, float]],
+                                   Counts | None]:
         """The query's lexemes that are searched, and the common ones that only score, with
-        their IDF weights."""
+        their IDF weights; and the counts they were weighed by (None: the store keeps none,
+        every word weighs alike)."""
         if not terms:
-            return [], []
+            return [], [], None
         lexemes = await self._lexemes(" ".join(terms))
-        if self.term_stats is not None:
-            await self.term_stats.ensure(namespace)
-        if self.term_stats is not None and self.term_stats.n_docs:
-            searched = self.term_stats.select(lexemes, self.max_terms, self.max_df_ratio,
-                                              namespace=namespace)
-            return searched, self.term_stats.common(lexemes, searched, self.max_terms,
-                                                    namespace=namespace)
-        return [(lx, 1.0) for lx in lexemes[: self.max_terms]], []
+        counts = None if self.term_stats is None else \
+            await self.term_stats.counts(namespace, lexemes)
+        if counts is not None:
+            searched = counts.select(lexemes, self.max_terms, self.max_df_ratio)
+            return searched, counts.common(lexemes, searched, self.max_terms), counts
+        return [(lx, 1.0) for lx in lexemes[: self.max_terms]], [], None
 
     async def _lexemes(self, text: str) -> list[str]:
         """The query's lexemes exactly as the index stores them (english stemming, stopwords)."""
@@ -518,8 +510,7 @@ class PostgresStore:
     async def keyword_statistics(self, namespace: str | None) -> dict[str, Any] | None:
         if self.term_stats is None:
             return None
-        await self.term_stats.ensure(namespace)  # as the namespace's next search finds them
-        return self.term_stats.describe(namespace) if self.term_stats.n_docs else None
+        return await self.term_stats.describe(namespace)
 
     async def newest_of_templates(self, namespace: str, templates: Sequence[str],
                                   since: datetime | None, until: datetime | None,
@@ -580,7 +571,7 @@ class PostgresStore:
         """Load the namespace's term statistics (BM25 weights) before the first recall."""
         if self.term_stats is None:
             return False
-        await self.term_stats.ensure(namespace)
+        await self.term_stats.describe(namespace)
         return True
 
     async def current_facts(self, namespace: str, limit: int) -> list[Memory]:

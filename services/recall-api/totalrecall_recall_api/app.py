@@ -218,9 +218,8 @@ async def _connect(settings: Settings, stack: AsyncExitStack) -> dict[str, Any]:
                                      max_size=settings.pg_pool_max, server_settings=server_settings,
                                      reset=_keep_session)
     stack.push_async_callback(pool.close)
-    term_stats = TermStats(pool, refresh_s=settings.term_stats_refresh_s,
+    term_stats = TermStats(pool, max_age_s=settings.term_stats_max_age_s,
                            prefix_min_chars=settings.bm25_prefix_min_chars)
-    stack.push_async_callback(_cancelled, asyncio.create_task(term_stats.run()))
     topo = settings.topology
     return {
         "publisher": JetStreamPublisher(nc, js, topo),

@@ -124,7 +124,9 @@ class Settings(ServiceSettings):
     # Empty actor or 0: no such boost.
     asker_actor: str = "user"
     asker_boost: float = 0.3
-    term_stats_refresh_s: float = 120.0
+    #: How long the counts of a question's words (BM25's IDF, `termstats`) are reused before
+    #: they are read again (0: at every search). The store keeps them exact at every commit.
+    term_stats_max_age_s: float = Field(default=10.0, ge=0)
     bm25_scan_cap: int = 500
     # The query's rarest `bm25_max_terms` lexemes are searched; lexemes in more than
     # `bm25_max_df_ratio` of all memories are dropped (near-stopwords: slow and uninformative).

@@ -80,7 +80,7 @@ async def insert_rows(dsn: str, rows: list[dict[str, Any]]) -> dict[str, str]:
 def settings(nats_url: str, pg_dsn: str, topology: Topology, tr_home: Path) -> Settings:
     return Settings(nats_url=nats_url, pg_dsn=pg_dsn, subject_prefix=topology.prefix,
                     stream_prefix=topology.stream_prefix, memory_dir=tr_home / "memory",
-                    embed_timeout_s=2.0, search_timeout_s=2.0, term_stats_refresh_s=3600)
+                    embed_timeout_s=2.0, search_timeout_s=2.0)
 
 
 @asynccontextmanager
@@ -464,8 +464,7 @@ async def test_bm25_finds_a_rare_word_behind_many_recent_common_matches(pg_dsn: 
     pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
     try:
         ts = TermStats(pool)
-        await ts.refresh()
-        crowded, _ = await PostgresStore(pool, term_stats=ts, scan_cap=20)._weighted(
+        crowded, _, _ = await PostgresStore(pool, term_stats=ts, scan_cap=20)._weighted(
             ["nginx", "panic"], "crowd")
         assert {lx for lx, _ in crowded} == {"nginx", "panic"}
         found = await PostgresStore(pool, term_stats=ts, scan_cap=20).bm25_rows(
@@ -481,9 +480,9 @@ async def test_bm25_finds_a_rare_word_behind_many_recent_common_matches(pg_dsn: 
 
 
 async def test_a_word_newer_than_the_statistics_is_looked_up_not_crowded_out(pg_dsn: str) -> None:
-    """The term statistics are read every few minutes; an identifier logged since has no count
-    there. Beside a common word of the question (whose newest matches are walked), it is still
-    looked up on its own: the memory holding it is found however old its timestamp."""
+    """A word's counts are reused for a while (`max_age_s`); an identifier logged since has no
+    count there. Beside a common word of the question (whose newest matches are walked), it is
+    still looked up on its own: the memory holding it is found however old its timestamp."""
     from totalrecall_recall_api.adapters import PostgresStore
     from totalrecall_recall_api.termstats import TermStats
 
@@ -494,9 +493,9 @@ async def test_a_word_newer_than_the_statistics_is_looked_up_not_crowded_out(pg_
                                 "summary": f"nginx restarted ({i})"} for i in range(60)])
     pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
     try:
-        ts = TermStats(pool, refresh_s=3600)
-        await ts.refresh()
-        # logged after the statistics were read, with the timestamp of its own (older) line
+        ts = TermStats(pool, max_age_s=3600)
+        await PostgresStore(pool, term_stats=ts)._weighted(["nginx", "panic"], "stale")
+        # logged after the counts were read, with the timestamp of its own (older) line
         keys = await insert_rows(pg_dsn, [{"id": "panic", "namespace": "stale", "ts": t0,
                                            "summary": "nginx worker hit a kernel panic"}])
         found = await PostgresStore(pool, term_stats=ts, scan_cap=20).bm25_rows(
@@ -508,8 +507,8 @@ async def test_a_word_newer_than_the_statistics_is_looked_up_not_crowded_out(pg_
 
 async def test_a_rare_word_is_not_crowded_out_by_a_word_the_statistics_under_count(
         pg_dsn: str) -> None:
-    """Statistics read before a namespace arrived (another namespace's few memories): every
-    word of a question about it counts as rare, the common one too. The identifier is still
+    """Counts read before a namespace arrived (another namespace's few memories), and reused:
+    every word of a question about it counts as rare, the common one too. The identifier is still
     looked up on its own, so the oldest line holding it is found behind hundreds of newer
     lines sharing the common word (the CI failure of tests/e2e/test_log_memory.py)."""
     from totalrecall_recall_api.adapters import PostgresStore
@@ -522,18 +521,17 @@ async def test_a_rare_word_is_not_crowded_out_by_a_word_the_statistics_under_cou
                                 "summary": f"a note about nginx {i}"} for i in range(5)])
     pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
     try:
-        ts = TermStats(pool, refresh_s=3600, namespace_retry_s=3600)
-        await ts.refresh()
-        await ts.ensure("log")  # asked (a /memory/stats poll) before its lines arrived
+        ts = TermStats(pool, max_age_s=3600)
+        question = query_terms("what happened to block blk_38865049064139660?")
+        store = PostgresStore(pool, term_stats=ts, scan_cap=20)
+        await store._weighted(question, "log")  # asked before its lines arrived
         keys = await insert_rows(pg_dsn, [
             {"id": "first", "namespace": "log", "ts": t0,
              "summary": "PacketResponder 1 for block blk_38865049064139660 terminating"},
             *({"id": f"n-{i}", "namespace": "log", "ts": t0 + timedelta(minutes=i + 1),
                "summary": f"PacketResponder {i % 3} for block blk_{i * 7919} terminating"}
               for i in range(120))])
-        store = PostgresStore(pool, term_stats=ts, scan_cap=20)
-        found = await store.bm25_rows(query_terms("what happened to block blk_38865049064139660?"),
-                                      "log", None, None, 5)
+        found = await store.bm25_rows(question, "log", None, None, 5)
         assert found and found[0][0] == keys["first"], found[:3]
     finally:
         await pool.close()
@@ -567,7 +565,7 @@ async def test_an_identifier_in_the_question_finds_its_line_in_a_new_store(
     keys = await insert_rows(pg_dsn, rows)
     pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
     try:
-        store = PostgresStore(pool, term_stats=TermStats(pool, refresh_s=3600), scan_cap=20)
+        store = PostgresStore(pool, term_stats=TermStats(pool), scan_cap=20)
         found = await store.bm25_rows(query_terms(question), "log", None, None, 5)
         assert found and found[0][0] == keys[wanted], [m.summary for _, _, m in found]
     finally:
@@ -595,7 +593,7 @@ async def test_words_that_follow_each_other_in_the_question_count_as_a_phrase(
     keys = await insert_rows(pg_dsn, rows)
     pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
     try:
-        store = PostgresStore(pool, term_stats=TermStats(pool, refresh_s=3600))
+        store = PostgresStore(pool, term_stats=TermStats(pool))
         for question, wanted in (("What stage was the task 28.0 completed in?", "task"),
                                  ("How long did reading broadcast variable 4 take?", "var")):
             found = await store.bm25_rows(query_terms(question), "spark", None, None, 3)
@@ -627,10 +625,10 @@ async def test_a_common_word_of_the_question_tells_apart_what_its_rare_words_fou
     keys = await insert_rows(pg_dsn, rows)
     pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
     try:
-        ts = TermStats(pool, refresh_s=3600)
+        ts = TermStats(pool)
         store = PostgresStore(pool, term_stats=ts)
-        searched, common = await store._weighted(query_terms("What did the webmaster fail to "
-                                                             "provide?"), "ssh")
+        searched, common, _ = await store._weighted(
+            query_terms("What did the webmaster fail to provide?"), "ssh")
         assert "fail" in dict(common) and "fail" not in dict(searched)
         found = await store.bm25_rows(query_terms("What did the webmaster fail to provide?"),
                                       "ssh", None, None, 5)
@@ -659,7 +657,7 @@ async def test_a_word_searched_as_a_prefix_ranks_the_memory_holding_it_as_it_is_
     keys = await insert_rows(pg_dsn, rows)
     pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
     try:
-        store = PostgresStore(pool, term_stats=TermStats(pool, refresh_s=3600))
+        store = PostgresStore(pool, term_stats=TermStats(pool))
         # (one word: no phrase "user postgres" to tell them apart instead)
         found = await store.bm25_rows(query_terms("postgres?"), "ssh", None, None, 5)
         assert found[0][0] == keys["exact"], [m.summary for _, _, m in found]
@@ -710,33 +708,33 @@ async def test_the_newest_repeats_of_a_template_within_the_filters(pg_dsn: str) 
         await pool.close()
 
 
-async def test_term_stats_notice_a_burst_of_inserts(pg_dsn: str) -> None:
+async def test_the_counts_of_a_burst_of_inserts_weigh_the_next_search(pg_dsn: str) -> None:
+    """The store's counts are exact at every commit: a load is weighed by its own words at the
+    next search that reads them, with no refresh to wait for."""
     from totalrecall_recall_api.termstats import TermStats
 
     await create_memories_table(pg_dsn)
     pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
     try:
-        ts = TermStats(pool, refresh_s=3600)
-        await ts.refresh()
-        assert ts.n_docs == 0 and not ts.grown(await ts.inserted())
+        ts = TermStats(pool, max_age_s=0)
+        assert await ts.counts("conv", ["potteri"]) is None  # an empty store: no counts
         await insert_rows(pg_dsn, [{"id": f"burst-{i}", "namespace": "conv",
                                     "summary": f"Caroline talked about pottery class {i}"}
                                    for i in range(60)])
-
-        async def noticed() -> bool:  # Postgres publishes table statistics within ~1 s
-            return ts.grown(await ts.inserted())
-
-        await wait_for(noticed, timeout=15, what="the burst in the table statistics")
-        await ts.refresh()
-        assert ts.ns_docs == {"conv": 60} and ts.corpus("conv")[0]["potteri"] == 60
-        assert not ts.grown(await ts.inserted())
+        counts = await ts.counts("conv", ["potteri", "talk", "kiln"])
+        assert counts is not None and (counts.scope, counts.n_docs) == ("namespace", 60)
+        assert counts.doc_freq("potteri") == 60 and counts.doc_freq("kiln") == 0
+        assert counts.exact == {"potteri": 60, "talk": 60, "kiln": 0}
+        assert await ts.describe("conv") == {"scope": "namespace", "memories": 60,
+                                             "age_s": pytest.approx(0, abs=1)}
     finally:
         await pool.close()
 
 
-async def test_a_namespace_loaded_after_the_refresh_gets_its_own_statistics(pg_dsn: str) -> None:
-    """A conversation loaded into a big store is searched with its own word statistics from
-    its first question, not the store's until the next refresh."""
+async def test_a_namespace_loaded_into_a_big_store_is_weighed_by_its_own_counts(
+        pg_dsn: str) -> None:
+    """A conversation loaded into a big store is searched with its own word counts from its
+    first question, not the store's."""
     from totalrecall_recall_api.adapters import PostgresStore
     from totalrecall_recall_api.termstats import TermStats
 
@@ -746,21 +744,21 @@ async def test_a_namespace_loaded_after_the_refresh_gets_its_own_statistics(pg_d
                                for i in range(80)])
     pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
     try:
-        ts = TermStats(pool, refresh_s=3600)
-        await ts.refresh()
+        ts = TermStats(pool)
+        before = await ts.counts("chat", ["potteri"])
+        assert before is not None and before.scope == "all" and before.doc_freq("potteri") == 80
         await insert_rows(pg_dsn, [{"id": f"chat-{i}", "namespace": "chat",
                                     "summary": f"Melanie: the pottery class was fun ({i})"
                                     if i < 3 else f"Caroline: went running today ({i})"}
                                    for i in range(60)])
-        assert "chat" not in ts.ns_docs
-        assert ts.corpus("chat")[0]["potteri"] == 80  # the store's: pottery looks common
-        weighted = dict((await PostgresStore(pool, term_stats=ts)._weighted(["pottery"],
-                                                                            "chat"))[0])
-        assert ts.ns_docs["chat"] == 60 and ts.corpus("chat")[0]["potteri"] == 3
-        assert weighted["potteri"] == pytest.approx(ts.idf("potteri", "chat"))
-        assert ts.corpus("machine")[0]["potteri"] == 80  # the others are untouched
-        await ts.ensure("nobody")  # empty: nothing to read, and not again for a while
-        assert "nobody" not in ts.ns_docs and "nobody" in ts._ns_tried
+        ts = TermStats(pool)  # a recall API started after the load (or counts aged out)
+        weighted, _, counts = await PostgresStore(pool, term_stats=ts)._weighted(["pottery"],
+                                                                                 "chat")
+        assert counts is not None and counts.scope == "namespace" and counts.n_docs == 60
+        assert counts.doc_freq("potteri") == 3
+        assert dict(weighted)["potteri"] == pytest.approx(counts.idf("potteri"))
+        machine = await ts.counts("machine", ["potteri"])
+        assert machine is not None and machine.doc_freq("potteri") == 80  # the others' own
     finally:
         await pool.close()
 
@@ -804,7 +802,6 @@ async def test_words_the_store_has_never_seen_are_looked_up_not_searched_for(pg_
                FROM generate_series(1, 20000) AS i""", t0)
         await conn.execute("ANALYZE memories")
         ts = TermStats(pool)
-        await ts.refresh()
         rec = RecordingPool(pool)
         store = PostgresStore(rec, term_stats=ts, scan_cap=100)  # type: ignore[arg-type]
 

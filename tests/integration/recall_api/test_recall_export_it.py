@@ -18,7 +18,7 @@ from totalrecall_schema import ExportedMemory, Topology, memory_key
 def settings(nats_url: str, pg_dsn: str, topology: Topology, tr_home: Path) -> Settings:
     return Settings(nats_url=nats_url, pg_dsn=pg_dsn, subject_prefix=topology.prefix,
                     stream_prefix=topology.stream_prefix, memory_dir=tr_home / "memory",
-                    embed_timeout_s=2.0, search_timeout_s=2.0, term_stats_refresh_s=3600,
+                    embed_timeout_s=2.0, search_timeout_s=2.0,
                     admin_timeout_s=2.0)
 
 

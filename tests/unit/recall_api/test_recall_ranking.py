@@ -1,5 +1,5 @@
 """Ranking additions: neighbour expansion, per-query similarity scaling, dates named in queries,
-actors named in queries, per-namespace IDF."""
+actors named in queries."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from totalrecall_recall_api.core.temporal import (
     date_refs,
     earliest_day,
 )
-from totalrecall_recall_api.termstats import TermStats
 from totalrecall_schema import Memory
 
 NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
@@ -180,21 +179,6 @@ def test_actors_a_query_names_and_the_first_person(query: str, boosted: dict[str
                  actor_boosts(query, 0.1, asker="user", asker_boost=0.3))
     assert {c.key: c.components["actor"] for c in cands if "actor" in c.components} == boosted
     assert all(c.score == pytest.approx(0.5 + boosted.get(c.key, 0)) for c in cands)
-
-
-def test_idf_is_per_namespace_once_the_namespace_is_big_enough() -> None:
-    ts = TermStats(pool=None, min_namespace_docs=10)  # type: ignore[arg-type]
-    ts.ns_df = {"logs": {"nginx": 90, "disk": 1}, "chat": {"nginx": 1, "disk": 1},
-                "tiny": {"nginx": 1}}
-    ts.ns_docs = {"logs": 100, "chat": 100, "tiny": 1}
-    ts.df, ts.n_docs = {"nginx": 92, "disk": 2}, 201
-    assert ts.idf("nginx", "chat") > ts.idf("nginx", "logs")  # rare here, common there
-    assert ts.idf("nginx", "tiny") == ts.idf("nginx")  # too small: the overall statistics
-    assert ts.idf("nginx", "unknown") == ts.idf("nginx")
-    assert [t for t, _ in ts.select(["nginx", "disk"], namespace="logs", min_docs_to_prune=50)] \
-        == ["disk"]
-    assert [t for t, _ in ts.select(["nginx", "disk"], namespace="chat", min_docs_to_prune=50)] \
-        == ["nginx", "disk"]
 
 
 def test_shares_decay_with_distance_on_either_side() -> None:

@@ -1,14 +1,20 @@
-import asyncio
+"""Keyword search's word weights (`core.term_weights`) and their reader (`termstats`)."""
 
-import pytest
+from __future__ import annotations
+
+from typing import Any
+
 from totalrecall_recall_api.adapters import _operand, _quote
+from totalrecall_recall_api.core.term_weights import Counts, is_prefix
 from totalrecall_recall_api.termstats import TermStats
 
 
-def _stats(df: dict[str, int], n: int) -> TermStats:
-    ts = TermStats(pool=None)  # type: ignore[arg-type]
-    ts.df, ts.n_docs = df, n
-    return ts
+def _stats(df: dict[str, int], n: int, asked: tuple[str, ...] = ()) -> Counts:
+    """The counts a store holding `df` gives: each word as it is, and every word of `df` and
+    `asked` that is searched as a prefix summed over the words it begins."""
+    prefix = {w: sum(v for k, v in df.items() if k.startswith(w))
+              for w in {*df, *asked} if is_prefix(w, 4)}
+    return Counts(n, df, prefix)
 
 
 def test_common_terms_are_dropped_and_rare_ones_weigh_more() -> None:
@@ -58,69 +64,82 @@ def test_longer_words_also_match_as_prefixes() -> None:
     assert _operand("o'neil") == "'o''neil'"  # only plain words get the prefix
 
 
-def test_a_burst_of_inserts_triggers_an_early_refresh() -> None:
-    ts = _stats({"nginx": 10}, 1000)
-    ts.inserted_at_refresh = 5000
-    assert not ts.grown(5000) and not ts.grown(5100)  # 100 new rows of 1000: under 20 %
-    assert ts.grown(5200)
-    small = _stats({}, 0)  # an empty store: the first 50 rows are worth a refresh
-    assert not small.grown(49) and small.grown(50)
-
-
-def test_a_load_that_has_ended_triggers_a_refresh_and_steady_ingest_does_not() -> None:
-    ts = _stats({"nginx": 10}, 1000)
-    ts.inserted_at_refresh = 5000
-    assert not ts.settled(5000, 5000)  # nothing new since the refresh
-    assert not ts.settled(5100, 5050)  # still arriving
-    assert ts.settled(5100, 5100)  # 100 new rows, then quiet for a check
-
-
-async def test_the_refresher_refreshes_once_a_load_has_settled() -> None:
-    """A load of 100 rows into 1,000 (under the 20 % of an early refresh) is counted at the
-    first check that finds no new rows, not `refresh_s` later."""
-    ts = _stats({"nginx": 10}, 1000)
-    ts.refresh_s, ts.check_s = 3600.0, 0.0
-    counts = iter([1000, 1050, 1100, 1100])
-    refreshes: list[int] = []
-
-    async def inserted() -> int:
-        return next(counts)
-
-    async def refresh() -> None:
-        refreshes.append(ts.inserted_at_refresh)
-        if len(refreshes) == 2:
-            raise asyncio.CancelledError  # stop the loop after the early refresh
-        ts.inserted_at_refresh = 1000
-
-    ts.inserted, ts.refresh = inserted, refresh  # type: ignore[method-assign]
-    with pytest.raises(asyncio.CancelledError):
-        await ts.run()
-    assert refreshes == [0, 1000]  # the first at start, the second once 1,100 held still
-
-
 def test_a_prefix_is_as_common_as_the_words_it_begins() -> None:
     """"packet" is no lexeme of the store, but "packet:*" matches every PacketResponder line:
     it must weigh as a common word, not as the rarest."""
-    ts = _stats({"packetrespond": 900, "packets": 50, "blk_42": 1, "pack": 3}, 1000)
+    ts = _stats({"packetrespond": 900, "packets": 50, "blk_42": 1, "pack": 3}, 1000,
+                asked=("packet",))
     assert ts.doc_freq("packet") == 950
     assert ts.doc_freq("pack") == 953  # itself and every longer word it begins
     assert ts.doc_freq("blk_42") == 1 and ts.doc_freq("zzz") == 0  # exact: not a prefix
     picked = dict(ts.select(["packet", "blk_42"]))
     assert list(picked) == ["blk_42"]  # "packet" is too common to search by
     assert ts.idf("packet") < picked["blk_42"]
-    ts.df = {**ts.df, "packetloss": 10}  # a refresh: a new corpus, a new index
-    assert ts.doc_freq("packet") == 960
+    assert ts.exact_idf("packet") is None  # no memory holds the word itself
+    assert ts.exact_idf("pack") > ts.idf("pack")  # 3 memories hold "pack", 953 a word it begins
 
 
-def test_a_refresh_frees_the_statistics_it_replaced() -> None:
-    """The prefix index keeps one entry per corpus: a namespace refreshed a hundred times (a
-    load that keeps growing) holds one map, not every map it ever had."""
-    ts = _stats({"packetrespond": 900}, 1000)
-    ts.ns_docs = {"ns": 500}
-    for i in range(100):
-        ts.ns_df = {"ns": {"packetrespond": 400 + i, f"run{i}": 1}}
-        ts.df = {"packetrespond": 900 + i}
-        assert ts.doc_freq("packet", "ns") == 400 + i
-        assert ts.doc_freq("packet", "elsewhere") == 900 + i  # the overall corpus
-    assert len(ts._prefix_index) == 2
+class _Pool:
+    """Postgres as the reader sees it: the namespaces' sizes and the words' counts of a store
+    (`term_stats`), and how many reads it was asked for."""
 
+    def __init__(self, sizes: dict[str, int], words: dict[str, dict[str, int]]) -> None:
+        self.sizes, self.words, self.reads = sizes, words, 0
+
+    async def fetchrow(self, sql: str, namespace: str | None) -> dict[str, Any]:
+        self.reads += 1
+        return {"n_ns": self.sizes.get(namespace or ""), "n_all": sum(self.sizes.values())}
+
+    async def fetch(self, sql: str, namespace: str | None, words: list[str],
+                    prefixed: list[bool]) -> list[dict[str, Any]]:
+        self.reads += 1
+        scopes = [namespace] if namespace is not None else list(self.words)
+        out = []
+        for w, p in zip(words, prefixed, strict=True):
+            held = [(k, v) for ns in scopes for k, v in self.words.get(ns or "", {}).items()]
+            out.append({"lexeme": w, "exact": sum(v for k, v in held if k == w) or None,
+                        "prefix": sum(v for k, v in held if k.startswith(w)) if p else None})
+        return out
+
+
+async def test_a_namespace_big_enough_is_weighed_by_its_own_counts() -> None:
+    pool = _Pool({"logs": 100, "chat": 100, "tiny": 1},
+                 {"logs": {"nginx": 90, "disk": 1}, "chat": {"nginx": 1, "disk": 1},
+                  "tiny": {"nginx": 1}})
+    ts = TermStats(pool, min_namespace_docs=10)  # type: ignore[arg-type]
+    logs, chat = await ts.counts("logs", ["nginx", "disk"]), await ts.counts("chat", ["nginx"])
+    tiny, every = await ts.counts("tiny", ["nginx"]), await ts.counts(None, ["nginx"])
+    assert logs and chat and tiny and every
+    assert chat.idf("nginx") > logs.idf("nginx")  # rare here, common there
+    assert (tiny.scope, tiny.n_docs, tiny.doc_freq("nginx")) == ("all", 201, 92)
+    assert tiny.idf("nginx") == every.idf("nginx")  # too small: the counts over all
+    assert (await ts.counts("unknown", ["nginx"])).scope == "all"  # type: ignore[union-attr]
+    assert [t for t, _ in logs.select(["nginx", "disk"], min_docs_to_prune=50)] == ["disk"]
+
+
+async def test_counts_read_are_reused_for_their_max_age_only() -> None:
+    pool = _Pool({"logs": 100}, {"logs": {"nginx": 90, "nginxd": 5}})
+    ts = TermStats(pool, max_age_s=3600)  # type: ignore[arg-type]
+    first = await ts.counts("logs", ["nginx", "disk"])
+    assert first is not None and pool.reads == 2  # the sizes, then the words
+    assert (first.doc_freq("nginx"), first.exact_idf("nginx") is not None) == (95, True)
+    again = await ts.counts("logs", ["disk", "nginx"])
+    assert pool.reads == 2 and again == first
+    await ts.counts("logs", ["nginx", "kiln"])
+    assert pool.reads == 3  # only the new word is read
+    ts.max_age_s = 0.0
+    await ts.counts("logs", ["nginx"])
+    assert pool.reads == 5
+
+
+async def test_a_store_without_counts_weighs_every_word_alike() -> None:
+    import asyncpg
+
+    class Old(_Pool):
+        async def fetchrow(self, sql: str, namespace: str | None) -> dict[str, Any]:
+            raise asyncpg.UndefinedTableError("relation \"namespace_stats\" does not exist")
+
+    ts = TermStats(Old({}, {}))  # type: ignore[arg-type]
+    assert await ts.counts("logs", ["nginx"]) is None
+    assert await ts.describe("logs") is None
+    assert await TermStats(_Pool({}, {})).counts("logs", ["x"]) is None  # type: ignore[arg-type]
