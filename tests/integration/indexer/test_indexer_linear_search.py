@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from totalrecall_indexer.core.search import build_filter
+from totalrecall_indexer.core.search import build_filter, tier_filter
 from totalrecall_indexer.stores.zvec_schema import ZDoc
 from totalrecall_indexer.stores.zvec_tiers import ZvecTiers
 from totalrecall_schema import VectorFilter
@@ -35,5 +35,51 @@ def test_linear_search_is_exact_on_a_filtered_int4_tier(tmp_path: Path) -> None:
             exact = [f"k{i}" for i in mine[np.argsort(-(vecs[mine] @ q))[:10]]]
             hits = tiers.search("cold", [float(x) for x in q], 10, flt, linear=True)
             assert [h.key for h in hits] == exact
+    finally:
+        tiers.close()
+
+
+def test_a_copied_tier_is_searched_exactly_while_its_hnsw_is_built(tmp_path: Path) -> None:
+    """The hot tier's exact searches come from its in-memory copy, which a build leaves alone
+    (the tier's writes wait meanwhile): they go on during the build, where a search of zvec
+    goes without the tier."""
+    import threading
+
+    from totalrecall_indexer.stores.zvec_tiers import TierBuilding
+
+    rng = np.random.default_rng(5)
+    vecs = rng.normal(size=(300, 384))
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    tiers = ZvecTiers(tmp_path / "zvec", search_wait_s=0.05)
+    tiers.open()
+    try:
+        tiers.upsert("hot", [ZDoc(key=f"k{i}", vector=[float(x) for x in v], namespace="ns",
+                                  category="system.service", subcategory="general",
+                                  severity="info", ts_ms=1_600_000_000_000 + i, id=f"e{i}",
+                                  summary=f"line {i}") for i, v in enumerate(vecs)])
+        assert tiers.has_mirror("hot")
+        q = [float(x) for x in vecs[7]]
+        flt = tier_filter(VectorFilter(namespace="ns"))  # as the searcher passes it
+        building, release = threading.Event(), threading.Event()
+
+        def build() -> None:  # a build in progress, as `optimize` brackets one
+            with tiers._access.building("hot"):
+                building.set()
+                release.wait(30)
+
+        builder = threading.Thread(target=build)
+        builder.start()
+        try:
+            assert building.wait(10)
+            hits = tiers.search("hot", q, 5, flt, linear=True)
+            assert hits[0].key == "k7"
+            try:
+                tiers.search("hot", q, 5, flt, linear=False)
+                raise AssertionError("zvec's own search ran during the build")
+            except TierBuilding:
+                pass
+        finally:
+            release.set()
+            builder.join()
     finally:
         tiers.close()

@@ -110,3 +110,18 @@ def test_tiers_searched_exactly_are_not_built() -> None:
     idx._new_since_optimize["hot"] = 5000
     assert not idx.optimize_due("hot", 0.5, 20_000) and not idx.optimize_due("cold", 0.0, 6000)
     assert idx.optimize_due("hot", 0.5, 20_001) and idx.optimize_due("cold", 0.9, 20_001)
+
+
+def test_a_copied_tier_past_half_the_copy_is_built_ahead() -> None:
+    """A tier searched from its in-memory copy goes on being searched while it is built: past
+    half of what the copy covers its graph is built ahead, on the usual cadence, so it leaves
+    the copy with the graph ready instead of every doc to build at once."""
+    from totalrecall_indexer.core.indexer import Indexer, IndexerConfig
+
+    idx = Indexer(markdown=None, pg=None, tiers=None,  # type: ignore[arg-type]
+                  config=IndexerConfig(linear_max_docs=20_000, optimize_min_new_docs=2000))
+    assert not idx.optimize_due("hot", 0.0, 12_000, mirrored=True)  # not 2000 new docs yet
+    idx._new_since_optimize["hot"] = 2000
+    assert idx.optimize_due("hot", 0.0, 12_000, mirrored=True)
+    assert not idx.optimize_due("hot", 0.0, 10_000, mirrored=True)  # half: not yet
+    assert not idx.optimize_due("hot", 0.0, 12_000, mirrored=False)  # searched by zvec

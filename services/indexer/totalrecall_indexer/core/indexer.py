@@ -147,8 +147,9 @@ class Indexer:
     async def expire(self, cutoff_ms: int) -> int:
         return await self.maintenance.expire(cutoff_ms)
 
-    def optimize_due(self, tier: str, completeness: float, doc_count: int) -> bool:
-        return self.maintenance.optimize_due(tier, completeness, doc_count)
+    def optimize_due(self, tier: str, completeness: float, doc_count: int,
+                     mirrored: bool = False) -> bool:
+        return self.maintenance.optimize_due(tier, completeness, doc_count, mirrored)
 
     async def optimize_once(self, force: bool = False) -> dict[str, float]:
         return await self.maintenance.optimize_once(force)

@@ -94,12 +94,17 @@ class TierMaintenance:
         return total
 
     # --- HNSW builds -----------------------------------------------------------------------
-    def optimize_due(self, tier: str, completeness: float, doc_count: int) -> bool:
+    def optimize_due(self, tier: str, completeness: float, doc_count: int,
+                     mirrored: bool = False) -> bool:
         if completeness >= 1.0 or doc_count == 0:
             return False
-        if doc_count <= self.state.cfg.linear_max_docs:
-            # Searched exactly (`Searcher`): a graph nobody reads costs a build, and during a
-            # build the tier's searches go without it (`BuildExclusion`).
+        linear_max = self.state.cfg.linear_max_docs
+        if doc_count <= linear_max and not (mirrored and 2 * doc_count > linear_max):
+            # Searched exactly (`Searcher`): a graph nobody reads yet costs a build, and during
+            # a build a tier without an in-memory copy is searched without (`BuildExclusion`).
+            # A copied tier past half the copy's size is built ahead, its searches going on
+            # from the copy: it leaves the copy with its graph ready, rather than with every
+            # doc to build at once, the tier unsearched and its writes held all that while.
             return False
         if tier != "hot":
             # zvec brute-forces the part of a tier not in the graph yet on the *quantized*
@@ -122,7 +127,8 @@ class TierMaintenance:
             stats = await asyncio.to_thread(st.tiers.stats)
             for tier, s in stats.items():
                 due = (s["doc_count"] > 0 and s["index_completeness"] < 1.0) if force else \
-                    self.optimize_due(tier, s["index_completeness"], int(s["doc_count"]))
+                    self.optimize_due(tier, s["index_completeness"], int(s["doc_count"]),
+                                      mirrored=st.tiers.has_mirror(tier))
                 if not due:
                     continue
                 st.new_since_optimize[tier] = 0

@@ -69,6 +69,10 @@ class ZvecTiers:
         #: copy would answer differently.
         self.mirror_max_docs = mirror_max_docs
         self._mirrors: dict[str, VectorMirror] = {}
+        #: A mirror is searched and changed under its tier's lock of its own, not the tier's
+        #: read exclusion: a build leaves it alone (the tier's writes wait meanwhile), so the
+        #: tier's exact searches go on from it while its HNSW is built.
+        self._mirror_locks = {t: threading.Lock() for t in TIERS}
         #: tier -> monotonic time its missing mirror was last looked at
         self._mirror_tried: dict[str, float] = {}
         #: Opens a tier whose HNSW build was interrupted in a child process first: why that
@@ -339,12 +343,18 @@ class ZvecTiers:
         if mirror is None:
             return
         try:
-            change(mirror)
+            with self._mirror_locks[tier]:
+                change(mirror)
         except Exception:
             log.exception("zvec tier %s: its in-memory copy could not follow a write; it is "
                           "searched by zvec until the copy is loaded again", tier)
             self._mirrors.pop(tier, None)
             self._mirror_tried[tier] = time.monotonic()
+
+    def has_mirror(self, tier: str) -> bool:
+        """Whether `tier`'s exact searches are answered from its in-memory copy (and so go on
+        while its HNSW is built)."""
+        return tier in self._mirrors
 
     def _mirror_fit(self, tier: str) -> None:
         """(With the tier's lock held.)"""
@@ -459,12 +469,14 @@ class ZvecTiers:
                linear: bool = False) -> list[RawHit]:
         """ANN search (HNSW; quantized tiers refined with their full vectors), or an exact scan
         with `linear` (from the tier's mirror when it has one and the filter is not a string)."""
+        if linear and not isinstance(filter, str):
+            with self._mirror_locks[tier]:
+                mirror = self._mirrors.get(tier)
+                if mirror is not None:
+                    return mirror.search(vector, topk, filter)
         with self._access.reading(tier, self.search_wait_s) as admitted:
             if not admitted:
                 raise self._busy(tier)
-            mirror = self._mirrors.get(tier)
-            if linear and mirror is not None and not isinstance(filter, str):
-                return mirror.search(vector, topk, filter)
             # Only zvec's own search needs its query parameters and the filter as a string.
             param = HnswQueryParam(ef=max(min(ef, MAX_EF), topk), is_linear=linear,
                                    is_using_refiner=tier != "hot")
