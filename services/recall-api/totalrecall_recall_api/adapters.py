@@ -275,7 +275,7 @@ class PostgresStore:
         # to search by do not score (eval/results/notes.md, 2026-11-25).
         phrases = await self._phrases(terms, counts)
         # The common words score but do not select: which memories are ranked is decided by
-        # the telling words alone (`TermStats.common`).
+        # the telling words alone (`Counts.common`).
         scored = [*weighted, *common]
         n = len(scored) + len(phrases)
         # A word searched as a prefix scores its own IDF where the memory holds the word itself

@@ -205,6 +205,33 @@ def test_tracker_coalesces_modifies_and_orders_create_before_delete() -> None:
     assert [e.subcategory for e in t.batch({(2, "/w/b.nix")})] == ["modify"]
 
 
+def test_a_new_directory_reports_what_it_already_holds(tmp_path: Path) -> None:
+    """Files made in a directory before the watch reached it are never notified (pip install
+    --target moves a whole tree in): they are read when the directory appears, once, and a late
+    notification of one of them is not a second creation."""
+    site = tmp_path / "site-x"
+    (site / "tinypkg" / "__pycache__").mkdir(parents=True)
+    (site / "tinypkg" / "__init__.py").write_text("VERSION = '1.0'\n")
+    (site / "tinypkg-1.0.dist-info").mkdir()
+    (site / "tinypkg-1.0.dist-info" / "METADATA").write_text("Name: tinypkg\n")
+    (site / "tinypkg" / "__pycache__" / "x.pyc").write_bytes(b"")
+    c = ctx()
+    t = FileChangeTracker(c, PathFilter(["__pycache__"], [".pyc"], roots=[str(tmp_path)]),
+                          coalesce_s=60)
+    events = t.batch({(1, str(site))})
+    assert sorted(e.metadata.path for e in events) == sorted(str(p) for p in (
+        site, site / "tinypkg", site / "tinypkg" / "__init__.py", site / "tinypkg-1.0.dist-info",
+        site / "tinypkg-1.0.dist-info" / "METADATA"))
+    assert {e.subcategory for e in events} == {"create"}
+    assert t.batch({(1, str(site / "tinypkg" / "__init__.py"))}) == []  # the late notice
+    (site / "tinypkg" / "__init__.py").unlink()
+    assert [e.subcategory for e in t.batch({(3, str(site / "tinypkg" / "__init__.py"))})] == [
+        "delete"]
+    (site / "tinypkg" / "__init__.py").write_text("again\n")
+    assert [e.subcategory for e in t.batch({(1, str(site / "tinypkg" / "__init__.py"))})] == [
+        "create"]  # made again after its deletion: a creation of its own
+
+
 def test_filesystem_unavailable_when_no_path_exists(tmp_path: Path) -> None:
     w = FilesystemWatcher(ctx(), FilesystemSettings(paths=[str(tmp_path / "nope")]))
     assert "none of the configured paths exist" in (w.check_available() or "")

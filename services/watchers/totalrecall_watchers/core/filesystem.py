@@ -1,7 +1,8 @@
 """Filesystem watcher: inotify (via watchfiles) on configured paths.
 
 Skips temp/editor files, VCS internals and build output; repeated changes of one path within
-`coalesce_s` become one event.
+`coalesce_s` become one event. A new directory's entries are read when it appears: what was
+made in it before the watch reached it is never notified.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
 KIND = {1: "create", 2: "modify", 3: "delete"}  # watchfiles.Change values
 VERB = {"create": "Created", "modify": "Modified", "delete": "Deleted"}
 MAX_COALESCE_KEYS = 10_000
+#: A new directory's entries read at most (`FileChangeTracker.batch`).
+MAX_NEW_DIR_ENTRIES = 1_000
 
 
 class PathFilter:
@@ -79,6 +82,9 @@ class FileChangeTracker:
                 self.filtered += 1
                 continue
             by_path.setdefault(path, set()).add(kind)
+        for path in [p for p, kinds in by_path.items() if "create" in kinds]:
+            for entry in self._entries_of_new_dir(path):
+                by_path.setdefault(entry, {"create"})
         events: list[MemoryEvent] = []
         now = self.ctx.clock.monotonic()
         for path in sorted(by_path):
@@ -93,12 +99,34 @@ class FileChangeTracker:
                 if kind == "modify" and last is not None and now - last < self.coalesce_s:
                     self.coalesced += 1
                     continue
+                if kind == "create" and last is not None and now - last < self.coalesce_s \
+                        and self._last.get((path, "delete"), float("-inf")) < last:
+                    # Reported already: read from its new directory, then notified as well.
+                    self.coalesced += 1
+                    continue
                 self._last[key] = now
                 self._last.move_to_end(key)
                 while len(self._last) > MAX_COALESCE_KEYS:
                     self._last.popitem(last=False)
                 events.append(self._event(kind, path))
         return events
+
+    def _entries_of_new_dir(self, path: str) -> list[str]:
+        """What a directory just created already holds. Its entries made before the recursive
+        watch reached it (`pip install --target`, `tar x`, a moved-in tree) are never notified:
+        they are read here instead, at most `MAX_NEW_DIR_ENTRIES` of them."""
+        if not os.path.isdir(path) or os.path.islink(path):
+            return []
+        found: list[str] = []
+        for root, dirs, files in os.walk(path):
+            dirs[:] = [d for d in sorted(dirs) if self.filter.keep(os.path.join(root, d))]
+            for name in [*dirs, *sorted(files)]:
+                entry = os.path.join(root, name)
+                if self.filter.keep(entry):
+                    found.append(entry)
+                if len(found) >= MAX_NEW_DIR_ENTRIES:
+                    return found
+        return found
 
     def _event(self, kind: str, path: str) -> MemoryEvent:
         p = Path(path)
