@@ -126,6 +126,9 @@ async def test_the_concurrent_responder_answers_requests(nc: Any, worker_nc: Any
     responder = ConcurrentResponder(f"{topology.prefix}.rpc.echo", answer, concurrency=2)
     await responder.start(worker_nc)
     await confirm_subscriptions(worker_nc)
+    # (one CI run still saw "no responders" after the flush: the server's own list is waited for)
+    await wait_for(lambda: _subscribed(nats_server, responder.subject),
+                   what="the responder's subscription at the server")
     replies = await asyncio.gather(*(nc.request(responder.subject, b"%d" % i, timeout=5)
                                      for i in range(6)))
     assert sorted(r.data for r in replies) == sorted(b"re:%d" % i for i in range(6))
@@ -137,6 +140,10 @@ async def test_the_concurrent_responder_answers_requests(nc: Any, worker_nc: Any
     with pytest.raises((nats.errors.NoRespondersError, nats.errors.TimeoutError)):
         await nc.request(responder.subject, b"late", timeout=2)
     assert b"late" not in asked
+
+
+async def _subscribed(server: NatsServer, subject: str) -> bool:
+    return subject in await _server_subscriptions(server)
 
 
 async def _server_subscriptions(server: NatsServer) -> set[str]:
