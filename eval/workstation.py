@@ -157,11 +157,21 @@ def _hog(tag: str, seconds: float | None) -> subprocess.Popen[bytes]:
 
 def make_events(client: RecallClient, paths: Paths, *, log: Callable[[str], None] = print,
                 timeout: float = 90.0) -> World:
-    """Make every scenario's events for real, wait until each is recallable."""
+    """Make every scenario's events for real, wait until each is recallable. Should a step
+    fail, the processes started before it are stopped (a CPU hog left running slowed every
+    test after it)."""
     w = World()
     for k in ("hogold", "hognow", "unit", "cfgsvc", "cfg", "disk", "pkg", "ssh", "dup"):
         w.m[k] = marker()
+    try:
+        return _make_events(client, paths, w, log, timeout)
+    except BaseException:
+        w.stop()
+        raise
 
+
+def _make_events(client: RecallClient, paths: Paths, w: World, log: Callable[[str], None],
+                 timeout: float) -> World:
     # 1. a CPU hog that exits by itself, then one that keeps running
     old = _hog(f"render-{w.m['hogold']}", 6.0)
     w.pids["hogold"] = old.pid
