@@ -28,7 +28,7 @@ from totalrecall_schema import (
 )
 
 from .core.continuity import NOTABLE_CATEGORIES, NOTABLE_SUBCATEGORIES
-from .core.term_weights import Counts
+from .core.term_weights import Counts, is_prefix
 from .ports import PublishFailed, Row
 from .termstats import TermStats
 
@@ -230,9 +230,7 @@ PREFIX_MIN_CHARS = 4
 
 def _operand(lexeme: str, prefix_min_chars: int = PREFIX_MIN_CHARS) -> str:
     quoted = _quote(lexeme)
-    if prefix_min_chars > 0 and len(lexeme) >= prefix_min_chars and lexeme.isalnum():
-        return f"{quoted}:*"
-    return quoted
+    return f"{quoted}:*" if is_prefix(lexeme, prefix_min_chars) else quoted
 
 
 _WORD_LEXEMES_SQL = ("SELECT lexeme, positions FROM unnest(to_tsvector('english', $1)) "
@@ -368,8 +366,8 @@ class PostgresStore:
         IDF (None otherwise: the prefix's weight is all there is)."""
         out: list[float | None] = []
         for lx, w in scored:
-            searched_as_prefix = _operand(lx, self.prefix_min_chars) != _quote(lx)
-            own = counts.exact_idf(lx) if counts is not None and searched_as_prefix else None
+            own = counts.exact_idf(lx) \
+                if counts is not None and is_prefix(lx, self.prefix_min_chars) else None
             out.append(own if own is not None and own > w else None)
         return out
 
