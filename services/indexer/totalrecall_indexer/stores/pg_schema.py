@@ -25,16 +25,17 @@ DECLARE
     zns text[];
     zlex text[];
 BEGIN
+    -- One statement, so the difference is worked out once; `up` (read below) is written
+    -- before `upn` (read by nothing, run at the end), as in every statement.
     WITH {delta},
          up AS (INSERT INTO term_stats AS t (namespace, lexeme, ndoc)
                 SELECT namespace, lexeme, n FROM d WHERE n <> 0 ORDER BY namespace, lexeme
                 ON CONFLICT (namespace, lexeme) DO UPDATE SET ndoc = t.ndoc + EXCLUDED.ndoc
-                RETURNING t.namespace, t.lexeme, t.ndoc)
-    SELECT array_agg(namespace), array_agg(lexeme) INTO zns, zlex FROM up WHERE ndoc <= 0;
-    WITH {delta}
-    INSERT INTO namespace_stats AS s (namespace, ndoc)
-    SELECT namespace, n FROM dn WHERE n <> 0 ORDER BY namespace
-    ON CONFLICT (namespace) DO UPDATE SET ndoc = s.ndoc + EXCLUDED.ndoc;{lowered}
+                RETURNING t.namespace, t.lexeme, t.ndoc),
+         upn AS (INSERT INTO namespace_stats AS s (namespace, ndoc)
+                 SELECT namespace, n FROM dn WHERE n <> 0 ORDER BY namespace
+                 ON CONFLICT (namespace) DO UPDATE SET ndoc = s.ndoc + EXCLUDED.ndoc)
+    SELECT array_agg(namespace), array_agg(lexeme) INTO zns, zlex FROM up WHERE ndoc <= 0;{lowered}
     RETURN NULL;
 END $$;
 DROP TRIGGER IF EXISTS {name} ON memories;
