@@ -16,6 +16,7 @@ from .learning import PatternLearner
 from .ledger import Ledger
 from .metrics import Metrics
 from .ports import Embedder, Publisher, Store, VectorIndex
+from .query_vectors import QueryVectors
 from .service import RecallService
 from .sessions import SessionContinuity
 from .settings import Settings
@@ -36,8 +37,10 @@ class Container:
         self.citations = Citations(self.settings.memory_dir)
         self.ledger = Ledger(self.settings.ledger_path, self.publisher,
                              self.settings.ledger_namespace)
-        self.service = RecallService(self.settings, self.embedder, self.index, self.store,
-                                     self.metrics, self.citations, alerts=self.alerts)
+        self.service = RecallService(
+            self.settings, self.embedder, self.index, self.store, self.metrics, self.citations,
+            alerts=self.alerts, query_vectors=QueryVectors(
+                self.settings.query_vector_cache_size, self.settings.query_vector_cache_s))
         self.admission = Admission(self.settings.max_concurrent_recalls,
                                    self.settings.recall_queue_wait_s, self.metrics.recalls_shed,
                                    self.metrics.recalls_in_flight)

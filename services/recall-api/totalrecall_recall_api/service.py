@@ -53,6 +53,7 @@ from .core.text import query_terms
 from .core.timeframe import plan
 from .metrics import Metrics
 from .ports import Embedder, Row, RowsBM25, Store, TemplateRows, VectorIndex
+from .query_vectors import QueryVectors
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -108,6 +109,8 @@ class RecallService:
     metrics: Metrics
     citations: Citations | None = None
     alerts: AlertMonitor | None = None
+    #: Vectors of questions asked lately (None: every question goes to the embedder).
+    query_vectors: QueryVectors | None = None
     _profiles: dict[str, tuple[float, list[Memory]]] = field(default_factory=dict)
 
     async def _timed(self, stage: str, aw: Awaitable[T]) -> T:
@@ -123,9 +126,12 @@ class RecallService:
         """`embedded`: a long query's keyword search waits on it (set once the embedding is
         back, or has failed); the embedding is then asked for as exclusive."""
         s = self.settings
+        def ask() -> Awaitable[tuple[list[float], str | None]]:
+            return self.embedder.embed_query(req.query, exclusive=embedded is not None)
+
         try:
-            vector, model = await self._timed("embed", self.embedder.embed_query(
-                req.query, exclusive=embedded is not None))
+            vector, model = await self._timed("embed", ask() if self.query_vectors is None
+                                              else self.query_vectors.get(req.query, ask))
         finally:
             if embedded is not None:
                 embedded.set()
@@ -135,9 +141,15 @@ class RecallService:
                            categories=[req.category] if req.category else None)
 
         async def search(tier_set: tuple[str, ...]) -> list[VectorHit]:
-            reply = await self.index.search(VectorSearchRequest(
-                vector=vector, model=model, topk=s.vector_candidates, tiers=list(tier_set),
-                filter=flt))  # type: ignore[arg-type]
+            try:
+                reply = await self.index.search(VectorSearchRequest(
+                    vector=vector, model=model, topk=s.vector_candidates, tiers=list(tier_set),
+                    filter=flt))  # type: ignore[arg-type]
+            except Exception:
+                # Its model may be one the index no longer takes: asked for again next time.
+                if self.query_vectors is not None:
+                    self.query_vectors.forget_model(model)
+                raise
             for tier, ms in reply.took_ms.items():
                 if tier in ("hot", "warm", "cold"):
                     self.metrics.stage_seconds.labels(f"vector_{tier}").observe(ms / 1000)

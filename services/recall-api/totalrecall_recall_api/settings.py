@@ -42,6 +42,10 @@ class Settings(ServiceSettings):
     # instead of holding up the prompt. Searches that include the warm/cold tiers get longer
     # (the design's budgets: warm < 500 ms, cold < 2 s).
     embed_timeout_s: float = 1.0
+    #: The vectors of questions asked lately, reused for this long (query_vectors.py); a
+    #: change of the embedder's model shows within it. 0 entries or 0 s: off.
+    query_vector_cache_size: int = Field(default=1024, ge=0)
+    query_vector_cache_s: float = Field(default=300.0, ge=0)
     # A query this long (characters; an agent's whole prompt, not a search phrase) is embedded
     # first, alone, and its keyword search starts once the vector is back: the embedder may then
     # spread it over both cores (EmbedRequest.exclusive) while the keyword search takes a

@@ -583,6 +583,35 @@ async def test_long_query_chars_zero_runs_both_at_once(world: FakeWorld) -> None
     assert world.bm25_beside_embedding == [True]
 
 
+async def test_a_question_asked_again_reuses_its_vector_until_a_search_with_it_fails(
+        client: httpx.AsyncClient, world: FakeWorld) -> None:
+    await client.post("/memory/ingest", json={"summary": "nginx failed: address in use",
+                                              "category": "system.service"})
+    for _ in range(3):
+        r = await client.post("/memory/recall", json={"query": "why did nginx fail?"})
+        assert r.json()["memories"]
+    assert world.embed_calls == [("why did nginx fail?", False)]
+    # every recall still searches
+    assert sum(1 for r in world.search_requests if r.tiers == ["hot"]) == 3
+
+    async def refused(request: VectorSearchRequest) -> VectorSearchReply:
+        raise RuntimeError("model mismatch: query vector made with 'fake'")
+    world.search = refused  # type: ignore[method-assign]
+    r = await client.post("/memory/recall", json={"query": "why did nginx fail?"})
+    assert r.status_code == 200 and r.json()["memories"]  # by keyword
+    del world.search  # the class's search again
+    await client.post("/memory/recall", json={"query": "why did nginx fail?"})
+    assert len(world.embed_calls) == 2  # the failed vector was not reused
+
+
+async def test_a_query_vector_cache_of_zero_entries_asks_the_embedder_every_time(
+        world: FakeWorld) -> None:
+    async with await _client(world, query_vector_cache_size=0) as c:
+        for _ in range(2):
+            await c.post("/memory/recall", json={"query": "disk usage"})
+    assert world.embed_calls == [("disk usage", False)] * 2
+
+
 async def test_as_of_shows_nothing_from_the_future(client: httpx.AsyncClient,
                                                    world: FakeWorld) -> None:
     """Asked as of 2023-03-09 15:47, a memory of 2023-03-10 does not exist yet: not by vector,
