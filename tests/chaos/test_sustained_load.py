@@ -64,6 +64,9 @@ class Figures:
     #: (its HNSW build ran), builds and their seconds (its /metrics, after minus before).
     hot_tier: dict[str, float] = field(default_factory=dict)
     load: list[tuple[float, float]] = field(default_factory=list)  # t, 1-min load average
+    #: Where a recall's time went: per stage of the recall API, [count, mean, p50, p99] in ms
+    #: (from its histogram's buckets during the load: a percentile is its bucket's bound).
+    stages: dict[str, list[float]] = field(default_factory=dict)
     started_at: str = ""  # wall clock (UTC), to set the series beside the services' logs
 
 
@@ -135,7 +138,7 @@ async def _run(stack: Stack, recall_rate: float, events_rate: float, duration: f
                     await asyncio.wait_for(stop.wait(), timeout=max(duration / 30, 1.0))
 
         cpu0, client0 = cpu_seconds(pids), sum(psutil.Process().cpu_times()[:2])
-        hot0 = _hot_tier(stack)
+        hot0, stages0 = _hot_tier(stack), _stage_buckets(stack)
         figures.started_at = datetime.now(UTC).isoformat(timespec="seconds")
         t0 = time.monotonic() + 0.5
         stop = asyncio.Event()
@@ -151,6 +154,7 @@ async def _run(stack: Stack, recall_rate: float, events_rate: float, duration: f
             (sum(psutil.Process().cpu_times()[:2]) - client0) / wall, 2)
         hot1 = _hot_tier(stack)
         figures.hot_tier = {k: round(hot1[k] - hot0.get(k, 0.0), 1) for k in hot1}
+        figures.stages = _stage_summary(stages0, _stage_buckets(stack))
     finally:
         await client.close()
     await nc.drain()
@@ -176,6 +180,50 @@ def _hot_tier(stack: Stack) -> dict[str, float]:
     hot = {sample.name: sample.value for family in text_string_to_metric_families(text)
            for sample in family.samples if sample.labels.get("tier") == "hot"}
     return {name: float(hot.get(metric, 0.0)) for name, metric in _HOT_METRICS.items()}
+
+
+#: stage -> (sum of seconds, [(bucket bound in seconds, cumulative count)])
+_Buckets = dict[str, tuple[float, list[tuple[float, float]]]]
+
+
+def _stage_buckets(stack: Stack) -> _Buckets:
+    """The recall API's per-stage latency histogram, from its /metrics (empty if unreachable)."""
+    try:
+        text = httpx.get(f"{stack.url}/metrics", headers=stack.headers, timeout=5).text
+    except httpx.HTTPError:
+        return {}
+    out: _Buckets = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != "totalrecall_recall_stage_seconds":
+            continue
+        for sample in family.samples:
+            stage = sample.labels.get("stage", "")
+            _, buckets = out.setdefault(stage, (0.0, []))
+            if sample.name.endswith("_sum"):
+                out[stage] = (sample.value, buckets)
+            elif sample.name.endswith("_bucket"):
+                buckets.append((float(sample.labels["le"]), sample.value))
+    return out
+
+
+def _stage_summary(before: _Buckets, after: _Buckets) -> dict[str, list[float]]:
+    """Per stage, what was observed between the two scrapes: [count, mean, p50, p99] in ms."""
+    out: dict[str, list[float]] = {}
+    for stage, (total, buckets) in sorted(after.items()):
+        total0, buckets0 = before.get(stage, (0.0, []))
+        earlier = dict(buckets0)
+        cumulative = sorted((le, n - earlier.get(le, 0.0)) for le, n in buckets)
+        count = cumulative[-1][1] if cumulative else 0.0
+        if count <= 0:
+            continue
+
+        def bound(q: float, cumulative: list[tuple[float, float]] = cumulative,
+                  count: float = count) -> float:
+            return next(le for le, n in cumulative if n >= q * count)
+
+        out[stage] = [count, round((total - total0) / count * 1000, 2),
+                      round(bound(0.5) * 1000, 1), round(bound(0.99) * 1000, 1)]
+    return out
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -255,6 +303,7 @@ def _check(tmp_path: Path, recall_rate: float, events_rate: float, duration: flo
         "loadavg_1m_min_mean_max": [round(min(loads), 2), round(statistics.fmean(loads), 2),
                                     round(max(loads), 2)] if loads else [],
         "hot_tier_during_load": figures.hot_tier,
+        "recall_stages_n_mean_p50_p99_ms": figures.stages,
         "started_at_utc": figures.started_at,
         "recall_by_window_s_n_p50_p99_max_ms": _windows(figures.recall_at, figures.recall_ms,
                                                         max(duration / 60, 1.0)),
