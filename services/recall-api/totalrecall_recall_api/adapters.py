@@ -247,8 +247,16 @@ class PostgresStore:
     def __init__(self, pool: asyncpg.Pool, term_stats: TermStats | None = None,
                  scan_cap: int = 500, timeout: float | None = None,
                  prefix_min_chars: int = PREFIX_MIN_CHARS, max_terms: int = 8,
-                 max_df_ratio: float = 0.2) -> None:
+                 max_df_ratio: float = 0.2, generic_pool: asyncpg.Pool | None = None) -> None:
         self.pool = pool
+        #: Connections whose sessions plan a statement once (`force_generic_plan`), for the
+        #: lookups whose plan is the same whatever their values: a walk of one index bounded
+        #: by a hit's row or by the filters (`pool` when None). Each of them is written so
+        #: that its bounds are index conditions in a plan that cannot see the values (a
+        #: missing bound is an infinite one, not an `IS NULL OR` the plan must test per row).
+        #: Planning them for every recall was a third of Postgres's time per recall
+        #: (docs/perf/2026-11-27-plan-cache.md).
+        self.generic_pool = pool if generic_pool is None else generic_pool
         self.max_terms, self.max_df_ratio = max_terms, max_df_ratio
         self.prefix_min_chars = prefix_min_chars  # 0: exact lexemes only
         self.term_stats = term_stats
@@ -416,7 +424,7 @@ class PostgresStore:
     async def rows(self, keys: Sequence[str]) -> dict[str, Row]:
         if not keys:
             return {}
-        rows = await self.pool.fetch(
+        rows = await self.generic_pool.fetch(
             f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE key = ANY($1::text[])", list(keys),
             timeout=self.timeout, record_class=MemoryRecord)
         return {r["key"]: r for r in rows}
@@ -460,7 +468,8 @@ class PostgresStore:
                  WHERE m.namespace = h.namespace AND m.thread = h.thread
                    AND m.ts <= h.ts + h.gap AND (m.ts, m.key) > (h.ts, h.key) {filters}
                  ORDER BY m.ts, m.key LIMIT $2)) AS n"""
-        rows = await self.pool.fetch(sql, list(dict.fromkeys(keys)), window, float(max_gap_s),
+        rows = await self.generic_pool.fetch(sql, list(dict.fromkeys(keys)), window,
+                                             float(max_gap_s),
                                      since, category,
                                      float(max_gap_s if event_gap_s is None else event_gap_s),
                                      _CONVERSATION_THREAD, list(known), timeout=self.timeout,
@@ -482,28 +491,29 @@ class PostgresStore:
             # index that stops at `limit`), then merged: a `category = ANY(…)` filter reads every
             # row of those categories in the window and sorts them (7 ms at 2,000 memories,
             # growing with the namespace; run on every diagnostic question). One branch per
-            # category, its name a parameter of its own: the planner then weighs each category
-            # by its own statistics. A category taken from an `unnest` it could not see, and
-            # where the table holds one category only it walked the whole window of the (namespace,
-            # ts) index for each category that has no memories at all.
+            # category, its name a parameter of its own, its window an index condition: each
+            # branch is that walk in any plan. (A category taken from an `unnest` let the planner
+            # walk the whole window of the (namespace, ts) index, for each category that has no
+            # memories at all, where the table holds one category only.)
             cats = sorted({*categories} & {category} if category else {*categories})
             if not cats:
                 return []
             sql = " UNION ALL ".join(
                 f"""(SELECT {_MEMORY_COLUMNS} FROM memories
                      WHERE namespace = $1 AND category = ${4 + i}
-                       AND ($2::timestamptz IS NULL OR ts >= $2)
+                       AND ts >= COALESCE($2::timestamptz, '-infinity')
                      ORDER BY ts DESC LIMIT $3)""" for i in range(len(cats)))
             sql = f"SELECT * FROM ({sql}) AS m ORDER BY m.ts DESC LIMIT $3"
-            args: tuple[Any, ...] = (namespace, since, limit, *cats)
-        else:
-            sql = f"""SELECT {_MEMORY_COLUMNS} FROM memories
-                      WHERE namespace = $1 AND ($2::timestamptz IS NULL OR ts >= $2)
-                        AND ($3::text IS NULL OR category = $3)
-                      ORDER BY ts DESC LIMIT $4"""
-            args = (namespace, since, category, limit)
-        return list(await self.pool.fetch(sql, *args, timeout=self.timeout,
-                                          record_class=MemoryRecord))
+            return list(await self.generic_pool.fetch(sql, namespace, since, limit, *cats,
+                                                      timeout=self.timeout,
+                                                      record_class=MemoryRecord))
+        # Planned for its values: which index to walk depends on whether there is a category.
+        sql = f"""SELECT {_MEMORY_COLUMNS} FROM memories
+                  WHERE namespace = $1 AND ($2::timestamptz IS NULL OR ts >= $2)
+                    AND ($3::text IS NULL OR category = $3)
+                  ORDER BY ts DESC LIMIT $4"""
+        return list(await self.pool.fetch(sql, namespace, since, category, limit,
+                                          timeout=self.timeout, record_class=MemoryRecord))
 
     async def keyword_statistics(self, namespace: str | None) -> dict[str, Any] | None:
         if self.term_stats is None:
@@ -518,13 +528,13 @@ class PostgresStore:
         if not templates or per_template <= 0:
             return []
         try:
-            rows = await self.pool.fetch(
+            rows = await self.generic_pool.fetch(
                 f"""SELECT {_COLUMNS_M} FROM unnest($2::text[]) AS t(template)
                     CROSS JOIN LATERAL (
                         SELECT {_MEMORY_COLUMNS} FROM memories
                         WHERE namespace = $1 AND template = t.template
-                          AND ($3::timestamptz IS NULL OR ts >= $3)
-                          AND ($4::timestamptz IS NULL OR ts <= $4)
+                          AND ts >= COALESCE($3::timestamptz, '-infinity')
+                          AND ts <= COALESCE($4::timestamptz, 'infinity')
                           AND ($5::text IS NULL OR category = $5)
                         ORDER BY ts DESC LIMIT $6) AS m""",
                 namespace, list(templates), since, until, category, per_template,

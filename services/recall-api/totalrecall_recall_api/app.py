@@ -218,12 +218,20 @@ async def _connect(settings: Settings, stack: AsyncExitStack) -> dict[str, Any]:
                                      max_size=settings.pg_pool_max, server_settings=server_settings,
                                      reset=_keep_session)
     stack.push_async_callback(pool.close)
+    # The lookups whose plans do not depend on their values are planned once per connection
+    # (`PostgresStore.generic_pool`).
+    generic_pool = await asyncpg.create_pool(
+        settings.pg_dsn, min_size=min(settings.pg_pool_min, settings.pg_pool_max),
+        max_size=settings.pg_pool_max, reset=_keep_session,
+        server_settings={"plan_cache_mode": "force_generic_plan"})
+    stack.push_async_callback(generic_pool.close)
     term_stats = TermStats(pool, max_age_s=settings.term_stats_max_age_s,
                            prefix_min_chars=settings.bm25_prefix_min_chars)
     topo = settings.topology
     return {
         "publisher": JetStreamPublisher(nc, js, topo),
-        "store": PostgresStore(pool, term_stats, scan_cap=settings.bm25_scan_cap,
+        "store": PostgresStore(pool, term_stats, generic_pool=generic_pool,
+                               scan_cap=settings.bm25_scan_cap,
                                timeout=settings.pg_timeout_s,
                                prefix_min_chars=settings.bm25_prefix_min_chars,
                                max_terms=settings.bm25_max_terms,

@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -825,6 +826,95 @@ async def test_words_the_store_has_never_seen_are_looked_up_not_searched_for(pg_
     finally:
         await conn.close()
         await pool.close()
+
+
+def _literal(value: Any, pg_type: str) -> str:
+    """`value` as an SQL literal of `pg_type` (for EXPLAIN EXECUTE of a prepared statement)."""
+    if value is None:
+        return f"NULL::{pg_type}"
+    if isinstance(value, list):
+        return "ARRAY[" + ", ".join(_literal(v, pg_type.removesuffix("[]")) for v in value) + \
+            f"]::{pg_type}"
+    text = value.isoformat() if isinstance(value, datetime) else str(value)
+    return "'" + text.replace("'", "''") + f"'::{pg_type}"
+
+
+async def _generic_plan(conn: asyncpg.Connection, sql: str, args: tuple[Any, ...]) -> str:
+    """The plan Postgres runs `sql` by when it is planned once, not for its values
+    (`force_generic_plan` on `conn`), as run with `args`."""
+    types = [t.name for t in (await conn.prepare(sql)).get_parameters()]
+    name = f"g{abs(hash(sql))}"
+    await conn.execute(f"PREPARE {name}({', '.join(types)}) AS {sql}")
+    try:
+        values = ", ".join(_literal(a, t) for a, t in zip(args, types, strict=True))
+        rows = await conn.fetch(f"EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) "
+                                f"EXECUTE {name}({values})")
+    finally:
+        await conn.execute(f"DEALLOCATE {name}")
+    return "\n".join(r[0] for r in rows)
+
+
+async def test_lookups_planned_once_walk_only_their_window(pg_dsn: str) -> None:
+    """The diagnostic newest events, the newest repeats of a template, rows by key and a hit's
+    neighbours run on connections that plan each statement once (`generic_pool`). Such a
+    plan cannot see the values, so a window must be an index condition there, not a filter:
+    the recent errors of a namespace whose older errors are many are found without reading the
+    older ones. Their answers are the same as from connections that plan for the values."""
+    from totalrecall_recall_api.adapters import PostgresStore
+
+    await create_memories_table(pg_dsn)
+    now = datetime.now(UTC)
+    old = now - timedelta(days=30)
+    conn = await asyncpg.connect(pg_dsn, server_settings={"plan_cache_mode": "force_generic_plan"})
+    custom = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2,
+                                       server_settings={"plan_cache_mode": "force_custom_plan"})
+    generic = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2,
+                                        server_settings={"plan_cache_mode": "force_generic_plan"})
+    try:
+        await conn.execute(
+            """INSERT INTO memories (key, id, namespace, ts, category, subcategory, actor, source,
+                   severity, tags, summary, detail, metadata, tier, template)
+               SELECT 'gp:o' || i, 'o' || i, 'gp', $1::timestamptz + i * interval '1 second',
+                      'error', 'general', 'system', 'test', 'error', '{}',
+                      'disk sda1 is full', '', '{}'::jsonb, 'warm', 'tmpl-disk'
+               FROM generate_series(1, 3000) AS i""", old)
+        keys = await insert_rows(pg_dsn, [
+            {"id": f"r{i}", "namespace": "gp", "category": "error", "severity": "error",
+             "summary": "disk sda1 is full", "ts": now - timedelta(minutes=i)} for i in (1, 2)])
+        await conn.execute("UPDATE memories SET template = 'tmpl-disk' WHERE namespace = 'gp'")
+        await conn.execute("ANALYZE memories")
+        rec = RecordingPool(generic)
+        store = PostgresStore(custom, generic_pool=rec)  # type: ignore[arg-type]
+        reference = PostgresStore(custom)
+        hour_ago = now - timedelta(hours=1)
+
+        async def check(lookup: Any, expected: set[str]) -> str:
+            found = await lookup(store)
+            assert found == await lookup(reference)
+            rows = found.values() if isinstance(found, dict) else found
+            assert expected <= {r["key"] for r in rows if not isinstance(r, list)}
+            assert rec.last is not None
+            return await _generic_plan(conn, *rec.last)
+
+        def read_and_dropped(plan: str) -> int:
+            """Rows the plan read only to drop them (a window as a filter: the 3,000 old)."""
+            return sum(int(n) for n in re.findall(r"Rows Removed by Filter: (\d+)", plan))
+
+        plan = await check(lambda s: s.recent_rows("gp", hour_ago, None, 20,
+                                                   ["error", "system.service"]),
+                           set(keys.values()))
+        assert "ts >= COALESCE" in plan and read_and_dropped(plan) < 100, plan
+        plan = await check(lambda s: s.newest_of_templates("gp", ["tmpl-disk"], hour_ago, now,
+                                                           None, 5), set(keys.values()))
+        assert "ts <= COALESCE" in plan and read_and_dropped(plan) < 100, plan
+        plan = await check(lambda s: s.rows(list(keys.values())), set(keys.values()))
+        assert "memories_pkey" in plan
+        plan = await check(lambda s: s.neighbours([keys["r1"]], 2, 6 * 3600.0), set())
+        assert read_and_dropped(plan) < 100, plan
+    finally:
+        await conn.close()
+        await custom.close()
+        await generic.close()
 
 
 def _long_text(n_words: int, seed: int = 0) -> str:
