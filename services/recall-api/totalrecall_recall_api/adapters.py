@@ -241,6 +241,13 @@ _LEXEMES_SQL = f"""SELECT lexeme, positions FROM ({_WORD_LEXEMES_SQL}) AS w
                    UNION ALL SELECT unnest(tr_identifiers($1)), NULL::smallint[]"""
 
 
+#: The sessions of `PostgresStore.generic_pool`: each statement planned once, and its plan kept
+#: until the table's statistics change. A plan made on a new store (a few rows, where reading
+#: the whole table is cheapest) would stay a sequential scan as the table grows, so these
+#: sessions never scan a table whole: their statements are index walks by design.
+GENERIC_PLANS = {"plan_cache_mode": "force_generic_plan", "enable_seqscan": "off"}
+
+
 class PostgresStore:
     """Read-only access to the indexer's `memories` table."""
 

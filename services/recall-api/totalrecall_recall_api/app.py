@@ -197,7 +197,13 @@ async def _connect(settings: Settings, stack: AsyncExitStack) -> dict[str, Any]:
     import nats
     from totalrecall_schema import ensure_streams
 
-    from .adapters import JetStreamPublisher, NatsEmbedder, NatsVectorIndex, PostgresStore
+    from .adapters import (
+        GENERIC_PLANS,
+        JetStreamPublisher,
+        NatsEmbedder,
+        NatsVectorIndex,
+        PostgresStore,
+    )
     from .alert_store import PostgresAlertRows
     from .termstats import TermStats
 
@@ -223,7 +229,7 @@ async def _connect(settings: Settings, stack: AsyncExitStack) -> dict[str, Any]:
     generic_pool = await asyncpg.create_pool(
         settings.pg_dsn, min_size=min(settings.pg_pool_min, settings.pg_pool_max),
         max_size=settings.pg_pool_max, reset=_keep_session,
-        server_settings={"plan_cache_mode": "force_generic_plan"})
+        server_settings=GENERIC_PLANS)
     stack.push_async_callback(generic_pool.close)
     term_stats = TermStats(pool, max_age_s=settings.term_stats_max_age_s,
                            prefix_min_chars=settings.bm25_prefix_min_chars)
