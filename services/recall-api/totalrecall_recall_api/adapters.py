@@ -256,13 +256,15 @@ class PostgresStore:
                  prefix_min_chars: int = PREFIX_MIN_CHARS, max_terms: int = 8,
                  max_df_ratio: float = 0.2, generic_pool: asyncpg.Pool | None = None) -> None:
         self.pool = pool
-        #: Connections whose sessions plan a statement once (`force_generic_plan`), for the
-        #: lookups whose plan is the same whatever their values: a walk of one index bounded
-        #: by a hit's row or by the filters (`pool` when None). Each of them is written so
-        #: that its bounds are index conditions in a plan that cannot see the values (a
-        #: missing bound is an infinite one, not an `IS NULL OR` the plan must test per row).
-        #: Planning them for every recall was a third of Postgres's time per recall
-        #: (docs/perf/2026-11-27-plan-cache.md).
+        #: Connections whose sessions plan a statement once (`GENERIC_PLANS`), for the lookups
+        #: whose plan is the same whatever their values (`pool` when None): rows by key, and
+        #: walks of an index driven by rows the statement itself finds (a hit's neighbours, a
+        #: template's newest repeats), whose values no plan sees. Their bounds are written as
+        #: index conditions in a plan that cannot see the values (a missing bound is an
+        #: infinite one, not an `IS NULL OR` the plan must test per row). Planning them for
+        #: every recall was a good part of Postgres's time per recall
+        #: (docs/perf/2026-11-27-plan-cache.md). A lookup by a value whose frequency decides
+        #: the index (a category) stays with `pool`.
         self.generic_pool = pool if generic_pool is None else generic_pool
         self.max_terms, self.max_df_ratio = max_terms, max_df_ratio
         self.prefix_min_chars = prefix_min_chars  # 0: exact lexemes only
@@ -498,29 +500,29 @@ class PostgresStore:
             # index that stops at `limit`), then merged: a `category = ANY(…)` filter reads every
             # row of those categories in the window and sorts them (7 ms at 2,000 memories,
             # growing with the namespace; run on every diagnostic question). One branch per
-            # category, its name a parameter of its own, its window an index condition: each
-            # branch is that walk in any plan. (A category taken from an `unnest` let the planner
-            # walk the whole window of the (namespace, ts) index, for each category that has no
-            # memories at all, where the table holds one category only.)
+            # category, its name a parameter of its own: the planner then weighs each category
+            # by its own statistics. A category taken from an `unnest` it could not see, and
+            # where the table holds one category only it walked the whole window of the (namespace,
+            # ts) index for each category that has no memories at all. (So it is planned for its
+            # values: a plan made once cannot see the categories either.)
             cats = sorted({*categories} & {category} if category else {*categories})
             if not cats:
                 return []
             sql = " UNION ALL ".join(
                 f"""(SELECT {_MEMORY_COLUMNS} FROM memories
                      WHERE namespace = $1 AND category = ${4 + i}
-                       AND ts >= COALESCE($2::timestamptz, '-infinity')
+                       AND ($2::timestamptz IS NULL OR ts >= $2)
                      ORDER BY ts DESC LIMIT $3)""" for i in range(len(cats)))
             sql = f"SELECT * FROM ({sql}) AS m ORDER BY m.ts DESC LIMIT $3"
-            return list(await self.generic_pool.fetch(sql, namespace, since, limit, *cats,
-                                                      timeout=self.timeout,
-                                                      record_class=MemoryRecord))
-        # Planned for its values: which index to walk depends on whether there is a category.
-        sql = f"""SELECT {_MEMORY_COLUMNS} FROM memories
-                  WHERE namespace = $1 AND ($2::timestamptz IS NULL OR ts >= $2)
-                    AND ($3::text IS NULL OR category = $3)
-                  ORDER BY ts DESC LIMIT $4"""
-        return list(await self.pool.fetch(sql, namespace, since, category, limit,
-                                          timeout=self.timeout, record_class=MemoryRecord))
+            args: tuple[Any, ...] = (namespace, since, limit, *cats)
+        else:
+            sql = f"""SELECT {_MEMORY_COLUMNS} FROM memories
+                      WHERE namespace = $1 AND ($2::timestamptz IS NULL OR ts >= $2)
+                        AND ($3::text IS NULL OR category = $3)
+                      ORDER BY ts DESC LIMIT $4"""
+            args = (namespace, since, category, limit)
+        return list(await self.pool.fetch(sql, *args, timeout=self.timeout,
+                                          record_class=MemoryRecord))
 
     async def keyword_statistics(self, namespace: str | None) -> dict[str, Any] | None:
         if self.term_stats is None:
