@@ -299,6 +299,18 @@ END $$;
     # points), so a prefix's count is a range of it. Rows are taken in (namespace, lexeme) order
     # in every statement, so two writers never wait on each other in a cycle.
     (12, "term statistics kept by triggers: memories per namespace, and per lexeme", _TERM_STATS),
+    # The indexer vacuums and analyses its tables itself, from backends at a lowered priority
+    # (`PgStore.vacuum_if_grown`): the statistics of `memories` once a fifth of it changed,
+    # the counts with them. Autovacuum's workers run at the server's priority, and its analyse
+    # of `memories` (a tenth changed) came first, a core for seconds beside the recalls
+    # (docs/perf/2026-11-27-autovacuum.md); the counts' rows change at every insert, so theirs
+    # came every minute. Autovacuum stays the backstop, at twice the indexer's thresholds.
+    (13, "the mirror's statistics kept by the indexer, autovacuum as the backstop", """
+ALTER TABLE memories SET (autovacuum_analyze_scale_factor = 0.4);
+ALTER TABLE term_stats SET (autovacuum_analyze_scale_factor = 0.4,
+                            autovacuum_analyze_threshold = 1000000);
+ALTER TABLE namespace_stats SET (autovacuum_analyze_threshold = 1000000);
+"""),
 ]
 
 _ADVISORY_LOCK_ID = 0x7452_4D45  # "tRME"

@@ -127,6 +127,10 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     rolled back (asyncpg does that before calling this)."""
 
 
+#: The tables the indexer vacuums and analyses itself (`PgStore.vacuum_if_grown`).
+_MAINTAINED = "memories, term_stats, namespace_stats"
+
+
 class PgStore:
     def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 4,
                  backend_nice: int = 0) -> None:
@@ -200,8 +204,10 @@ class PgStore:
         leaves unmarked longest. On a table that only grew, a vacuum reads the new pages only;
         statistics (a sample of the whole table) are the costly part and follow the table's
         growth. After bulk loads (rebuild, backfill, a burst) the fresh statistics keep the
-        planner on the newest matches rather than a whole namespace. The indexer owns the
-        table: nothing else maintains it."""
+        planner on the newest matches rather than a whole namespace. The word counts
+        (`term_stats`, `namespace_stats`: rows updated at every insert) are vacuumed and
+        analysed with it. The indexer owns these tables: autovacuum is only their backstop
+        (migration 13), since its workers run at the server's priority, beside recall."""
         if min_new_rows <= 0:
             return 0
         async with self._p().acquire() as conn:
@@ -214,10 +220,9 @@ class PgStore:
             if grown < min_new_rows:
                 return 0
             analyze = changed >= max(min_new_rows, 0.2 * (int(row["live"] or 0) - changed))
-            # SKIP_LOCKED: an autovacuum of the table at work already does the job.
+            # SKIP_LOCKED: an autovacuum of a table at work already does the job.
             await conn.execute(  # not in a transaction: allowed
-                "VACUUM (SKIP_LOCKED, ANALYZE) memories" if analyze
-                else "VACUUM (SKIP_LOCKED) memories")
+                f"VACUUM (SKIP_LOCKED{', ANALYZE' if analyze else ''}) {_MAINTAINED}")
             return grown
 
     async def upsert(self, rows: Sequence[PgRow]) -> None:
