@@ -126,6 +126,7 @@ class RecallService:
         """`embedded`: a long query's keyword search waits on it (set once the embedding is
         back, or has failed); the embedding is then asked for as exclusive."""
         s = self.settings
+
         def ask() -> Awaitable[tuple[list[float], str | None]]:
             return self.embedder.embed_query(req.query, exclusive=embedded is not None)
 
@@ -145,6 +146,8 @@ class RecallService:
                 reply = await self.index.search(VectorSearchRequest(
                     vector=vector, model=model, topk=s.vector_candidates, tiers=list(tier_set),
                     filter=flt))  # type: ignore[arg-type]
+            except TimeoutError:
+                raise  # a busy index says nothing about the vector
             except Exception:
                 # Its model may be one the index no longer takes: asked for again next time.
                 if self.query_vectors is not None:

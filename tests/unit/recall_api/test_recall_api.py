@@ -603,6 +603,14 @@ async def test_a_question_asked_again_reuses_its_vector_until_a_search_with_it_f
     await client.post("/memory/recall", json={"query": "why did nginx fail?"})
     assert len(world.embed_calls) == 2  # the failed vector was not reused
 
+    async def busy(request: VectorSearchRequest) -> VectorSearchReply:
+        raise TimeoutError("no answer in time")
+    world.search = busy  # type: ignore[method-assign]
+    await client.post("/memory/recall", json={"query": "why did nginx fail?"})
+    del world.search
+    await client.post("/memory/recall", json={"query": "why did nginx fail?"})
+    assert len(world.embed_calls) == 2  # a busy index says nothing about the vector: kept
+
 
 async def test_a_query_vector_cache_of_zero_entries_asks_the_embedder_every_time(
         world: FakeWorld) -> None:
