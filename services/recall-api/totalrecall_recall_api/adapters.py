@@ -477,12 +477,10 @@ class PostgresStore:
                  WHERE m.namespace = h.namespace AND m.thread = h.thread
                    AND m.ts <= h.ts + h.gap AND (m.ts, m.key) > (h.ts, h.key) {filters}
                  ORDER BY m.ts, m.key LIMIT $2)) AS n"""
-        rows = await self.generic_pool.fetch(sql, list(dict.fromkeys(keys)), window,
-                                             float(max_gap_s),
-                                     since, category,
-                                     float(max_gap_s if event_gap_s is None else event_gap_s),
-                                     _CONVERSATION_THREAD, list(known), timeout=self.timeout,
-                                     record_class=MemoryRecord)
+        rows = await self.generic_pool.fetch(
+            sql, list(dict.fromkeys(keys)), window, float(max_gap_s), since, category,
+            float(max_gap_s if event_gap_s is None else event_gap_s),
+            _CONVERSATION_THREAD, list(known), timeout=self.timeout, record_class=MemoryRecord)
         out: dict[str, list[tuple[str, Row | None]]] = {}
         for r in rows:
             out.setdefault(r["hit"], []).append((r["key"], None if r["id"] is None else r))
