@@ -218,19 +218,18 @@ async def _connect(settings: Settings, stack: AsyncExitStack) -> dict[str, Any]:
     # Custom plans: asyncpg prepares every statement, and after five runs Postgres may switch
     # to a generic plan that cannot see the query's tsquery or which filters are NULL, so the
     # keyword search bitmap-scans every match instead of walking the newest ones.
-    server_settings = {"plan_cache_mode": settings.pg_plan_cache_mode} \
-        if settings.pg_plan_cache_mode else None
-    pool = await asyncpg.create_pool(settings.pg_dsn, min_size=settings.pg_pool_min,
-                                     max_size=settings.pg_pool_max, server_settings=server_settings,
-                                     reset=_keep_session)
-    stack.push_async_callback(pool.close)
+    async def open_pool(server_settings: dict[str, str] | None) -> asyncpg.Pool:
+        pool = await asyncpg.create_pool(settings.pg_dsn, min_size=settings.pg_pool_min,
+                                         max_size=settings.pg_pool_max,
+                                         server_settings=server_settings, reset=_keep_session)
+        stack.push_async_callback(pool.close)
+        return pool
+
+    pool = await open_pool({"plan_cache_mode": settings.pg_plan_cache_mode}
+                           if settings.pg_plan_cache_mode else None)
     # The lookups whose plans do not depend on their values are planned once per connection
     # (`PostgresStore.generic_pool`).
-    generic_pool = await asyncpg.create_pool(
-        settings.pg_dsn, min_size=min(settings.pg_pool_min, settings.pg_pool_max),
-        max_size=settings.pg_pool_max, reset=_keep_session,
-        server_settings=GENERIC_PLANS)
-    stack.push_async_callback(generic_pool.close)
+    generic_pool = await open_pool(GENERIC_PLANS)
     term_stats = TermStats(pool, max_age_s=settings.term_stats_max_age_s,
                            prefix_min_chars=settings.bm25_prefix_min_chars)
     topo = settings.topology
