@@ -25,6 +25,7 @@ import nats
 import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 from totalrecall_schema import Topology
 
 from bench.machine import describe
@@ -170,15 +171,22 @@ _HOT_METRICS = {
 }
 
 
+def _samples(url: str, headers: dict[str, str] | None = None) -> list[Sample] | None:
+    """Every sample a service's /metrics exports (None if it cannot be read)."""
+    try:
+        text = httpx.get(url, headers=headers, timeout=5).text
+    except httpx.HTTPError:
+        return None
+    return [sample for family in text_string_to_metric_families(text)
+            for sample in family.samples]
+
+
 def _hot_tier(stack: Stack) -> dict[str, float]:
     """The indexer's hot-tier counters, from its /metrics (0 for one not exported yet)."""
-    try:
-        text = httpx.get(f"http://127.0.0.1:{stack.running.ports['indexer']}/metrics",
-                         timeout=5).text
-    except httpx.HTTPError:
+    samples = _samples(f"http://127.0.0.1:{stack.running.ports['indexer']}/metrics")
+    if samples is None:
         return {}
-    hot = {sample.name: sample.value for family in text_string_to_metric_families(text)
-           for sample in family.samples if sample.labels.get("tier") == "hot"}
+    hot = {s.name: s.value for s in samples if s.labels.get("tier") == "hot"}
     return {name: float(hot.get(metric, 0.0)) for name, metric in _HOT_METRICS.items()}
 
 
@@ -188,21 +196,14 @@ _Buckets = dict[str, tuple[float, list[tuple[float, float]]]]
 
 def _stage_buckets(stack: Stack) -> _Buckets:
     """The recall API's per-stage latency histogram, from its /metrics (empty if unreachable)."""
-    try:
-        text = httpx.get(f"{stack.url}/metrics", headers=stack.headers, timeout=5).text
-    except httpx.HTTPError:
-        return {}
     out: _Buckets = {}
-    for family in text_string_to_metric_families(text):
-        if family.name != "totalrecall_recall_stage_seconds":
-            continue
-        for sample in family.samples:
-            stage = sample.labels.get("stage", "")
-            _, buckets = out.setdefault(stage, (0.0, []))
-            if sample.name.endswith("_sum"):
-                out[stage] = (sample.value, buckets)
-            elif sample.name.endswith("_bucket"):
-                buckets.append((float(sample.labels["le"]), sample.value))
+    for sample in _samples(f"{stack.url}/metrics", stack.headers) or []:
+        stage = sample.labels.get("stage", "")
+        if sample.name == "totalrecall_recall_stage_seconds_sum":
+            out[stage] = (sample.value, out.get(stage, (0.0, []))[1])
+        elif sample.name == "totalrecall_recall_stage_seconds_bucket":
+            out.setdefault(stage, (0.0, []))[1].append((float(sample.labels["le"]),
+                                                        sample.value))
     return out
 
 
@@ -216,13 +217,9 @@ def _stage_summary(before: _Buckets, after: _Buckets) -> dict[str, list[float]]:
         count = cumulative[-1][1] if cumulative else 0.0
         if count <= 0:
             continue
-
-        def bound(q: float, cumulative: list[tuple[float, float]] = cumulative,
-                  count: float = count) -> float:
-            return next(le for le, n in cumulative if n >= q * count)
-
+        p50, p99 = (next(le for le, n in cumulative if n >= q * count) for q in (0.5, 0.99))
         out[stage] = [count, round((total - total0) / count * 1000, 2),
-                      round(bound(0.5) * 1000, 1), round(bound(0.99) * 1000, 1)]
+                      round(p50 * 1000, 1), round(p99 * 1000, 1)]
     return out
 
 
