@@ -5,6 +5,15 @@ on a busy CPU the scheduler serves what a recall waits for first and the backgro
 is left. On Linux a thread's nice value is its own (`setpriority` on a thread id), and the
 threads it starts inherit it: a library's worker threads can be lowered by starting them from a
 lowered thread.
+
+A nice value sets a thread's share of a busy CPU, not how soon a waking thread gets it: Linux's
+EEVDF scheduler lets a running thread finish its slice before a woken one preempts it, whatever
+their nice values. A thread that computes for seconds at nice 10 still makes every short task
+that wakes on its CPU (a database query, an event loop's callback) wait out a slice at each
+wake-up. `SCHED_IDLE` (`idle=True`) makes the thread give way at once, and the scheduler counts
+its CPU as idle when it places a waking thread: the thread gets only the CPU nothing else
+wants. An unprivileged thread cannot leave `SCHED_IDLE` again; on a CPU kept busy by other work
+its job waits until the CPU has time.
 """
 
 from __future__ import annotations
@@ -38,17 +47,33 @@ def lower_this_thread(nice: int) -> int | None:
         return None
 
 
-def call_lowered(fn: Callable[[], T], nice: int, name: str = "lowered") -> T:
-    """`fn()` on a short-lived thread of its own at `nice` (at least), so that the threads `fn`
-    starts run at that priority for good; the caller's priority is untouched. Returns what `fn`
-    returns, raises what it raises."""
-    if nice <= 0:
+def idle_this_thread() -> bool:
+    """Put the calling thread under `SCHED_IDLE` (see the module's docstring); False where
+    there is no such policy or it may not be set."""
+    if not hasattr(os, "SCHED_IDLE"):
+        return False
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # 0: the calling thread
+    except OSError as exc:
+        log.warning("cannot put a thread under SCHED_IDLE: %s", exc)
+        return False
+    return True
+
+
+def call_lowered(fn: Callable[[], T], nice: int, name: str = "lowered",
+                 idle: bool = False) -> T:
+    """`fn()` on a short-lived thread of its own at `nice` (at least), and under `SCHED_IDLE`
+    with `idle`, so that the threads `fn` starts run that way for good; the caller's priority
+    is untouched. Returns what `fn` returns, raises what it raises."""
+    if nice <= 0 and not idle:
         return fn()
     out: list[T] = []
     err: list[BaseException] = []
 
     def run() -> None:
         lower_this_thread(nice)
+        if idle:
+            idle_this_thread()
         try:
             out.append(fn())
         except BaseException as exc:  # handed to the caller

@@ -8,7 +8,7 @@ import sys
 import threading
 
 import pytest
-from totalrecall_worker.priority import call_lowered, lower_this_thread
+from totalrecall_worker.priority import call_lowered, idle_this_thread, lower_this_thread
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="per-thread nice is Linux's")
 
@@ -54,3 +54,33 @@ def test_a_priority_is_never_raised() -> None:
     assert call_lowered(lambda: lower_this_thread(base + 4), base + 6) == base + 6
     assert lower_this_thread(0) is None
 
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="no SCHED_IDLE here")
+def test_idle_puts_the_thread_and_what_it_starts_under_sched_idle_not_the_caller() -> None:
+    before = os.sched_getscheduler(0)
+    policies: list[int] = []
+
+    def pool_thread() -> None:
+        policies.append(os.sched_getscheduler(0))
+
+    def start() -> threading.Thread:
+        policies.append(os.sched_getscheduler(0))
+        t = threading.Thread(target=pool_thread, daemon=True)
+        t.start()
+        return t
+
+    call_lowered(start, 0, idle=True).join(5)
+    assert policies == [os.SCHED_IDLE, os.SCHED_IDLE]
+    assert os.sched_getscheduler(0) == before != os.SCHED_IDLE
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="no SCHED_IDLE here")
+def test_idle_this_thread_says_whether_it_took() -> None:
+    took: list[tuple[bool, int]] = []
+    thread = threading.Thread(target=lambda: took.append(
+        (idle_this_thread(), os.sched_getscheduler(0))))
+    thread.start()
+    thread.join(5)
+    assert took == [(True, os.SCHED_IDLE)]
+    assert os.sched_getscheduler(0) != os.SCHED_IDLE

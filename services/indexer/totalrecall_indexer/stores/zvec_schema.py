@@ -29,20 +29,22 @@ _init_lock = threading.Lock()
 _initialised = False
 
 
-def init_zvec(optimize_threads: int | None = None, build_nice: int = 0) -> None:
+def init_zvec(optimize_threads: int | None = None, build_nice: int = 0,
+              build_idle: bool = False) -> None:
     """Process-wide zvec settings (first caller wins).
 
     zvec starts its worker threads here, and an HNSW build (`optimize()`) runs on them while
-    queries and writes run on the caller's thread: started from a thread at `build_nice`, they
-    build at that priority, so that a build never takes a core from the searches of a recall
-    (a build of a large tier keeps a core busy for seconds)."""
+    queries and writes run on the caller's thread: started from a thread at `build_nice` (and
+    under `SCHED_IDLE` with `build_idle`: `totalrecall_worker.priority`), they build that way,
+    so that a build never takes a core from the searches of a recall (a build of a large tier
+    keeps a core busy for seconds)."""
     global _initialised
     with _init_lock:
         if not _initialised:
             def init() -> None:
                 with contextlib.suppress(Exception):  # already initialised in this process
                     zvec.init(log_level=zvec.LogLevel.WARN, optimize_threads=optimize_threads)
-            call_lowered(init, build_nice, name="zvec-init")
+            call_lowered(init, build_nice, name="zvec-init", idle=build_idle)
             _initialised = True
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import zvec
+from totalrecall_worker.priority import call_lowered
 from zvec import HnswQueryParam, Query
 
 from ..core.search import TIERS, TierFilter
@@ -59,10 +60,14 @@ class ZvecTiers:
                  optimize_threads: int | None = None, search_wait_s: float = 0.25,
                  stall_s: float = 0.0, reads_per_tier: int = 1,
                  probe: Callable[[Path], str | None] = crash_on_open,
-                 mirror_max_docs: int = 20_000, build_nice: int = 0) -> None:
+                 mirror_max_docs: int = 20_000, build_nice: int = 0,
+                 build_idle: bool = False) -> None:
         self.root = Path(root)
-        #: nice value of zvec's build threads (`init_zvec`)
+        #: How an HNSW build runs: zvec's build threads (`init_zvec`), and the part of the build
+        #: zvec does on the calling thread, at this nice value and, with `build_idle`, under
+        #: `SCHED_IDLE` (`totalrecall_worker.priority`).
         self.build_nice = build_nice
+        self.build_idle = build_idle
         #: Exact searches of an fp32 tier this small are answered from an in-memory copy of it
         #: (`vector_mirror`); larger tiers are searched by HNSW anyway. Quantized tiers are
         #: not mirrored: zvec scans their unbuilt part on the quantized codes, and an fp32
@@ -113,7 +118,7 @@ class ZvecTiers:
         return self.root / "meta.json"
 
     def open(self) -> None:
-        init_zvec(self.optimize_threads, self.build_nice)
+        init_zvec(self.optimize_threads, self.build_nice, self.build_idle)
         self.watchdog.start()
         self.root.mkdir(parents=True, exist_ok=True)
         if self.meta_path.exists():
@@ -433,7 +438,10 @@ class ZvecTiers:
             with self._access.building(tier):
                 self.markers.begin(tier)
                 try:
-                    self.cols[tier].optimize()
+                    # zvec merges the tier's segments on the calling thread (a tenth or more
+                    # of the build's CPU) before its build threads insert into the graph.
+                    call_lowered(self.cols[tier].optimize, self.build_nice, name="zvec-build",
+                                 idle=self.build_idle)
                 except Exception as exc:
                     # Unknown state, as after a kill: the marker stays, writes wait for a build.
                     self.hold(tier, f"its HNSW build failed: {type(exc).__name__}: {exc}")
