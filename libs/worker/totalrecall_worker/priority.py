@@ -6,14 +6,15 @@ is left. On Linux a thread's nice value is its own (`setpriority` on a thread id
 threads it starts inherit it: a library's worker threads can be lowered by starting them from a
 lowered thread.
 
-A nice value sets a thread's share of a busy CPU, not how soon a waking thread gets it: Linux's
-EEVDF scheduler lets a running thread finish its slice before a woken one preempts it, whatever
-their nice values. A thread that computes for seconds at nice 10 still makes every short task
-that wakes on its CPU (a database query, an event loop's callback) wait out a slice at each
-wake-up. `SCHED_IDLE` (`idle=True`) makes the thread give way at once, and the scheduler counts
-its CPU as idle when it places a waking thread: the thread gets only the CPU nothing else
-wants. An unprivileged thread cannot leave `SCHED_IDLE` again; on a CPU kept busy by other work
-its job waits until the CPU has time.
+A nice value sets a thread's share of a CPU it shares, not how soon a task that wakes gets a
+CPU: the scheduler places a waking task on an idle CPU if it finds one, and a CPU running a
+nice-10 thread is not idle, so the task queues beside it or on the other CPU (and waits out the
+running thread's slice: EEVDF lets it run to parity). A thread computing for seconds at nice 10
+delays every short task of a request (a database query, an event loop's callback) that wakes
+meanwhile. Under `SCHED_IDLE` (`idle=True`) its CPU counts as idle when a task wakes, and the
+woken task preempts it at once: it runs on CPU time nothing else wants. An unprivileged thread
+cannot leave `SCHED_IDLE` again; on a CPU kept busy by other work, its job waits until the CPU
+has time.
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ def lower_this_thread(nice: int) -> int | None:
         return None
 
 
+_idle_refused = threading.Event()
+
+
 def idle_this_thread() -> bool:
     """Put the calling thread under `SCHED_IDLE` (see the module's docstring); False where
     there is no such policy or it may not be set."""
@@ -55,7 +59,9 @@ def idle_this_thread() -> bool:
     try:
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # 0: the calling thread
     except OSError as exc:
-        log.warning("cannot put a thread under SCHED_IDLE: %s", exc)
+        if not _idle_refused.is_set():  # once: it is asked at every build, and will not change
+            _idle_refused.set()
+            log.warning("cannot put a thread under SCHED_IDLE: %s", exc)
         return False
     return True
 

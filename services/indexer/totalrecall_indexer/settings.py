@@ -55,10 +55,10 @@ class Settings(ServiceSettings):
     #: Nice value of zvec's build threads: an HNSW build is background work, and on a busy CPU
     #: the searches of recalls go first (0: the service's own priority).
     build_nice: int = Field(default=10, ge=0, le=19)
-    #: Build under `SCHED_IDLE` too (Linux): a nice value only shares a busy CPU, and a build
-    #: at nice 10 still delays every query that wakes on its core by a scheduler slice; under
-    #: `SCHED_IDLE` it gives way at once and gets only CPU time nothing else wants. On a CPU
-    #: kept busy by other work the build waits, and the tier's writes with it.
+    #: Build under `SCHED_IDLE` too (Linux): a nice value only shares a busy CPU, and a core
+    #: running a build at nice 10 is not idle to the queries of a recall that wake meanwhile;
+    #: under `SCHED_IDLE` it is (`totalrecall_worker.priority`). On a CPU kept busy by other
+    #: work the build waits, and the tier's writes with it.
     build_idle: bool = True
     #: Nice value of the Postgres backends serving the indexer (its writes, vacuum, statistics),
     #: where Postgres runs on this machine as a user the indexer may renice; 0: left alone.
