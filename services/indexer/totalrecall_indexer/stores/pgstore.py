@@ -178,9 +178,11 @@ class PgStore:
         `ANALYZE` of the mirror keeps a backend busy for most of a second (the sample of 30,000
         rows, then every column's statistics), and a core running it at nice 10 is not idle to
         the queries of a recall that wake meanwhile (`totalrecall_worker.priority`). Only this
-        work goes there: it blocks no reader while it waits for a core, whereas an insert
-        holding a page's lock would. No statement timeout: under `SCHED_IDLE` a statement takes
-        as long as the CPU is busy with other work."""
+        work goes there: inserts lock, page by page, exactly what recall reads most (the newest
+        rows, the newest leaf of the index keyword search walks), so a reader could wait on an
+        insert preempted with such a lock until a CPU idles; a vacuum locks a page for a moment
+        while it prunes it. No statement timeout: under `SCHED_IDLE` a statement takes as long
+        as the CPU is busy with other work."""
         conn = await asyncpg.connect(self.dsn, command_timeout=None)
         try:
             if self.backend_nice > 0 or self.maintenance_idle:
