@@ -93,14 +93,14 @@ def call_lowered(fn: Callable[[], T], nice: int, name: str = "lowered",
     return out[0]
 
 
-def lower_local_peer(pid: int, nice: int, name: str, idle: bool = False) -> bool:
-    """Raise the nice value of process `pid` to at least `nice` (and put it under `SCHED_IDLE`
-    with `idle`), when it is the local server process serving one of this process's
-    connections (a database backend: `name` its process name). A server in another container
-    numbers its processes on its own, so the same number here may be anyone: the process must
-    also be named `name` and hold the other end of one of this process's TCP connections. False
-    when it is not, or may not be changed (another user's process)."""
-    if nice <= 0 and not idle:
+def lower_local_peer(pid: int, nice: int, name: str) -> bool:
+    """Raise the nice value of process `pid` to at least `nice`, when it is the local server
+    process serving one of this process's connections (a database backend: `name` its process
+    name). A server in another container numbers its processes on its own, so the same number
+    here may be anyone: the process must also be named `name` and hold the other end of one of
+    this process's TCP connections. False when it is not, or may not be changed (another
+    user's process)."""
+    if nice <= 0:
         return False
     try:
         peer = psutil.Process(pid)
@@ -111,10 +111,7 @@ def lower_local_peer(pid: int, nice: int, name: str, idle: bool = False) -> bool
             return False
         if peer.nice() < nice:
             peer.nice(nice)
-        if idle and hasattr(os, "SCHED_IDLE"):
-            os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
         return True
     except (psutil.Error, OSError) as exc:
-        log.debug("cannot lower process %d to nice %d%s: %s", pid, nice,
-                  " under SCHED_IDLE" if idle else "", exc)
+        log.debug("cannot lower process %d to nice %d: %s", pid, nice, exc)
         return False

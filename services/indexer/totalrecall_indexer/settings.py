@@ -63,9 +63,6 @@ class Settings(ServiceSettings):
     #: Nice value of the Postgres backends serving the indexer (its writes, vacuum, statistics),
     #: where Postgres runs on this machine as a user the indexer may renice; 0: left alone.
     pg_backend_nice: int = Field(default=10, ge=0, le=19)
-    #: The mirror's vacuum and statistics on a backend of their own under `SCHED_IDLE` too
-    #: (`PgStore.maintenance_connection`), where the indexer may change it as above.
-    pg_maintenance_idle: bool = True
     #: A zvec query or write in flight this long means zvec hung: the indexer exits (code 70)
     #: for its supervisor to restart it (`stores/zvec_watchdog.py`). 0: never.
     zvec_stall_s: float = Field(default=60.0, ge=0)

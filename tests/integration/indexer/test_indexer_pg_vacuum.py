@@ -3,8 +3,6 @@ once it changed by a fifth."""
 
 from __future__ import annotations
 
-import os
-
 import asyncpg
 import psutil
 from indexer_it_helpers import wait_for
@@ -95,27 +93,5 @@ async def test_the_indexers_postgres_backends_run_at_the_background_priority(pg_
             pid = conn.get_server_pid()
         # The test's Postgres runs on this machine, as a user this test may renice.
         assert psutil.Process(pid).nice() >= 6
-    finally:
-        await store.close()
-
-
-async def test_the_vacuum_and_the_statistics_run_on_a_backend_under_sched_idle(
-        pg_dsn: str) -> None:
-    """The mirror's `ANALYZE` keeps a backend busy for most of a second: on a connection of its
-    own, lowered and under `SCHED_IDLE`; the pool's backends (inserts, which hold pages' locks
-    that readers wait on) stay schedulable as usual."""
-    store = PgStore(pg_dsn, backend_nice=6, maintenance_idle=True)
-    await store.start()
-    try:
-        async with store.maintenance_connection() as conn:
-            pid = conn.get_server_pid()
-            backend = psutil.Process(pid)
-            assert backend.nice() >= 6
-            assert os.sched_getscheduler(pid) == os.SCHED_IDLE
-            await conn.execute("ANALYZE memories")  # runs there
-        backend.wait(timeout=15)  # closed after: no idle backend left behind
-        assert store.pool is not None
-        async with store.pool.acquire() as pooled:
-            assert os.sched_getscheduler(pooled.get_server_pid()) != os.SCHED_IDLE
     finally:
         await store.close()

@@ -4,9 +4,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -134,16 +133,13 @@ _MAINTAINED = "memories, term_stats, namespace_stats"
 
 class PgStore:
     def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 4,
-                 backend_nice: int = 0, maintenance_idle: bool = False) -> None:
+                 backend_nice: int = 0) -> None:
         self.dsn = dsn
         self._min = min_size
         self._max = max_size
         #: Nice value of the Postgres backends of the pool's connections, where the indexer may
         #: change it (`_lower_backend`); 0: left alone.
         self.backend_nice = backend_nice
-        #: The vacuum and the statistics run on a backend of their own under `SCHED_IDLE`
-        #: (`maintenance_connection`).
-        self.maintenance_idle = maintenance_idle
         self.pool: asyncpg.Pool | None = None
 
     async def start(self) -> None:
@@ -170,27 +166,6 @@ class PgStore:
         if self.backend_nice > 0:
             await asyncio.to_thread(lower_local_peer, conn.get_server_pid(), self.backend_nice,
                                     "postgres")
-
-    @contextlib.asynccontextmanager
-    async def maintenance_connection(self) -> AsyncIterator[asyncpg.Connection]:
-        """A connection of its own for the vacuum and the statistics, closed after. Its backend
-        is lowered like the pool's and, with `maintenance_idle`, put under `SCHED_IDLE`: an
-        `ANALYZE` of the mirror keeps a backend busy for most of a second (the sample of 30,000
-        rows, then every column's statistics), and a core running it at nice 10 is not idle to
-        the queries of a recall that wake meanwhile (`totalrecall_worker.priority`). Only this
-        work goes there: inserts lock, page by page, exactly what recall reads most (the newest
-        rows, the newest leaf of the index keyword search walks), so a reader could wait on an
-        insert preempted with such a lock until a CPU idles; a vacuum locks a page for a moment
-        while it prunes it. No statement timeout: under `SCHED_IDLE` a statement takes as long
-        as the CPU is busy with other work."""
-        conn = await asyncpg.connect(self.dsn, command_timeout=None)
-        try:
-            if self.backend_nice > 0 or self.maintenance_idle:
-                await asyncio.to_thread(lower_local_peer, conn.get_server_pid(),
-                                        self.backend_nice, "postgres", self.maintenance_idle)
-            yield conn
-        finally:
-            await conn.close()
 
     async def close(self) -> None:
         if self.pool is not None:
@@ -245,11 +220,10 @@ class PgStore:
             if grown < min_new_rows:
                 return 0
             analyze = changed >= max(min_new_rows, 0.2 * (int(row["live"] or 0) - changed))
-        async with self.maintenance_connection() as conn:
             # SKIP_LOCKED: an autovacuum of a table at work already does the job.
             await conn.execute(  # not in a transaction: allowed
                 f"VACUUM (SKIP_LOCKED{', ANALYZE' if analyze else ''}) {_MAINTAINED}")
-        return grown
+            return grown
 
     async def upsert(self, rows: Sequence[PgRow]) -> None:
         if not rows:
