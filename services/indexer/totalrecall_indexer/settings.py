@@ -52,8 +52,9 @@ class Settings(ServiceSettings):
     vacuum_interval_s: float = Field(default=5.0, gt=0)
     #: Threads zvec may use for an HNSW build (the machine has 2 cores shared by everyone).
     optimize_threads: int = 1
-    #: Nice value of zvec's build threads: an HNSW build is background work, and on a busy CPU
-    #: the searches of recalls go first (0: the service's own priority).
+    #: Nice value of an HNSW build (zvec's build threads and the thread it is called on): a
+    #: build is background work, and on a busy CPU the searches of recalls go first (0: the
+    #: service's own priority).
     build_nice: int = Field(default=10, ge=0, le=19)
     #: Build under `SCHED_IDLE` too (Linux): a nice value only shares a busy CPU, and a core
     #: running a build at nice 10 is not idle to the queries of a recall that wake meanwhile;
