@@ -172,7 +172,7 @@ async def test_a_store_written_before_the_term_counts_is_counted_by_their_migrat
         await _database_at(conn, 11)
         await write_memories(conn, [(f"k{i}", f"ns{i % 3}", f"sshd session {i} for user u{i % 7}")
                                     for i in range(60)])
-        assert await migrate(conn) == [12, 13]
+        assert await migrate(conn) == [12, 13, 14]
         await assert_counts_exact(conn)
         await write_memories(conn, [("k1", "ns1", "sshd session closed"), ("new", "ns0", "a")])
         await assert_counts_exact(conn)

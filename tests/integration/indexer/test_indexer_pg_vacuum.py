@@ -95,3 +95,27 @@ async def test_the_indexers_postgres_backends_run_at_the_background_priority(pg_
         assert psutil.Process(pid).nice() >= 6
     finally:
         await store.close()
+
+
+async def test_analyze_skips_the_columns_no_query_filters_on(pg_dsn: str) -> None:
+    """The text, tags and metadata of a memory get no planner statistics (most of an
+    `ANALYZE`'s cost); the columns queries filter on keep theirs."""
+    store = PgStore(pg_dsn)
+    await store.start()
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        await _insert(conn, "s", 500)
+        await conn.execute("UPDATE memories SET metadata = jsonb_build_object('subject', "
+                           "'unit ' || (length(key) % 3)) WHERE key LIKE 's1%'")
+        await conn.execute("ANALYZE memories")
+        analysed = {r["attname"] for r in await conn.fetch(
+            "SELECT attname FROM pg_stats WHERE tablename = 'memories'")}
+        assert {"namespace", "ts", "category", "tsv", "key"} <= analysed
+        assert not {"summary", "detail", "tags", "metadata"} & analysed
+        # The expression index on the metadata's subject keeps the statistics of its own.
+        assert await conn.fetchval(
+            "SELECT count(*) FROM pg_statistic "
+            "WHERE starelid = 'memories_ns_subject_ts'::regclass") >= 1
+    finally:
+        await conn.close()
+        await store.close()
