@@ -98,8 +98,8 @@ async def test_the_indexers_postgres_backends_run_at_the_background_priority(pg_
 
 
 async def test_analyze_skips_the_columns_no_query_filters_on(pg_dsn: str) -> None:
-    """The text, tags and metadata of a memory get no planner statistics (half of an
-    `ANALYZE`'s cost); the columns queries filter on keep theirs."""
+    """The text, tags and metadata of a memory get no planner statistics (the costliest
+    part of an `ANALYZE`); the columns queries filter on keep theirs."""
     store = PgStore(pg_dsn)
     await store.start()
     conn = await asyncpg.connect(pg_dsn)

@@ -313,9 +313,9 @@ ALTER TABLE namespace_stats SET (autovacuum_analyze_threshold = 1000000);
 """),
     # No query filters on a memory's text, tags or metadata as a whole (words go through
     # `tsv`; metadata only through `->>` expressions, whose index keeps statistics of its own),
-    # yet their statistics were half the CPU of an `ANALYZE` of `memories`: sorting a sample of
-    # 30,000 jsonb values alone cost more than a third of it. Every `ANALYZE` runs beside the
-    # recalls (docs/perf/2026-11-27-analyze-cost.md).
+    # yet their statistics (the jsonb's above all: its sample is sorted) were the costliest
+    # part of an `ANALYZE` of `memories`, which runs beside the recalls
+    # (docs/perf/2026-11-27-analyze-cost.md).
     (14, "no planner statistics for columns no query filters on", """
 ALTER TABLE memories ALTER COLUMN summary SET STATISTICS 0,
                      ALTER COLUMN detail SET STATISTICS 0,
