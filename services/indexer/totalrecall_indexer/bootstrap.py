@@ -12,7 +12,6 @@ from totalrecall_schema import DeadLetter
 from totalrecall_worker import WorkerRuntime
 
 from .core.indexer import EmbedFn, Indexer, IndexerConfig
-from .core.pacing import IngestPacer
 from .handlers import STAGE
 from .metrics import Metrics
 from .settings import Settings
@@ -30,8 +29,6 @@ class Container:
     #: Embeds for rebuilds, MEMORY.md and re-indexing (default: the embedder over `nc`).
     embed: EmbedFn | None = None
     runtime: WorkerRuntime = field(default_factory=WorkerRuntime)
-    #: Paces ingest while recall is served (`core/pacing.py`).
-    pacer: IngestPacer = field(default_factory=IngestPacer)
     #: The nats-py connection of the consumer, the search RPC, dead letters and progress
     #: (connected at start).
     nc: Any = None
@@ -71,5 +68,4 @@ def build(settings: Settings, *, indexer: Indexer | None = None,
           embed: EmbedFn | None = None) -> Container:
     """`indexer` and `embed` replace the real ones (tests)."""
     return Container(settings=settings, indexer=indexer or build_indexer(settings),
-                     broker=NatsBroker(settings.nats_url, log_level=logging.DEBUG), embed=embed,
-                     pacer=IngestPacer(duty=settings.ingest_duty))
+                     broker=NatsBroker(settings.nats_url, log_level=logging.DEBUG), embed=embed)

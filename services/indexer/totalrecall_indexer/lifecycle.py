@@ -120,17 +120,10 @@ class Lifecycle:
             await asyncio.to_thread(idx.markdown.mark_clean)
 
     async def on_embedded(self, msgs: list[Any]) -> None:
-        t0 = time.monotonic()
         await handle_embedded_batch(msgs, self.c.indexer, self.c.publish_dlq,
                                     self.c.settings.retry_delay_s)
-        now = time.monotonic()
-        pause = self.c.pacer.pause_after(now - t0, now)
-        if pause > 0:  # after the acks: nothing waits on this batch any more
-            self.c.metrics.ingest_paused.inc(pause)
-            await asyncio.sleep(pause)
 
     async def answer_search(self, body: bytes) -> bytes:
-        self.c.pacer.searched(time.monotonic())
         return (await handle_search(body, self.c.indexer)).model_dump_json().encode()
 
     async def publish_progress(self, progress: dict[str, Any]) -> None:

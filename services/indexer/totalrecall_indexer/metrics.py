@@ -31,10 +31,6 @@ class Metrics:
         self.optimize_seconds = Histogram(
             "totalrecall_indexer_optimize_seconds", "HNSW build (optimize) duration", ["tier"],
             buckets=(0.1, 0.5, 1, 5, 10, 30, 60, 120, 300, 600, 1800), registry=r)
-        self.ingest_paused = Counter(
-            "totalrecall_indexer_ingest_paused_seconds_total",
-            "Seconds ingest paused between batches so that recall, served meanwhile, keeps the "
-            "CPU it needs (INGEST_DUTY)", registry=r)
         self.batch_size = Histogram(
             "totalrecall_indexer_batch_size", "Messages per consumed batch",
             buckets=(1, 2, 5, 10, 25, 50, 100, 250, 500, 1000), registry=r)

@@ -30,11 +30,6 @@ class Settings(ServiceSettings):
     ack_wait_s: float = 120.0
     #: Delay before a batch is redelivered when Postgres (or another store) is down.
     retry_delay_s: float = 5.0
-    #: While recall is served (a vector search answered in the last 2 s), writing takes at
-    #: most this share of the wall time: a backlog (the events held during an HNSW build, a
-    #: restart's) drains at this fraction of full speed instead of taking the cores recall
-    #: needs (`core/pacing.py`). 1: never pause.
-    ingest_duty: float = Field(default=0.5, gt=0, le=1)
 
     # tiers
     #: The tier policy's ages (`totalrecall_schema.tiers`): recall-api reads the same settings.
