@@ -25,11 +25,10 @@ import re
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import nats
 from totalrecall_schema import Topology
@@ -149,17 +148,6 @@ async def _drive(stack: Stack, preload: int, seconds: float) -> Trace:
             code = 0
         trace.ingest_failed += code != 200
 
-    async def grid(rate: int, send: Callable[[float], Coroutine[Any, Any, None]]) -> None:
-        tasks: set[asyncio.Task[None]] = set()
-        for k in range(int(rate * seconds)):
-            at = t0 + k / rate
-            if (wait := at - time.monotonic()) > 0:
-                await asyncio.sleep(wait)
-            task = asyncio.create_task(send(at))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-        await asyncio.gather(*tasks)
-
     async def sample(stop: asyncio.Event) -> None:
         while not stop.is_set():
             trace.cpu.append((time.monotonic() - t0, load.cpu_seconds(pids)))
@@ -168,7 +156,8 @@ async def _drive(stack: Stack, preload: int, seconds: float) -> Trace:
 
     stop = asyncio.Event()
     sampler = asyncio.create_task(sample(stop))
-    await asyncio.gather(grid(RECALLS_PER_S, recall), grid(POSTS_PER_S, ingest))
+    await asyncio.gather(load.fixed_rate(RECALLS_PER_S, seconds, t0, recall),
+                         load.fixed_rate(POSTS_PER_S, seconds, t0, ingest))
     stop.set()
     await sampler
     await client.close()

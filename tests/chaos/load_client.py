@@ -1,6 +1,7 @@
-"""The sustained-load row's client and probes, shared with `bench/cpu_per_op.py`: the machine
-events and questions it sends, a keep-alive connection pool, and what it reads of the stack's
-processes (their pids, memory, CPU time) and of its consumers (lag, drain)."""
+"""The sustained-load row's client and probes, shared with `bench/cpu_per_op.py` and
+`bench/row_trace.py`: the machine events and questions it sends, a keep-alive connection pool,
+sends at a fixed rate, and what it reads of the stack's processes (their pids, memory, CPU time)
+and of its consumers (lag, drain)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import json
 import random
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -42,6 +43,29 @@ def event(ns: str, rng: random.Random) -> dict[str, Any]:
     return {"summary": f"{unit} {text}", "category": "system.service", "namespace": ns,
             "detail": f"run {uuid.uuid4().hex[:12]} on host builder-{rng.randint(1, 40)}",
             "metadata": {"severity": "error", "service": unit}}
+
+
+async def fixed_rate(rate: float, duration: float, t0: float,
+                     send: Callable[[float], Coroutine[Any, Any, None]]) -> int:
+    """`send(scheduled)` `rate` times a second for `duration` seconds from `t0` (monotonic),
+    each on a task of its own whatever the earlier ones are doing (an open loop: a slow server
+    does not slow the offered load); returns once all are done. Returns how many sends the
+    client itself started over 100 ms late."""
+    tasks: set[asyncio.Task[None]] = set()
+    late = 0
+    for i in range(int(rate * duration)):
+        scheduled = t0 + i / rate
+        delay = scheduled - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        elif delay < -0.1:
+            late += 1
+        task = asyncio.create_task(send(scheduled))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+    if tasks:
+        await asyncio.gather(*tasks)
+    return late
 
 
 class Pool:

@@ -18,7 +18,6 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import httpx
 import nats
@@ -36,6 +35,7 @@ from tests.chaos.load_client import (
     cpu_seconds,
     drain_s,
     event,
+    fixed_rate,
     lag,
     pss_mb,
     service_pids,
@@ -69,23 +69,6 @@ class Figures:
     #: (from its histogram's buckets during the load: a percentile is its bucket's bound).
     stages: dict[str, list[float]] = field(default_factory=dict)
     started_at: str = ""  # wall clock (UTC), to set the series beside the services' logs
-
-
-async def _fixed_rate(rate: float, duration: float, t0: float,
-                      send: Any, figures: Figures) -> None:
-    tasks: set[asyncio.Task[None]] = set()
-    for i in range(int(rate * duration)):
-        scheduled = t0 + i / rate
-        delay = scheduled - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        elif delay < -0.1:
-            figures.late_sends += 1
-        task = asyncio.create_task(send(scheduled))
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-    if tasks:
-        await asyncio.gather(*tasks)
 
 
 async def _run(stack: Stack, recall_rate: float, events_rate: float, duration: float,
@@ -144,8 +127,9 @@ async def _run(stack: Stack, recall_rate: float, events_rate: float, duration: f
         t0 = time.monotonic() + 0.5
         stop = asyncio.Event()
         sampler = asyncio.create_task(sample(stop, t0))
-        await asyncio.gather(_fixed_rate(recall_rate, duration, t0, recall, figures),
-                             _fixed_rate(events_rate / batch, duration, t0, ingest, figures))
+        lates = await asyncio.gather(fixed_rate(recall_rate, duration, t0, recall),
+                                     fixed_rate(events_rate / batch, duration, t0, ingest))
+        figures.late_sends += sum(lates)
         stop.set()
         await sampler
         wall = time.monotonic() - t0
