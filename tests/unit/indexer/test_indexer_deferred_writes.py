@@ -163,13 +163,3 @@ async def test_shutdown_fails_what_still_waits_for_a_build(idx: Indexer) -> None
         await asyncio.wait_for(res.zvec_pending, 10)
     await _end_build(idx, held, build)
     assert idx.metrics.deferred_docs._value.get() == 0
-
-
-async def test_compaction_waits_for_the_build_outside_the_write_lock(idx: Indexer) -> None:
-    held, build = await _start_build(idx)
-    compaction = asyncio.ensure_future(idx.compact())
-    res = await asyncio.wait_for(idx.index_batch([_event(600)], defer=True), 10)
-    assert res.zvec_pending is not None and not compaction.done()  # ingest was not held
-    await _end_build(idx, held, build)
-    await asyncio.wait_for(asyncio.gather(compaction, res.zvec_pending), 10)
-    assert _in_zvec(idx, "e600") == {"e600"}

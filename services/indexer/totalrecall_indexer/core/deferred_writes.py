@@ -47,7 +47,6 @@ class DeferredWrites:
         self._waiting: dict[str, list[_Deferred]] = {}
         self._direct: dict[str, int] = {}
         self._quiet: dict[str, asyncio.Event] = {}
-        self._ended = asyncio.Condition()
 
     def building(self, tier: str) -> bool:
         return tier in self._building
@@ -98,14 +97,6 @@ class DeferredWrites:
             st.metrics.deferred_docs.set(self.docs_waiting)
             if waiting:
                 await self._write(tier, waiting)
-        async with self._ended:
-            self._ended.notify_all()
-
-    async def settled(self, *tiers: str) -> None:
-        """Returns once none of `tiers` builds: for a writer that would otherwise wait for the
-        build under the write lock, and stop ingest with it (compaction)."""
-        async with self._ended:
-            await self._ended.wait_for(lambda: not any(t in self._building for t in tiers))
 
     async def _write(self, tier: str, waiting: list[_Deferred]) -> None:
         st = self.state

@@ -53,7 +53,6 @@ class TierMaintenance:
             cutoff = now - int(max_age * 1000)
             total = 0
             for _ in range(100_000):
-                await self.deferred.settled(src, dst)
                 async with st.write_lock:
                     docs = await asyncio.to_thread(tiers.fetch_older, src, cutoff,
                                                    MAX_BATCH, st.pinned_ids)
