@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from pydantic import ValidationError
@@ -32,13 +30,9 @@ class RawMsg(Protocol):
 
     async def ack(self) -> None: ...
     async def nak(self, delay: float | None = None) -> None: ...
-    async def in_progress(self) -> None: ...
 
 
 PublishDLQ = Callable[[DeadLetter], Awaitable[None]]
-#: Runs the acks of a batch whose Zvec write waits for an HNSW build on a task of its own, so
-#: the consumer pulls the next batch meanwhile.
-SettleLater = Callable[[Coroutine[Any, Any, None]], object]
 
 
 def _dead_letter(msg: RawMsg, reason: str) -> DeadLetter:
@@ -56,12 +50,9 @@ async def _dlq_then_ack(msg: RawMsg, reason: str, publish_dlq: PublishDLQ, index
 
 
 async def handle_embedded_batch(msgs: Sequence[Any], indexer: Indexer, publish_dlq: PublishDLQ,
-                                retry_delay: float, settle_later: SettleLater | None = None,
-                                keepalive_s: float = 30.0) -> dict[str, int]:
+                                retry_delay: float) -> dict[str, int]:
     """One pulled batch: invalid payloads → DLQ + ack; valid ones are written to every store,
-    then acked. A store outage naks the batch with a delay (no ack, no DLQ). When the batch's
-    Zvec documents wait for their tier's HNSW build, its acks wait too: on `settle_later` if
-    given (unless too much waits already), else here."""
+    then acked. A store outage naks the batch with a delay (no ack, no DLQ)."""
     indexer.metrics.batch_size.observe(len(msgs))
     good: list[tuple[Any, EmbeddedEvent]] = []
     dead = 0
@@ -75,7 +66,7 @@ async def handle_embedded_batch(msgs: Sequence[Any], indexer: Indexer, publish_d
     if not good:
         return {"indexed": 0, "dead": dead, "retry": 0}
     try:
-        res = await indexer.index_batch([ev for _m, ev in good], defer=True)
+        await indexer.index_batch([ev for _m, ev in good])
     except StoreUnavailable as exc:
         log.warning("store unavailable, batch of %d will be redelivered in %.1fs: %s",
                     len(good), retry_delay, exc)
@@ -100,38 +91,9 @@ async def handle_embedded_batch(msgs: Sequence[Any], indexer: Indexer, publish_d
                 indexed += 1
                 await m.ack()
         return {"indexed": indexed, "dead": dead, "retry": retry}
-    acks = ack_when_written([m for m, _ev in good], res.zvec_pending, retry_delay,
-                            keepalive_s)
-    if res.zvec_pending is None or settle_later is None or indexer.deferred.crowded:
-        await acks
-    else:
-        settle_later(acks)
-    return {"indexed": len(good), "dead": dead, "retry": 0}
-
-
-async def ack_when_written(msgs: Sequence[RawMsg], pending: asyncio.Future[Any] | None,
-                           retry_delay: float, keepalive_s: float = 30.0) -> None:
-    """Ack `msgs` once `pending` (their Zvec write, deferred for an HNSW build) resolved, and
-    tell the server they are in progress meanwhile (a build may outlast its ack wait); nak
-    them with a delay when that write failed."""
-    if pending is not None:
-        while True:
-            try:
-                await asyncio.wait_for(asyncio.shield(pending), timeout=keepalive_s)
-                break
-            except TimeoutError:
-                for m in msgs:
-                    with contextlib.suppress(Exception):
-                        await m.in_progress()
-            except StoreUnavailable as exc:
-                log.warning("batch of %d will be redelivered in %.1fs: %s", len(msgs),
-                            retry_delay, exc)
-                for m in msgs:
-                    with contextlib.suppress(Exception):  # at shutdown NATS may be gone
-                        await m.nak(delay=retry_delay)
-                return
-    for m in msgs:
+    for m, _ev in good:
         await m.ack()
+    return {"indexed": len(good), "dead": dead, "retry": 0}
 
 
 async def handle_search(body: bytes, indexer: Indexer) -> VectorSearchReply:

@@ -8,7 +8,6 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Coroutine
 from typing import Any
 
 import nats
@@ -46,8 +45,6 @@ class Lifecycle:
         # Vector search is on every recall's critical path: no FastStream there.
         self.search = ConcurrentResponder(topo.rpc_vector_search, self.answer_search,
                                           concurrency=SEARCH_CONCURRENCY)
-        #: Acks of batches whose Zvec write waits for an HNSW build (`DeferredWrites`).
-        self._settling: set[asyncio.Task[None]] = set()
 
     async def startup(self) -> None:
         c, idx = self.c, self.c.indexer
@@ -112,10 +109,6 @@ class Lifecycle:
     async def close(self) -> None:
         """After the broker closed: the connection and the stores, under the write lock."""
         c, idx = self.c, self.c.indexer
-        # Batches still waiting for a build are nak'ed (redelivered after the restart).
-        idx.deferred.abandon()
-        if self._settling:
-            await asyncio.wait(set(self._settling), timeout=5.0)
         async with idx.write_lock:
             if c.nc is not None:
                 with contextlib.suppress(Exception):
@@ -127,20 +120,8 @@ class Lifecycle:
             await asyncio.to_thread(idx.markdown.mark_clean)
 
     async def on_embedded(self, msgs: list[Any]) -> None:
-        s = self.c.settings
-        await handle_embedded_batch(msgs, self.c.indexer, self.c.publish_dlq, s.retry_delay_s,
-                                    settle_later=self.settle_later, keepalive_s=s.ack_wait_s / 3)
-
-    def settle_later(self, acks: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(acks, name="acks after an HNSW build")
-        self._settling.add(task)
-        task.add_done_callback(self._settled)
-
-    def _settled(self, task: asyncio.Task[None]) -> None:
-        self._settling.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.warning("acks of a batch written after an HNSW build failed (it is "
-                        "redelivered): %r", task.exception())
+        await handle_embedded_batch(msgs, self.c.indexer, self.c.publish_dlq,
+                                    self.c.settings.retry_delay_s)
 
     async def answer_search(self, body: bytes) -> bytes:
         return (await handle_search(body, self.c.indexer)).model_dump_json().encode()

@@ -31,11 +31,6 @@ class Metrics:
         self.optimize_seconds = Histogram(
             "totalrecall_indexer_optimize_seconds", "HNSW build (optimize) duration", ["tier"],
             buckets=(0.1, 0.5, 1, 5, 10, 30, 60, 120, 300, 600, 1800), registry=r)
-        self.deferred_docs = Gauge(
-            "totalrecall_indexer_deferred_docs",
-            "Zvec documents waiting for their tier's HNSW build to end (their Markdown and "
-            "Postgres rows are written; their messages are acked after the Zvec write)",
-            registry=r)
         self.batch_size = Histogram(
             "totalrecall_indexer_batch_size", "Messages per consumed batch",
             buckets=(1, 2, 5, 10, 25, 50, 100, 250, 500, 1000), registry=r)

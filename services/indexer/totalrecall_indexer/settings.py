@@ -45,9 +45,6 @@ class Settings(ServiceSettings):
     optimize_min_new_docs: int = 2000
     #: … or once this long has passed with an incomplete index.
     optimize_max_delay_s: float = 900.0
-    #: While a tier's HNSW builds, ingest goes on (Markdown, Postgres) and keeps up to this many
-    #: of its Zvec documents, unacked, until the build ended; past that it waits for the build.
-    defer_max_docs: int = Field(default=10_000, ge=0)
     background_tasks: bool = True
     #: VACUUM the Postgres mirror after this many inserts, checked every `vacuum_interval_s`
     #: (ANALYZE too once a fifth of its rows changed); 0: leave it to autovacuum.

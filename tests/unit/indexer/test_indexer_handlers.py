@@ -3,12 +3,10 @@ delay when a store is down, a poison message isolated from its batch."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from totalrecall_indexer.core.indexer import BatchResult, StoreUnavailable
+from totalrecall_indexer.core.indexer import StoreUnavailable
 from totalrecall_indexer.handlers import handle_admin, handle_embedded_batch, handle_search
 from totalrecall_indexer.metrics import Metrics
 from totalrecall_schema import (
@@ -43,14 +41,12 @@ class FakeIndexer:
     batches: list[list[str]] = field(default_factory=list)
     metrics: Metrics = field(default_factory=Metrics)
 
-    async def index_batch(self, events: Sequence[EmbeddedEvent],
-                          defer: bool = False) -> BatchResult:
+    async def index_batch(self, events: Sequence[EmbeddedEvent]) -> None:
         if self.fail is not None:
             raise self.fail
         if self.poison and any(e.event.id == self.poison for e in events):
             raise RuntimeError("boom")
         self.batches.append([e.event.id for e in events])
-        return BatchResult(indexed=len(events))
 
     async def search(self, req: VectorSearchRequest) -> VectorSearchReply:
         return VectorSearchReply(took_ms={"hot": 1.0})
@@ -144,78 +140,3 @@ def test_postgres_errors_caused_by_the_data_are_told_from_outages() -> None:
     assert is_data_error(asyncpg.exceptions.UniqueViolationError("dup"))
     assert not is_data_error(asyncpg.exceptions.CannotConnectNowError("starting up"))
     assert not is_data_error(ConnectionResetError())
-
-
-@dataclass
-class _Deferred:
-    crowded: bool = False
-
-
-@dataclass
-class DeferringIndexer(FakeIndexer):
-    """Its batches' Zvec writes wait for a build: `pending` resolves when it ended."""
-
-    pending: asyncio.Future[None] | None = None
-    deferred: _Deferred = field(default_factory=_Deferred)
-
-    async def index_batch(self, events: Sequence[EmbeddedEvent],
-                          defer: bool = False) -> BatchResult:
-        res = await super().index_batch(events, defer)
-        res.zvec_pending = self.pending if defer else None
-        return res
-
-
-@dataclass
-class KeptAliveMsg(FakeMsg):
-    kept_alive: asyncio.Event = field(default_factory=asyncio.Event)
-
-    async def in_progress(self) -> None:
-        self.kept_alive.set()
-
-
-def _kept_alive_msg(i: int) -> KeptAliveMsg:
-    return KeptAliveMsg(_msg(i).data)
-
-
-async def test_a_batch_waiting_for_a_build_is_acked_once_its_zvec_write_is_done() -> None:
-    idx = DeferringIndexer(pending=asyncio.get_running_loop().create_future())
-    later: list[Coroutine[Any, Any, None]] = []
-    msgs = [_kept_alive_msg(i) for i in range(2)]
-    out = await handle_embedded_batch(msgs, idx, DLQ(), 2.0,  # type: ignore[arg-type]
-                                      settle_later=later.append, keepalive_s=0.01)
-    assert out == {"indexed": 2, "dead": 0, "retry": 0}
-    assert len(later) == 1 and not any(m.acked for m in msgs)  # the consumer goes on
-    acks = asyncio.ensure_future(later[0])
-    await asyncio.wait_for(msgs[0].kept_alive.wait(), 5)  # the server is told it is in progress
-    assert not acks.done() and not any(m.acked for m in msgs)
-    assert idx.pending is not None
-    idx.pending.set_result(None)
-    await asyncio.wait_for(acks, 5)
-    assert all(m.acked and m.naked is None for m in msgs)
-
-
-async def test_a_batch_whose_deferred_write_failed_is_redelivered() -> None:
-    idx = DeferringIndexer(pending=asyncio.get_running_loop().create_future())
-    later: list[Coroutine[Any, Any, None]] = []
-    msgs = [_msg(i) for i in range(2)]
-    await handle_embedded_batch(msgs, idx, DLQ(), 4.0,  # type: ignore[arg-type]
-                                settle_later=later.append)
-    assert idx.pending is not None
-    idx.pending.set_exception(StoreUnavailable("zvec hot: disk full"))
-    await asyncio.wait_for(later[0], 5)
-    assert all(m.naked == 4.0 and not m.acked for m in msgs)
-
-
-async def test_too_much_waiting_for_a_build_holds_the_consumer_too() -> None:
-    idx = DeferringIndexer(pending=asyncio.get_running_loop().create_future(),
-                           deferred=_Deferred(crowded=True))
-    later: list[Coroutine[Any, Any, None]] = []
-    msgs = [_msg(i) for i in range(2)]
-    handled = asyncio.ensure_future(handle_embedded_batch(
-        msgs, idx, DLQ(), 1.0, settle_later=later.append))  # type: ignore[arg-type]
-    done, _ = await asyncio.wait({handled}, timeout=0.2)
-    assert not done and later == []  # the handler itself waits for the build
-    assert idx.pending is not None
-    idx.pending.set_result(None)
-    await asyncio.wait_for(handled, 5)
-    assert all(m.acked for m in msgs)

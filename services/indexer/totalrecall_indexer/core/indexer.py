@@ -2,7 +2,6 @@
 one thing over the shared `IndexState`:
 
 - `ingest.IngestWriter`: a batch as one unit of work over Markdown, Postgres and Zvec;
-- `deferred_writes.DeferredWrites`: the Zvec writes of a tier that builds, kept until it ended;
 - `searcher.Searcher`: vector search over the tiers (`gate.CollectionGate` keeps searches, HNSW
   builds and the re-creation of the collections apart);
 - `maintenance.TierMaintenance`: compaction, retention, HNSW builds and their repair;
@@ -28,7 +27,6 @@ from ..stores.markdown_log import MarkdownLog
 from ..stores.pgstore import PgStore
 from ..stores.zvec_tiers import ZvecTiers
 from .admin import Admin
-from .deferred_writes import DeferredWrites
 from .embed import EmbedFn
 from .forget import Forgetting
 from .gate import CollectionGate
@@ -50,10 +48,9 @@ class Indexer:
         self.state = state = IndexState(markdown, pg, tiers, metrics or Metrics(),
                                         config or IndexerConfig())
         self.gate = CollectionGate(state)
-        self.deferred = DeferredWrites(state)
-        self.writer = IngestWriter(state, self.gate, self.deferred)
+        self.writer = IngestWriter(state, self.gate)
         self.searcher = Searcher(state, self.gate)
-        self.maintenance = TierMaintenance(state, self.gate, self.deferred)
+        self.maintenance = TierMaintenance(state, self.gate)
         self.reindexer = TierReindex(state)
         self.forgetting = Forgetting(state)
         self.memory_md_sync = MemoryMdSync(state, self.writer, self.forgetting)
@@ -134,15 +131,13 @@ class Indexer:
         return self.state.tier_for(ts_ms, now_ms)
 
     async def index_batch(self, events: Sequence[EmbeddedEvent],
-                          write_markdown: bool = True, tier: str | None = None,
-                          defer: bool = False) -> BatchResult:
-        return await self.writer.index_batch(events, write_markdown, tier, defer)
+                          write_markdown: bool = True, tier: str | None = None) -> BatchResult:
+        return await self.writer.index_batch(events, write_markdown, tier)
 
     async def search(self, req: VectorSearchRequest) -> VectorSearchReply:
         return await self.searcher.search(req)
 
     async def close_stores(self, optimize_wait_s: float = 10.0) -> None:
-        self.deferred.abandon()
         await self.gate.close_stores(optimize_wait_s)
 
     # --- tiers -----------------------------------------------------------------------------

@@ -12,7 +12,6 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from totalrecall_schema import EmbeddedEvent
 
@@ -20,7 +19,6 @@ from ..stores.pgstore import PgRow, is_data_error
 from ..stores.zvec_schema import ZDoc
 from ..stores.zvec_tiers import TierUnavailable
 from .daily_format import LogRecord
-from .deferred_writes import DeferredWrites
 from .gate import CollectionGate
 from .state import IndexState, StoreUnavailable, now_ms
 
@@ -34,9 +32,6 @@ class BatchResult:
     markdown_written: int = 0
     markdown_skipped: int = 0
     by_tier: dict[str, int] = field(default_factory=dict)
-    #: Set when the batch's Zvec documents wait for their tier's HNSW build (`defer`): it
-    #: resolves once they are written, or fails with `StoreUnavailable`. Ack only then.
-    zvec_pending: asyncio.Future[Any] | None = None
 
 
 def zdoc(ev: EmbeddedEvent) -> ZDoc:
@@ -58,22 +53,17 @@ def latest_per_key(events: Sequence[EmbeddedEvent]) -> list[EmbeddedEvent]:
 
 
 class IngestWriter:
-    def __init__(self, state: IndexState, gate: CollectionGate,
-                 deferred: DeferredWrites | None = None) -> None:
+    def __init__(self, state: IndexState, gate: CollectionGate) -> None:
         self.state = state
         self.gate = gate
-        self.deferred = deferred or DeferredWrites(state)
 
     async def index_batch(self, events: Sequence[EmbeddedEvent],
-                          write_markdown: bool = True, tier: str | None = None,
-                          defer: bool = False) -> BatchResult:
+                          write_markdown: bool = True, tier: str | None = None) -> BatchResult:
         """Markdown (fsync) → Postgres → Zvec. Raises StoreUnavailable when a store is down
         (nothing is acked then; every write is idempotent so the retry is safe). `tier` forces
-        the tier (pinned memories) instead of the one the event's age gives. With `defer`, the
-        Zvec documents of a tier whose HNSW is building wait for the build's end instead of
-        the whole batch (`BatchResult.zvec_pending`)."""
+        the tier (pinned memories) instead of the one the event's age gives."""
         async with self.state.write_lock:
-            return await self.index_locked(events, write_markdown, tier, defer)
+            return await self.index_locked(events, write_markdown, tier)
 
     async def _vectors_accepted(self, batch: list[EmbeddedEvent]) -> dict[str, bool]:
         """Which vectors may go into Zvec (same model fingerprint and dim as the collections)?"""
@@ -103,7 +93,7 @@ class IngestWriter:
         return vec_ok
 
     async def index_locked(self, events: Sequence[EmbeddedEvent], write_markdown: bool,
-                           force_tier: str | None = None, defer: bool = False) -> BatchResult:
+                           force_tier: str | None = None) -> BatchResult:
         """`index_batch` for a caller that already holds the write lock (rebuild)."""
         st, m = self.state, self.state.metrics
         res = BatchResult()
@@ -131,7 +121,6 @@ class IngestWriter:
                 by_tier.setdefault(tier, []).append(zdoc(ev))
 
         st.check_writable(by_tier)
-        later: dict[str, list[ZDoc]] = {}  # tier -> docs waiting for its build to end
 
         async def write_markdown_log() -> None:
             if not write_markdown:
@@ -158,12 +147,8 @@ class IngestWriter:
         async def write_zvec() -> None:
             t0 = time.perf_counter()
             for tier, docs in by_tier.items():
-                if defer and self.deferred.building(tier):
-                    later[tier] = docs
-                    continue
                 try:
-                    async with self.deferred.direct(tier):
-                        await asyncio.to_thread(st.tiers.upsert, tier, docs)
+                    await asyncio.to_thread(st.tiers.upsert, tier, docs)
                 except OSError as exc:
                     raise StoreUnavailable(f"zvec {tier}: {exc}") from exc
                 except TierUnavailable as exc:
@@ -182,10 +167,6 @@ class IngestWriter:
                 raise err
         if errors:
             raise errors[0]
-        if later:
-            waits = [self.deferred.defer(tier, docs) for tier, docs in later.items()]
-            res.zvec_pending = waits[0] if len(waits) == 1 else asyncio.gather(*waits)
-            res.by_tier.update((tier, len(docs)) for tier, docs in later.items())
 
         self._observe_lag(batch)
         res.indexed = sum(1 for ok in vec_ok.values() if ok)

@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..stores.zvec_tiers import MAX_BATCH, ZvecTiers
-from .deferred_writes import DeferredWrites
 from .gate import CollectionGate
 from .search import TIERS
 from .state import IndexState, now_ms
@@ -32,11 +31,9 @@ async def build_hnsw(tiers: ZvecTiers, tier: str) -> None:
 
 
 class TierMaintenance:
-    def __init__(self, state: IndexState, gate: CollectionGate,
-                 deferred: DeferredWrites | None = None) -> None:
+    def __init__(self, state: IndexState, gate: CollectionGate) -> None:
         self.state = state
         self.gate = gate
-        self.deferred = deferred or DeferredWrites(state)
         self.last_compaction: dict[str, Any] | None = None
 
     # --- aging -----------------------------------------------------------------------------
@@ -128,34 +125,23 @@ class TierMaintenance:
             return done
         async with self.gate.optimize_lock:
             stats = await asyncio.to_thread(st.tiers.stats)
-        for tier, s in stats.items():
-            due = (s["doc_count"] > 0 and s["index_completeness"] < 1.0) if force else \
-                self.optimize_due(tier, s["index_completeness"], int(s["doc_count"]),
-                                  mirrored=st.tiers.has_mirror(tier))
-            if due:
-                done[tier] = await self._build(tier, s)
-        st.metrics.set_tier_stats(await asyncio.to_thread(st.tiers.stats))
-        return done
-
-    async def _build(self, tier: str, s: dict[str, float]) -> float:
-        """One tier's HNSW build; ingest defers the tier's Zvec writes meanwhile and they are
-        written once it ended (`DeferredWrites`). That happens after the optimize lock is
-        released: a rebuild holds the write lock while it waits for that one."""
-        st = self.state
-        try:
-            async with self.gate.optimize_lock:
+            for tier, s in stats.items():
+                due = (s["doc_count"] > 0 and s["index_completeness"] < 1.0) if force else \
+                    self.optimize_due(tier, s["index_completeness"], int(s["doc_count"]),
+                                      mirrored=st.tiers.has_mirror(tier))
+                if not due:
+                    continue
                 st.new_since_optimize[tier] = 0
                 t0 = time.perf_counter()
                 log.info("building the HNSW of %s (%d docs, %.0f%% indexed)", tier,
                          s["doc_count"], 100 * s["index_completeness"])
-                await self.deferred.begin(tier)
                 await build_hnsw(st.tiers, tier)
                 took = time.perf_counter() - t0
                 st.last_optimize[tier] = time.monotonic()
                 st.metrics.optimize_seconds.labels(tier=tier).observe(took)
-        finally:
-            await self.deferred.end(tier)
-        return round(took, 3)
+                done[tier] = round(took, 3)
+            st.metrics.set_tier_stats(await asyncio.to_thread(st.tiers.stats))
+        return done
 
     async def finish_held_builds(self) -> dict[str, float]:
         """Complete an HNSW build of every tier whose writes are held (its last build was

@@ -39,9 +39,6 @@ class IndexerConfig:
     linear_max_docs: int = 20_000
     optimize_min_new_docs: int = 2000
     optimize_max_delay_s: float = 900.0
-    #: While a tier builds, at most this many Zvec documents wait for it (`DeferredWrites`);
-    #: past that, ingest waits for the build too.
-    defer_max_docs: int = 10_000
     embed_batch: int = 64
     memory_md_namespace: str = "default"
     #: While MEMORY.md memories lack vectors (embedder down), try again this often.
