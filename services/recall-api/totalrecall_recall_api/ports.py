@@ -1,4 +1,4 @@
-"""What the recall service needs from the outside world (real adapters in adapters.py)."""
+"""What the recall service needs from the outside world (real adapters in `adapters/`)."""
 
 from __future__ import annotations
 

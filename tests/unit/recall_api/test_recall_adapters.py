@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from totalrecall_recall_api.adapters import NatsEmbedder, NatsVectorIndex, UpstreamError, _memory
+from totalrecall_recall_api.adapters import NatsEmbedder, NatsVectorIndex, UpstreamError, memory_of
 from totalrecall_schema import (
     EmbedReply,
     EmbedRequest,
@@ -64,31 +64,31 @@ def _row(**over: Any) -> dict[str, Any]:
 
 
 def test_rows_become_the_memories_model_construct_builds() -> None:
-    """`_memory` skips `model_construct`'s walk of the fields, not anything it records: the same
+    """`memory_of` skips `model_construct`'s walk of the fields, not anything it records: the same
     values, the same fields set, and a memory that behaves like any other."""
     want = Memory.model_construct(
         id="m1", score=0.5, timestamp=datetime(2026, 11, 27, 2, 0, tzinfo=UTC),
         category="system.process", subcategory="high_cpu", summary="python3 (PID 4182) using 97% CPU",
         detail="", tier="warm", namespace="ns", actor="system", severity="warning", tags=["cpu"],
         metadata={"pid": 4182, "process": "python3"})
-    got = _memory(_row(), 0.5)
+    got = memory_of(_row(), 0.5)
     assert got == want and got.model_fields_set == want.model_fields_set
     assert got.model_dump_json() == want.model_dump_json()
     assert list(got.__dict__) == list(want.__dict__)
     got.relative_time = "now"
     assert "relative_time" in got.model_fields_set and got.model_dump()["relative_time"] == "now"
-    assert _memory(_row(tier="text")).tier == "hot"
+    assert memory_of(_row(tier="text")).tier == "hot"
 
 
 def test_decoded_metadata_is_each_memorys_own() -> None:
     """Metadata decoded once per text is still a dict per memory: changing one memory's (as a
     recall does with its scores) changes no other's."""
-    a, b = _memory(_row()), _memory(_row())
+    a, b = memory_of(_row()), memory_of(_row())
     a.metadata["_scores"] = {"bm25": 1.0}
-    assert "_scores" not in b.metadata and "_scores" not in _memory(_row()).metadata
-    old = _memory(_row(superseded_by="m2"))
+    assert "_scores" not in b.metadata and "_scores" not in memory_of(_row()).metadata
+    old = memory_of(_row(superseded_by="m2"))
     assert old.metadata == {"pid": 4182, "process": "python3", "superseded_by": "m2"}
-    assert "superseded_by" not in _memory(_row()).metadata
-    assert _memory(_row(metadata=None)).metadata == {}
-    assert _memory(_row(metadata="null")).metadata == {}
-    assert _memory(_row(metadata={"service": "nginx"})).metadata == {"service": "nginx"}
+    assert "superseded_by" not in memory_of(_row()).metadata
+    assert memory_of(_row(metadata=None)).metadata == {}
+    assert memory_of(_row(metadata="null")).metadata == {}
+    assert memory_of(_row(metadata={"service": "nginx"})).metadata == {"service": "nginx"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from totalrecall_recall_api.adapters import _operand, _quote
+from totalrecall_recall_api.adapters.tsquery import operand, quote
 from totalrecall_recall_api.core.term_weights import Counts, is_prefix
 from totalrecall_recall_api.termstats import TermStats
 
@@ -46,8 +46,8 @@ def test_only_common_terms_are_kept_rather_than_nothing() -> None:
 
 
 def test_lexemes_are_quoted_for_tsquery() -> None:
-    assert _quote("o'neil") == "'o''neil'"
-    assert _quote("a|b&!c") == "'a|b&!c'"
+    assert quote("o'neil") == "'o''neil'"
+    assert quote("a|b&!c") == "'a|b&!c'"
 
 
 def test_small_stores_keep_every_term() -> None:
@@ -59,9 +59,9 @@ def test_small_stores_keep_every_term() -> None:
 
 
 def test_longer_words_also_match_as_prefixes() -> None:
-    assert _operand("nginx") == "'nginx':*"  # reaches `nginx.service`, `nginx.conf`
-    assert _operand("80") == "'80'" and _operand("cpu") == "'cpu'"
-    assert _operand("o'neil") == "'o''neil'"  # only plain words get the prefix
+    assert operand("nginx") == "'nginx':*"  # reaches `nginx.service`, `nginx.conf`
+    assert operand("80") == "'80'" and operand("cpu") == "'cpu'"
+    assert operand("o'neil") == "'o''neil'"  # only plain words get the prefix
 
 
 def test_a_prefix_is_as_common_as_the_words_it_begins() -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 
 def is_prefix(lexeme: str, prefix_min_chars: int) -> bool:
-    """Whether the store searches `lexeme` as a prefix too (`adapters._operand`): "packet" is
+    """Whether the store searches `lexeme` as a prefix too (`adapters.tsquery.operand`): "packet" is
     in no memory, but "packet:*" matches every "PacketResponder" line."""
     return 0 < prefix_min_chars <= len(lexeme) and lexeme.isalnum()
 

@@ -1,244 +1,34 @@
-"""Real adapters: NATS request-reply to the embedder and indexer, JetStream publish, Postgres."""
+"""The recall API's read-only access to the indexer's Postgres mirror (`memories`)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from datetime import datetime
-from functools import lru_cache
-from operator import itemgetter
 from typing import Any
 
 import asyncpg
-from nats.aio.client import Client as NATS
-from nats.errors import Error as NatsError
-from nats.js import JetStreamContext
-from totalrecall_schema import (
-    AdminReply,
-    AdminRequest,
-    EmbedReply,
-    EmbedRequest,
-    Memory,
-    MemoryEvent,
-    Topology,
-    VectorSearchReply,
-    VectorSearchRequest,
-)
+from totalrecall_schema import Memory
 
-from .core.continuity import NOTABLE_CATEGORIES, NOTABLE_SUBCATEGORIES
-from .core.term_weights import Counts, is_prefix
-from .ports import PublishFailed, Row
-from .termstats import TermStats
-
-
-class UpstreamError(RuntimeError):
-    """The embedder or indexer answered with an error or not at all."""
-
-
-class NatsEmbedder:
-    def __init__(self, nc: NATS, topology: Topology, timeout: float) -> None:
-        self.nc, self.topology, self.timeout = nc, topology, timeout
-
-    async def embed_query(self, text: str, *, exclusive: bool = False
-                          ) -> tuple[list[float], str | None]:
-        req = EmbedRequest(texts=[text], kind="query", exclusive=exclusive)
-        msg = await self.nc.request(self.topology.rpc_embed_query, req.model_dump_json().encode(),
-                                    timeout=self.timeout)
-        reply = EmbedReply.model_validate_json(msg.data)
-        if reply.error or not reply.vectors:
-            raise UpstreamError(reply.error or "embedder returned no vector")
-        return reply.vectors[0], reply.model
-
-
-class NatsVectorIndex:
-    def __init__(self, nc: NATS, topology: Topology, timeout: float,
-                 deep_timeout: float | None = None) -> None:
-        self.nc, self.topology, self.timeout = nc, topology, timeout
-        self.deep_timeout = max(timeout, deep_timeout or timeout)
-
-    async def search(self, request: VectorSearchRequest) -> VectorSearchReply:
-        """Hot-only searches get the short timeout; warm/cold ones the deep one."""
-        timeout = self.timeout if set(request.tiers) <= {"hot"} else self.deep_timeout
-        msg = await self.nc.request(self.topology.rpc_vector_search,
-                                    request.model_dump_json().encode(), timeout=timeout)
-        reply = VectorSearchReply.model_validate_json(msg.data)
-        if reply.error:
-            raise UpstreamError(reply.error)
-        return reply
-
-    async def admin(self, request: AdminRequest, timeout: float) -> AdminReply:
-        msg = await self.nc.request(self.topology.rpc_index_admin,
-                                    request.model_dump_json().encode(), timeout=timeout)
-        return AdminReply.model_validate_json(msg.data)
-
-
-class JetStreamPublisher:
-    def __init__(self, nc: NATS, js: JetStreamContext, topology: Topology) -> None:
-        self.nc, self.js, self.topology = nc, js, topology
-
-    async def _one(self, event: MemoryEvent) -> bool:
-        ack = await self.js.publish(
-            self.topology.events_subject(event.category), event.model_dump_json().encode(),
-            stream=self.topology.events_stream, headers={"Nats-Msg-Id": event.key})
-        return bool(ack.duplicate)
-
-    async def publish(self, events: Sequence[MemoryEvent]) -> list[bool]:
-        out: list[bool] = []
-        try:
-            for i in range(0, len(events), 128):  # bounded concurrency, every PubAck awaited
-                out += await asyncio.gather(*(self._one(e) for e in events[i : i + 128]))
-        # A server whose store cannot write (a full disk) sends no PubAck at all: the client
-        # only sees a timeout. Either way the caller must hear "not stored", not a bare 500.
-        except (TimeoutError, NatsError) as exc:
-            raise PublishFailed(f"{type(exc).__name__}: {exc}"[:200]) from exc
-        return out
-
-    async def ping(self) -> bool:
-        return bool(self.nc.is_connected)
-
-    async def lag(self) -> dict[str, int | None]:
-        topo = self.topology
-        stages = (("embedder", topo.events_stream, topo.embedder_durable),
-                  ("indexer", topo.embedded_stream, topo.indexer_durable))
-
-        async def pending(stream: str, durable: str) -> int | None:
-            try:
-                info = await self.js.consumer_info(stream, durable, timeout=1.0)
-            except Exception:  # not created yet, or NATS away: unknown, not zero
-                return None
-            return (info.num_pending or 0) + (info.num_ack_pending or 0)
-
-        found = await asyncio.gather(*(pending(stream, durable) for _, stream, durable in stages))
-        return {name: n for (name, _, _), n in zip(stages, found, strict=True)}
-
-
-_MEMORY_COLUMNS = ("key, id, namespace, ts, category, subcategory, actor, severity, tags, summary, "
-                   "detail, metadata, tier, superseded_by")
-
+from ..core.continuity import NOTABLE_CATEGORIES, NOTABLE_SUBCATEGORIES
+from ..core.term_weights import Counts, is_prefix
+from ..ports import Row
+from ..termstats import TermStats
+from .records import COLUMNS_M, MEMORY_COLUMNS, MemoryRecord, memory_of
+from .tsquery import LEXEMES_SQL, PREFIX_MIN_CHARS, WORD_LEXEMES_SQL, operand, quote
 
 _EXPORT_SQL = ("SELECT id, namespace, ts, category, subcategory, actor, source, summary, detail, "
                "metadata, repeat_count, last_seen FROM memories WHERE namespace = $1 "
                "ORDER BY key")
 
-_COLUMNS_M = ", ".join(f"m.{c.strip()}" for c in _MEMORY_COLUMNS.split(","))
-
 #: Query texts whose lexemes `PostgresStore` remembers.
 LEXEME_CACHE_SIZE = 1024
-#: Distinct metadata texts whose decoding `_memory` remembers.
-METADATA_CACHE_SIZE = 8192
 
 
 #: The indexer's `thread` column (its migration 4) starts with this for a conversation (chr(31)
 #: separates its parts); other threads are a source's events about one service or category.
 _CONVERSATION_THREAD = "c\x1f"
-
-
-@lru_cache(maxsize=METADATA_CACHE_SIZE)
-def _decoded(text: str) -> dict[str, Any]:
-    return dict(json.loads(text) or {})
-
-
-#: The fields `_memory` gives (`Memory.relative_time` keeps its default), as `model_construct`
-#: would record them.
-_GIVEN = frozenset(Memory.model_fields) - {"relative_time"}
-
-
-def _tier(row: asyncpg.Record) -> str:
-    tier = row["tier"]
-    return tier if tier in ("hot", "warm", "cold") else "hot"  # type: ignore[no-any-return]
-
-
-def _row_metadata(row: asyncpg.Record) -> Mapping[str, Any]:
-    """A row's metadata, read only, with `superseded_by` when a newer memory replaced this one
-    (the indexer's migration 8). Decoded once per distinct text and shared with every row of the
-    same metadata: a memory's metadata rarely changes and the same rows come back recall after
-    recall (neighbours, keyword hits); docs/perf/2026-11-27-recall-cpu.md."""
-    value = row["metadata"]
-    decoded = _decoded(value) if isinstance(value, str) else value or {}
-    superseded_by = row.get("superseded_by")
-    if superseded_by:
-        return {**decoded, "superseded_by": superseded_by}
-    return decoded  # type: ignore[no-any-return]
-
-
-def _memory(row: asyncpg.Record, score: float = 0.0) -> Memory:
-    # Not validated: the indexer validated every row it wrote, and a recall reads a hundred rows
-    # or more (validating them was a tenth of its CPU time under load). Built as
-    # `model_construct` builds it, without its walk of the model's fields for each row.
-    return _constructed({
-        "id": row["id"], "score": score, "timestamp": row["ts"], "category": row["category"],
-        "subcategory": row["subcategory"], "summary": row["summary"], "detail": row["detail"],
-        "tier": _tier(row), "namespace": row["namespace"], "actor": row["actor"],
-        "severity": row["severity"], "tags": list(row["tags"] or []),
-        "metadata": dict(_row_metadata(row)), "relative_time": ""})
-
-
-def _constructed(fields: dict[str, Any]) -> Memory:
-    """`Memory.model_construct(**fields)` for a dict of every field but `relative_time`'s
-    default added, in the model's order."""
-    m = Memory.__new__(Memory)
-    object.__setattr__(m, "__dict__", fields)
-    object.__setattr__(m, "__pydantic_fields_set__", set(_GIVEN))
-    object.__setattr__(m, "__pydantic_extra__", None)
-    object.__setattr__(m, "__pydantic_private__", None)
-    return m
-
-
-def _column(name: str) -> Any:
-    """A read-only attribute that is a record's column."""
-    return property(itemgetter(name))
-
-
-class MemoryRecord(asyncpg.Record):
-    """A `memories` row as ranking reads it (`ports.Row`): asyncpg's record itself, read by
-    column name. Of the hundred rows or more a recall ranks it returns a few, and only those
-    become a `Memory` (`memory()`): building one for every row was the largest part of the
-    API's own Python code (docs/perf/2026-11-27-recall-api-rows.md)."""
-
-    __slots__ = ()
-
-    # Read through `operator.itemgetter` (no Python frame a read): ranking reads each many times.
-    id: str = _column("id")
-    namespace: str = _column("namespace")
-    timestamp: datetime = _column("ts")
-    category: str = _column("category")
-    subcategory: str = _column("subcategory")
-    summary: str = _column("summary")
-    detail: str = _column("detail")
-    actor: str = _column("actor")
-    severity: str = _column("severity")
-
-    tier: str = property(_tier)  # type: ignore[assignment]
-    metadata: Mapping[str, Any] = property(_row_metadata)  # type: ignore[assignment]
-
-    def memory(self) -> Memory:
-        return _memory(self)
-
-
-def _quote(lexeme: str) -> str:
-    """A lexeme as a tsquery operand (quoted, so `&|!:*()` in it mean nothing)."""
-    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
-
-
-#: Query words at least this long also match as prefixes: the english parser keeps
-#: `nginx.service`, `python3.11` or `docker-compose.yml` as single lexemes, so "why did nginx
-#: fail" would otherwise never reach "nginx.service failed".
-PREFIX_MIN_CHARS = 4
-
-
-def _operand(lexeme: str, prefix_min_chars: int = PREFIX_MIN_CHARS) -> str:
-    quoted = _quote(lexeme)
-    return f"{quoted}:*" if is_prefix(lexeme, prefix_min_chars) else quoted
-
-
-_WORD_LEXEMES_SQL = ("SELECT lexeme, positions FROM unnest(to_tsvector('english', $1)) "
-                     "ORDER BY positions[1]")
-#: The words as the english parser stores them, then the identifiers as the indexer's
-#: `tr_identifiers` (its migration 6) adds them to every memory's tsv: one definition for both.
-_LEXEMES_SQL = f"""SELECT lexeme, positions FROM ({_WORD_LEXEMES_SQL}) AS w
-                   UNION ALL SELECT unnest(tr_identifiers($1)), NULL::smallint[]"""
 
 
 #: The sessions of `PostgresStore.generic_pool`: each statement planned once, and its plan kept
@@ -309,7 +99,7 @@ class PostgresStore:
                         AND ($4::text IS NULL OR category = $4){fits}"""
         match = where + " ORDER BY ts DESC LIMIT {cap}"
         cap = int(self.scan_cap)
-        quoted = [_operand(lx, self.prefix_min_chars) for lx, _ in weighted]
+        quoted = [operand(lx, self.prefix_min_chars) for lx, _ in weighted]
         # Words that match few memories are looked up in the GIN index, newest first after.
         # Walking the time index for them reads every memory of the namespace before it gives up
         # on a word it cannot find (the planner cannot tell that a word is rare or absent: 126 ms
@@ -354,13 +144,13 @@ class PostgresStore:
                  r AS (SELECT key, max({score} + 0.5 * ts_rank(tsv, to_tsquery('simple', $1)))
                               AS rank
                        FROM m GROUP BY key ORDER BY rank DESC LIMIT $5)
-            SELECT r.rank, {_COLUMNS_M} FROM r JOIN memories m USING (key)
+            SELECT r.rank, {COLUMNS_M} FROM r JOIN memories m USING (key)
             ORDER BY r.rank DESC"""
         args: list[Any] = [" | ".join(quoted), namespace, since, category, limit, *quoted,
-                           *(_operand(lx, self.prefix_min_chars) for lx, _ in common),
+                           *(operand(lx, self.prefix_min_chars) for lx, _ in common),
                            *(q for q, _ in phrases),
                            *(w for _, w in scored), *(w for _, w in phrases)]
-        args += [v for i in exact_at for v in (_quote(scored[i][0]), exact[i])]
+        args += [v for i in exact_at for v in (quote(scored[i][0]), exact[i])]
         rows = await self.pool.fetch(sql, *args, timeout=self.timeout, record_class=MemoryRecord)
         # In units of the query's ideal match (every searched term matched): comparable across
         # queries, so fusion can tell a one-common-word match from a strong one.
@@ -374,7 +164,7 @@ class PostgresStore:
         if counts is None:
             return []
         _, pairs = await self._parse(" ".join(terms))
-        return [(f"{_quote(a)} <-> {_quote(b)}", min(counts.idf(a), counts.idf(b)))
+        return [(f"{quote(a)} <-> {quote(b)}", min(counts.idf(a), counts.idf(b)))
                 for a, b in pairs[: self.max_terms]]
 
     def _exact_weights(self, scored: list[tuple[str, float]], counts: Counts | None
@@ -418,9 +208,9 @@ class PostgresStore:
             self._lexeme_cache.move_to_end(text)
             return cached
         try:
-            rows = await self.pool.fetch(_LEXEMES_SQL, text, timeout=self.timeout)
+            rows = await self.pool.fetch(LEXEMES_SQL, text, timeout=self.timeout)
         except asyncpg.UndefinedFunctionError:  # a store from before the indexer's migration 6
-            rows = await self.pool.fetch(_WORD_LEXEMES_SQL, text, timeout=self.timeout)
+            rows = await self.pool.fetch(WORD_LEXEMES_SQL, text, timeout=self.timeout)
         at = {pos: r["lexeme"] for r in rows for pos in (r["positions"] or ())}
         pairs = tuple(dict.fromkeys((at[p], at[p + 1]) for p in sorted(at)
                                     if p + 1 in at and at[p] != at[p + 1]))
@@ -434,7 +224,7 @@ class PostgresStore:
         if not keys:
             return {}
         rows = await self.generic_pool.fetch(
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE key = ANY($1::text[])", list(keys),
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE key = ANY($1::text[])", list(keys),
             timeout=self.timeout, record_class=MemoryRecord)
         return {r["key"]: r for r in rows}
 
@@ -458,7 +248,7 @@ class PostgresStore:
         # Whether a row is known is tested once per row, in its walk: a test per column cost
         # an array search per column, and the planner a copy of the array per column.
         cols = ", ".join(f"CASE WHEN n.known THEN NULL ELSE n.{c[2:]} END AS {c[2:]}"
-                         if c != "m.key" else "n.key" for c in _COLUMNS_M.split(", "))
+                         if c != "m.key" else "n.key" for c in COLUMNS_M.split(", "))
         filters = """AND ($4::timestamptz IS NULL OR m.ts >= $4)
                      AND ($5::text IS NULL OR m.category = $5)"""
         # Each side is a walk of the (namespace, thread, ts, key) index from the hit outwards.
@@ -468,12 +258,12 @@ class PostgresStore:
                                    ELSE $6::float8 END * interval '1 second' AS gap
                        FROM memories WHERE key = ANY($1::text[]) AND thread IS NOT NULL)
             SELECT h.key AS hit, {cols} FROM h CROSS JOIN LATERAL (
-                (SELECT {_COLUMNS_M}, m.key = ANY($8::text[]) AS known FROM memories m
+                (SELECT {COLUMNS_M}, m.key = ANY($8::text[]) AS known FROM memories m
                  WHERE m.namespace = h.namespace AND m.thread = h.thread
                    AND m.ts >= h.ts - h.gap AND (m.ts, m.key) < (h.ts, h.key) {filters}
                  ORDER BY m.ts DESC, m.key DESC LIMIT $2)
                 UNION ALL
-                (SELECT {_COLUMNS_M}, m.key = ANY($8::text[]) AS known FROM memories m
+                (SELECT {COLUMNS_M}, m.key = ANY($8::text[]) AS known FROM memories m
                  WHERE m.namespace = h.namespace AND m.thread = h.thread
                    AND m.ts <= h.ts + h.gap AND (m.ts, m.key) > (h.ts, h.key) {filters}
                  ORDER BY m.ts, m.key LIMIT $2)) AS n"""
@@ -507,14 +297,14 @@ class PostgresStore:
             if not cats:
                 return []
             sql = " UNION ALL ".join(
-                f"""(SELECT {_MEMORY_COLUMNS} FROM memories
+                f"""(SELECT {MEMORY_COLUMNS} FROM memories
                      WHERE namespace = $1 AND category = ${4 + i}
                        AND ($2::timestamptz IS NULL OR ts >= $2)
                      ORDER BY ts DESC LIMIT $3)""" for i in range(len(cats)))
             sql = f"SELECT * FROM ({sql}) AS m ORDER BY m.ts DESC LIMIT $3"
             args: tuple[Any, ...] = (namespace, since, limit, *cats)
         else:
-            sql = f"""SELECT {_MEMORY_COLUMNS} FROM memories
+            sql = f"""SELECT {MEMORY_COLUMNS} FROM memories
                       WHERE namespace = $1 AND ($2::timestamptz IS NULL OR ts >= $2)
                         AND ($3::text IS NULL OR category = $3)
                       ORDER BY ts DESC LIMIT $4"""
@@ -536,9 +326,9 @@ class PostgresStore:
             return []
         try:
             rows = await self.generic_pool.fetch(
-                f"""SELECT {_COLUMNS_M} FROM unnest($2::text[]) AS t(template)
+                f"""SELECT {COLUMNS_M} FROM unnest($2::text[]) AS t(template)
                     CROSS JOIN LATERAL (
-                        SELECT {_MEMORY_COLUMNS} FROM memories
+                        SELECT {MEMORY_COLUMNS} FROM memories
                         WHERE namespace = $1 AND template = t.template
                           AND ts >= COALESCE($3::timestamptz, '-infinity')
                           AND ts <= COALESCE($4::timestamptz, 'infinity')
@@ -554,33 +344,33 @@ class PostgresStore:
         """The memories of one conversation (its thread, the indexer's migration 4), oldest
         first: the session's turns, a walk of the (namespace, thread, ts) index."""
         rows = await self.pool.fetch(
-            f"""SELECT {_MEMORY_COLUMNS} FROM (
-                    SELECT {_MEMORY_COLUMNS} FROM memories WHERE namespace = $1 AND thread = $2
+            f"""SELECT {MEMORY_COLUMNS} FROM (
+                    SELECT {MEMORY_COLUMNS} FROM memories WHERE namespace = $1 AND thread = $2
                     ORDER BY ts DESC LIMIT $3) AS s ORDER BY ts""",
             namespace, _CONVERSATION_THREAD + session_id, limit, timeout=self.timeout)
-        return [_memory(r) for r in rows]
+        return [memory_of(r) for r in rows]
 
     async def notable(self, namespace: str, since: datetime, limit: int) -> list[Memory]:
         """What a new session starts with (core/continuity.py): since `since`, the warnings and
         errors, diagnoses, changes to the machine, patterns, notes and session summaries."""
         rows = await self.pool.fetch(
-            f"""SELECT {_MEMORY_COLUMNS} FROM memories
+            f"""SELECT {MEMORY_COLUMNS} FROM memories
                 WHERE namespace = $1 AND ts >= $2
                   AND (severity IN ('warning', 'error', 'critical')
                        OR category = ANY($3::text[]) OR subcategory = ANY($4::text[]))
                 ORDER BY ts DESC LIMIT $5""",
             namespace, since, sorted(NOTABLE_CATEGORIES), sorted(NOTABLE_SUBCATEGORIES), limit,
             timeout=self.timeout)
-        return [_memory(r) for r in rows]
+        return [memory_of(r) for r in rows]
 
     async def latest(self, namespace: str, category: str, subcategory: str) -> Memory | None:
         """The newest memory of a category and subcategory (e.g. the last session summary)."""
         row = await self.pool.fetchrow(
-            f"""SELECT {_MEMORY_COLUMNS} FROM memories
+            f"""SELECT {MEMORY_COLUMNS} FROM memories
                 WHERE namespace = $1 AND category = $2 AND subcategory = $3
                 ORDER BY ts DESC LIMIT 1""", namespace, category, subcategory,
             timeout=self.timeout)
-        return _memory(row) if row is not None else None
+        return memory_of(row) if row is not None else None
 
     async def warm_terms(self, namespace: str) -> bool:
         """Load the namespace's term statistics (BM25 weights) before the first recall."""
@@ -593,10 +383,10 @@ class PostgresStore:
         """The newest memories with a subject that nothing superseded (patterns, stated
         preferences, facts): the indexer's partial index of subjects (migration 8)."""
         rows = await self.pool.fetch(
-            f"""SELECT {_MEMORY_COLUMNS} FROM memories
+            f"""SELECT {MEMORY_COLUMNS} FROM memories
                 WHERE namespace = $1 AND metadata ? 'subject' AND superseded_by IS NULL
                 ORDER BY ts DESC LIMIT $2""", namespace, limit, timeout=self.timeout)
-        return [_memory(r) for r in rows]
+        return [memory_of(r) for r in rows]
 
     async def namespaces(self) -> list[str]:
         """Every namespace that holds memories: a skip scan of the (namespace, ts) index, one
