@@ -55,6 +55,8 @@ class Trace:
     ingest_failed: int = 0
     #: (seconds since the load began, CPU seconds used so far by each service)
     cpu: list[tuple[float, dict[str, float]]] = field(default_factory=list)
+    #: CPU seconds the hypervisor had taken from the machine at each of those moments
+    stolen: list[float] = field(default_factory=list)
     #: wall clock (epoch seconds) of the load's second 0
     t0_wall: float = 0.0
 
@@ -151,6 +153,7 @@ async def _drive(stack: Stack, preload: int, seconds: float) -> Trace:
     async def sample(stop: asyncio.Event) -> None:
         while not stop.is_set():
             trace.cpu.append((time.monotonic() - t0, load.cpu_seconds(pids)))
+            trace.stolen.append(load.stolen_seconds())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 0.5)
 
@@ -170,11 +173,13 @@ def report(trace: Trace, log_text: str) -> list[str]:
     spans = [s for s in builds(log_text, trace.t0_wall) if s[0] >= 0]
     (t_a, a), (t_b, b) = trace.cpu[0], trace.cpu[-1]
     cores = {name: round((b[name] - a[name]) / (t_b - t_a), 2) for name in b}
+    stolen = (trace.stolen[-1] - trace.stolen[0]) / (t_b - t_a) if trace.stolen else 0.0
     lines = [
         f"recalls {len(lat)} (failed {trace.failed}; event posts failed "
         f"{trace.ingest_failed}): p50 / p90 / p99 "
         f"{percentile(lat, .5):.0f} / {percentile(lat, .9):.0f} / {percentile(lat, .99):.0f} ms",
         f"cores {sum(cores.values()):.2f}: {json.dumps(cores)}",
+        f"cores stolen by the host: {stolen:.2f}",
         f"builds {len(spans)}: " + ", ".join(f"{s:.0f}-{e:.0f} s" for s, e in spans),
         "recall by time from a build's end: s, n, p50, p90 (ms)",
     ]

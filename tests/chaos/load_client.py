@@ -210,6 +210,14 @@ def drain_s(stack: Stack) -> float | None:
     return time.monotonic() - start
 
 
+def stolen_seconds() -> float:
+    """CPU time the hypervisor has taken from this machine's CPUs so far, all CPUs together
+    (`/proc/stat`'s steal; 0 where the kernel does not count it). A VM whose host is busy runs
+    the same work slower: beside the services' cores, it tells the machine's share of a slow
+    run from the code's."""
+    return float(getattr(psutil.cpu_times(), "steal", 0.0))
+
+
 def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
     """CPU time (user + system) each service has used so far; Postgres's backends included."""
     return _per_service(pids, lambda p: float(sum(p.cpu_times()[:2])))

@@ -39,6 +39,7 @@ from tests.chaos.load_client import (
     lag,
     pss_mb,
     service_pids,
+    stolen_seconds,
 )
 from tests.chaos.report import ROWS, record
 from tests.chaos.stack_inputs import Stack, chaos_stack
@@ -60,6 +61,8 @@ class Figures:
     #: Cores each process used on average during the load (CPU seconds / wall seconds); the load
     #: client itself as "load client".
     cores: dict[str, float] = field(default_factory=dict)
+    #: Cores the hypervisor took from this machine during the load (`stolen_seconds`).
+    stolen: float = 0.0
     lag: list[tuple[float, int, int]] = field(default_factory=list)  # t, embedder, indexer
     #: The indexer's hot tier during the load: searches, searches that went without the tier
     #: (its HNSW build ran), builds and their seconds (its /metrics, after minus before).
@@ -122,6 +125,7 @@ async def _run(stack: Stack, recall_rate: float, events_rate: float, duration: f
                     await asyncio.wait_for(stop.wait(), timeout=max(duration / 30, 1.0))
 
         cpu0, client0 = cpu_seconds(pids), sum(psutil.Process().cpu_times()[:2])
+        stolen0 = stolen_seconds()
         hot0, stages0 = _hot_tier(stack), _stage_buckets(stack)
         figures.started_at = datetime.now(UTC).isoformat(timespec="seconds")
         t0 = time.monotonic() + 0.5
@@ -134,6 +138,7 @@ async def _run(stack: Stack, recall_rate: float, events_rate: float, duration: f
         await sampler
         wall = time.monotonic() - t0
         cpu1 = cpu_seconds(pids)
+        figures.stolen = round((stolen_seconds() - stolen0) / wall, 2)
         figures.cores = {name: round((cpu1[name] - cpu0[name]) / wall, 2) for name in cpu0}
         figures.cores["load client"] = round(
             (sum(psutil.Process().cpu_times()[:2]) - client0) / wall, 2)
@@ -290,6 +295,7 @@ def _check(tmp_path: Path, recall_rate: float, events_rate: float, duration: flo
                                                         max(duration / 60, 1.0)),
         "cores_used_by_process": figures.cores,
         "cores_used_total": round(sum(figures.cores.values()), 2),
+        "cores_stolen_by_host": figures.stolen,
         "cpus": os.cpu_count(),
         "machine": describe(),
     }

@@ -50,9 +50,10 @@ def test_the_report_names_the_figures() -> None:
     trace = Trace(recalls=[(float(t) / 10, 20.0 if t % 10 else 180.0) for t in range(600)],
                   cpu=[(0.0, {"postgres": 1.0, "totalrecall_indexer": 2.0}),
                        (60.0, {"postgres": 31.0, "totalrecall_indexer": 26.0})],
-                  t0_wall=T0)
+                  stolen=[100.0, 106.0], t0_wall=T0)
     text = "\n".join(report(trace, LOG))
     assert "recalls 600 (failed 0; event posts failed 0): p50 / p90 / p99 20 / 180 / 180 ms" in text
     assert '"postgres": 0.5' in text and '"totalrecall_indexer": 0.4' in text
+    assert "cores stolen by the host: 0.10" in text
     assert "builds 2: 9-10 s, 40-43 s" in text
     assert "over 100 ms, after a build: 6 of 60 (10.0 %)" in text
