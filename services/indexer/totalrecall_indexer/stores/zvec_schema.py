@@ -25,6 +25,12 @@ from zvec import (
 VECTOR = "semantic"
 OUTPUT_FIELDS = ["namespace", "category", "severity", "ts", "id", "summary"]
 QUANTIZE: dict[str, Any] = {"hot": None, "warm": QuantizeType.INT8, "cold": QuantizeType.INT4}
+#: HNSW `ef_construction` per tier. The hot tier is built again and again under sustained
+#: ingest, its writes waiting meanwhile: with the lower value its build costs less than half as
+#: much CPU, and its searches found the same neighbours. The quantized tiers, built only when
+#: memories move down, keep the higher one, which their searches needed
+#: (docs/perf/2026-11-28-hot-tier-build-effort.md).
+EF_CONSTRUCTION: dict[str, int] = {"hot": 100, "warm": 200, "cold": 200}
 _init_lock = threading.Lock()
 _initialised = False
 
@@ -84,7 +90,10 @@ class RawHit:
 
 
 def collection_schema(name: str, dim: int, quantize: Any, m: int = 16,
-                      ef_construction: int = 200) -> CollectionSchema:
+                      ef_construction: int | None = None) -> CollectionSchema:
+    """A tier's schema; `ef_construction` defaults to the tier's (`EF_CONSTRUCTION`)."""
+    if ef_construction is None:
+        ef_construction = EF_CONSTRUCTION.get(name, 200)
     kw = {} if quantize is None else {"quantize_type": quantize}
     return CollectionSchema(
         name=name,
