@@ -187,6 +187,28 @@ def pss_mb(pids: dict[str, int]) -> dict[str, float]:
     return _per_service(pids, memory_mb)
 
 
+def anonymous_mb(proc: psutil.Process) -> float:
+    """Private anonymous memory (heaps, stacks, private mappings), from `smaps_rollup`: what a
+    leak grows. PSS also counts the pages a process maps from files, which here grow with the
+    data stored (zvec maps its vector files: the page cache of the store, which the kernel may
+    drop) and shared memory that warms up (Postgres's buffers); this leaves both out."""
+    try:
+        with open(f"/proc/{proc.pid}/smaps_rollup", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Anonymous:"):
+                    return int(line.split()[1]) / 1024
+    except PermissionError as exc:
+        raise psutil.AccessDenied(proc.pid) from exc
+    except OSError as exc:  # gone since it was listed
+        raise psutil.NoSuchProcess(proc.pid) from exc
+    return 0.0
+
+
+def private_mb(pids: dict[str, int]) -> dict[str, float]:
+    """`anonymous_mb` per service (Postgres: its processes together)."""
+    return _per_service(pids, anonymous_mb)
+
+
 async def lag(js: Any, topo: Topology) -> tuple[int, int]:
     emb = await js.consumer_info(topo.events_stream, topo.embedder_durable)
     idx = await js.consumer_info(topo.embedded_stream, topo.indexer_durable)

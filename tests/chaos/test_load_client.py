@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import psutil
+import pytest
 
 from .load_client import _per_service
 
@@ -27,3 +28,41 @@ def test_a_child_gone_mid_sample_is_skipped_not_the_service() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_private_memory_counts_a_heap_that_grows_not_a_file_mapped() -> None:
+    import mmap
+    import tempfile
+
+    from .load_client import anonymous_mb
+
+    me = psutil.Process()
+    before = anonymous_mb(me)
+    heap = bytearray(64 * 2**20)  # touched: 64 MB of private anonymous pages
+    grown = anonymous_mb(me)
+    with tempfile.TemporaryFile() as fh:
+        fh.truncate(64 * 2**20)
+        mapped = mmap.mmap(fh.fileno(), 64 * 2**20, access=mmap.ACCESS_READ)
+        sum(mapped[i] for i in range(0, len(mapped), 4096))  # every page read in
+        with_file = anonymous_mb(me)
+        mapped.close()
+    del heap
+    assert grown - before > 60
+    assert abs(with_file - grown) < 8  # the file's pages are not private memory
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone = psutil.Process(child.pid)
+    child.wait()
+    with pytest.raises(psutil.NoSuchProcess):
+        anonymous_mb(gone)
+
+
+def test_memory_growth_is_read_on_the_floor_not_on_build_peaks() -> None:
+    from .test_sustained_load import _memory_grows
+
+    flat = [200.0] * 30
+    peaks = list(flat)
+    peaks[25] = peaks[28] = 450.0  # samples that fell inside HNSW builds
+    assert not _memory_grows(flat)
+    assert not _memory_grows(peaks)
+    leak = [200.0 + 6 * i for i in range(30)]  # the floor rises 6 MB a sample
+    assert _memory_grows(leak)
