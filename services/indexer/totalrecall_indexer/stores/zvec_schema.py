@@ -26,9 +26,10 @@ VECTOR = "semantic"
 OUTPUT_FIELDS = ["namespace", "category", "severity", "ts", "id", "summary"]
 QUANTIZE: dict[str, Any] = {"hot": None, "warm": QuantizeType.INT8, "cold": QuantizeType.INT4}
 #: HNSW `ef_construction` per tier. The hot tier is built again and again under sustained
-#: ingest, its writes waiting meanwhile: with the lower value its build costs less than half as
-#: much CPU, and its searches found the same neighbours. The quantized tiers, built only when
-#: memories move down, keep the higher one, which their searches needed
+#: ingest, its writes waiting meanwhile: with the lower value a build of diverse memories (logs,
+#: conversations) costs about half as much CPU, and its searches found as many of the true
+#: neighbours, within the spread between samples. The quantized tiers, built only when memories
+#: move down, keep the higher one, which their searches needed
 #: (docs/perf/2026-11-28-hot-tier-build-effort.md).
 EF_CONSTRUCTION: dict[str, int] = {"hot": 100, "warm": 200, "cold": 200}
 _init_lock = threading.Lock()
