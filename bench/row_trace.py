@@ -152,7 +152,9 @@ async def _drive(stack: Stack, preload: int, seconds: float) -> Trace:
 
     async def sample(stop: asyncio.Event) -> None:
         while not stop.is_set():
-            trace.cpu.append((time.monotonic() - t0, load.cpu_seconds(pids)))
+            # Off the event loop, which would answer no recall while /proc is read.
+            cpu = await asyncio.to_thread(load.cpu_seconds, pids)
+            trace.cpu.append((time.monotonic() - t0, cpu))
             trace.stolen.append(load.stolen_seconds())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 0.5)
