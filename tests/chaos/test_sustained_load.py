@@ -125,8 +125,8 @@ async def _run(stack: Stack, recall_rate: float, events_rate: float, duration: f
         async def sample(stop: asyncio.Event, t0: float) -> None:
             while not stop.is_set():
                 t = round(time.monotonic() - t0, 1)
-                # Off the event loop: reading every process's memory takes tens of ms of CPU,
-                # hundreds on a saturated machine, and the loop would answer no recall meanwhile
+                # Off the event loop: reading every process's memory from /proc is slow, the
+                # more so on a saturated machine, and the loop would answer no recall meanwhile
                 # (their latencies counted it, every sample).
                 pss, private = await asyncio.to_thread(_memory, pids)
                 for name, mb in pss.items():
