@@ -153,9 +153,10 @@ async def _drive(stack: Stack, preload: int, seconds: float) -> Trace:
     async def sample(stop: asyncio.Event) -> None:
         while not stop.is_set():
             # Off the event loop, which would answer no recall while /proc is read.
-            cpu = await asyncio.to_thread(load.cpu_seconds, pids)
+            cpu, stolen = await asyncio.to_thread(
+                lambda: (load.cpu_seconds(pids), load.stolen_seconds()))
             trace.cpu.append((time.monotonic() - t0, cpu))
-            trace.stolen.append(load.stolen_seconds())
+            trace.stolen.append(stolen)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 0.5)
 

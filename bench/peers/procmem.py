@@ -12,12 +12,18 @@ from pathlib import Path
 PROC = Path("/proc")
 
 
-def parse_pss_kb(smaps_rollup: str) -> int:
-    """The `Pss:` line of /proc/<pid>/smaps_rollup, in kB (0 when absent)."""
+def rollup_kb(smaps_rollup: str, field: str) -> int:
+    """The `field:` line (`Pss`, `Anonymous`, …) of /proc/<pid>/smaps_rollup, in kB (0 when
+    absent)."""
     for line in smaps_rollup.splitlines():
-        if line.startswith("Pss:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1])
     return 0
+
+
+def parse_pss_kb(smaps_rollup: str) -> int:
+    """The `Pss:` line of /proc/<pid>/smaps_rollup, in kB (0 when absent)."""
+    return rollup_kb(smaps_rollup, "Pss")
 
 
 def children(pid: int, proc: Path = PROC) -> list[int]:

@@ -12,14 +12,17 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import nats
 import psutil
 from totalrecall_schema import Topology
 
+from bench.peers.procmem import rollup_kb
 from tests.chaos.stack_inputs import Stack, wait_for
+
+T = TypeVar("T")
 
 #: After a load: how long the backlog may take to drain before it counts as not drained.
 DRAIN_TIMEOUT_S = 300.0
@@ -152,61 +155,61 @@ def service_pids(stack: Stack) -> dict[str, int]:
     return found
 
 
-def memory_mb(proc: psutil.Process) -> float:
-    """Proportional set size: shared pages divided among the processes that map them. (Postgres's
-    backends each map the shared buffers: summing their RSS counted those pages once per backend
-    that had touched them, a "growth" of 800 MB that was the pool warming up.)"""
+def memory_mb(proc: psutil.Process) -> tuple[float, float]:
+    """(PSS, private anonymous memory) of a process in MB, from one read of its `smaps_rollup`.
+
+    PSS: shared pages divided among the processes that map them. (Postgres's backends each map
+    the shared buffers: summing their RSS counted those pages once per backend that had touched
+    them, a "growth" of 800 MB that was the pool warming up.)
+
+    Private anonymous memory (heaps, stacks, private mappings): what a leak grows. PSS also
+    counts the pages a process maps from files, which here grow with the data stored (zvec maps
+    its vector files: the page cache of the store, which the kernel may drop) and shared memory
+    that warms up (Postgres's buffers); this leaves both out."""
     try:
-        return float(proc.memory_full_info().pss) / 2**20
-    except (psutil.AccessDenied, AttributeError):
-        return float(proc.memory_info().rss) / 2**20
+        with open(f"/proc/{proc.pid}/smaps_rollup", encoding="ascii") as fh:
+            text = fh.read()
+    except PermissionError:
+        return float(proc.memory_info().rss) / 2**20, 0.0
+    except OSError as exc:  # gone since it was listed
+        raise psutil.NoSuchProcess(proc.pid) from exc
+    return rollup_kb(text, "Pss") / 1024, rollup_kb(text, "Anonymous") / 1024
 
 
-def _per_service(pids: dict[str, int], measure: Callable[[psutil.Process], float]
-                 ) -> dict[str, float]:
-    """`measure` summed over each service's processes (Postgres: the postmaster and its backends,
-    the pool's connections, together); 0 for a service that is gone."""
-    out: dict[str, float] = {}
+def _per_process(pids: dict[str, int], measure: Callable[[psutil.Process], T]
+                 ) -> dict[str, list[T]]:
+    """`measure` of each service's processes (Postgres: the postmaster and its backends, the
+    pool's connections); none for a service that is gone."""
+    out: dict[str, list[T]] = {}
     for name, pid in pids.items():
+        out[name] = []
         try:
             proc = psutil.Process(pid)
-            out[name] = measure(proc)
+            out[name].append(measure(proc))
             children = proc.children(recursive=True) if name == "postgres" else []
         except psutil.Error:
-            out[name] = 0.0
+            out[name] = []
             continue
         for child in children:
             # A backend or an autovacuum worker that ended since the listing is no longer
             # part of the service (before, it made the whole sample 0).
             with contextlib.suppress(psutil.Error):
-                out[name] += measure(child)
+                out[name].append(measure(child))
     return out
 
 
-def pss_mb(pids: dict[str, int]) -> dict[str, float]:
-    return _per_service(pids, memory_mb)
+def _per_service(pids: dict[str, int], measure: Callable[[psutil.Process], float]
+                 ) -> dict[str, float]:
+    """`measure` summed over each service's processes; 0 for a service that is gone."""
+    return {name: sum(values, 0.0) for name, values in _per_process(pids, measure).items()}
 
 
-def anonymous_mb(proc: psutil.Process) -> float:
-    """Private anonymous memory (heaps, stacks, private mappings), from `smaps_rollup`: what a
-    leak grows. PSS also counts the pages a process maps from files, which here grow with the
-    data stored (zvec maps its vector files: the page cache of the store, which the kernel may
-    drop) and shared memory that warms up (Postgres's buffers); this leaves both out."""
-    try:
-        with open(f"/proc/{proc.pid}/smaps_rollup", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("Anonymous:"):
-                    return int(line.split()[1]) / 1024
-    except PermissionError as exc:
-        raise psutil.AccessDenied(proc.pid) from exc
-    except OSError as exc:  # gone since it was listed
-        raise psutil.NoSuchProcess(proc.pid) from exc
-    return 0.0
-
-
-def private_mb(pids: dict[str, int]) -> dict[str, float]:
-    """`anonymous_mb` per service (Postgres: its processes together)."""
-    return _per_service(pids, anonymous_mb)
+def memory_by_service(pids: dict[str, int]) -> tuple[dict[str, float], dict[str, float]]:
+    """(PSS, private anonymous memory) per service in MB (`memory_mb`), from one pass over its
+    processes."""
+    per = _per_process(pids, memory_mb)
+    return ({name: sum((m[0] for m in ms), 0.0) for name, ms in per.items()},
+            {name: sum((m[1] for m in ms), 0.0) for name, ms in per.items()})
 
 
 async def lag(js: Any, topo: Topology) -> tuple[int, int]:

@@ -34,7 +34,10 @@ def test_private_memory_counts_a_heap_that_grows_not_a_file_mapped() -> None:
     import mmap
     import tempfile
 
-    from .load_client import anonymous_mb
+    from .load_client import memory_mb
+
+    def anonymous_mb(proc: psutil.Process) -> float:
+        return memory_mb(proc)[1]
 
     me = psutil.Process()
     before = anonymous_mb(me)

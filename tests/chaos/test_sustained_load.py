@@ -38,8 +38,7 @@ from tests.chaos.load_client import (
     event,
     fixed_rate,
     lag,
-    private_mb,
-    pss_mb,
+    memory_by_service,
     service_pids,
     stolen_seconds,
 )
@@ -62,7 +61,7 @@ class Figures:
     events_sent: int = 0
     late_sends: int = 0  # the client itself fell behind its schedule by > 100 ms
     rss_mb: dict[str, list[float]] = field(default_factory=dict)  # PSS, per service
-    #: Private anonymous memory per service (`anonymous_mb`): what the growth check reads.
+    #: Private anonymous memory per service (`memory_mb`): what the growth check reads.
     anon_mb: dict[str, list[float]] = field(default_factory=dict)
     #: Cores each process used on average during the load (CPU seconds / wall seconds); the load
     #: client itself as "load client".
@@ -128,7 +127,7 @@ async def _run(stack: Stack, recall_rate: float, events_rate: float, duration: f
                 # Off the event loop: reading every process's memory from /proc is slow, the
                 # more so on a saturated machine, and the loop would answer no recall meanwhile
                 # (their latencies counted it, every sample).
-                pss, private = await asyncio.to_thread(_memory, pids)
+                pss, private = await asyncio.to_thread(memory_by_service, pids)
                 for name, mb in pss.items():
                     figures.rss_mb.setdefault(name, []).append(round(mb, 1))
                 for name, mb in private.items():
@@ -252,8 +251,10 @@ def _windows(at: list[float], ms: list[float], width: float) -> list[list[float]
             for k, v in sorted(buckets.items())]
 
 
-def _memory(pids: dict[str, int]) -> tuple[dict[str, float], dict[str, float]]:
-    return pss_mb(pids), private_mb(pids)
+def _middle_and_last(series: list[float]) -> tuple[list[float], list[float]]:
+    """The middle third of a run's samples and the last (with the remainder)."""
+    third = len(series) // 3
+    return series[third:2 * third], series[2 * third:]
 
 
 def _grows(series: list[float], slack: float, share: float = 0.10,
@@ -262,8 +263,8 @@ def _grows(series: list[float], slack: float, share: float = 0.10,
     `share` plus `slack` (absolute)."""
     if len(series) < 6:
         return False
-    third = len(series) // 3
-    return level(series[2 * third:]) > level(series[third:2 * third]) * (1 + share) + slack
+    middle, last = _middle_and_last(series)
+    return level(last) > level(middle) * (1 + share) + slack
 
 
 def _memory_grows(series: list[float]) -> bool:
@@ -318,7 +319,7 @@ def _check(tmp_path: Path, recall_rate: float, events_rate: float, duration: flo
         "private_mb_start_middle_end": {n: [s[0], s[len(s) // 2], s[-1]]
                                         for n, s in figures.anon_mb.items() if s},
         "private_mb_floor_middle_last_third": {
-            n: [min(s[len(s) // 3:2 * (len(s) // 3)]), min(s[2 * (len(s) // 3):])]
+            n: [min(part) for part in _middle_and_last(s)]
             for n, s in figures.anon_mb.items() if len(s) >= 6},
         "lag_embedder_max": max(emb_lag, default=0), "lag_indexer_max": max(idx_lag, default=0),
         "lag_embedder_start_middle_end": [emb_lag[0], emb_lag[len(emb_lag) // 2], emb_lag[-1]]
