@@ -94,7 +94,7 @@ def collection_schema(name: str, dim: int, quantize: Any, m: int = 16,
                       ef_construction: int | None = None) -> CollectionSchema:
     """A tier's schema; `ef_construction` defaults to the tier's (`EF_CONSTRUCTION`)."""
     if ef_construction is None:
-        ef_construction = EF_CONSTRUCTION.get(name, 200)
+        ef_construction = EF_CONSTRUCTION[name]
     kw = {} if quantize is None else {"quantize_type": quantize}
     return CollectionSchema(
         name=name,
