@@ -88,6 +88,12 @@ class Pool:
             self.free.put_nowait(None)  # opened on first use
 
     async def post(self, path: str, body: Any, timeout: float = 30) -> int:
+        return (await self.post_timed(path, body, timeout))[0]
+
+    async def post_timed(self, path: str, body: Any, timeout: float = 30
+                         ) -> tuple[int, dict[str, float]]:
+        """`post`, with the stages the server says the request's time went to (its
+        `Server-Timing` header, `server_timing`; empty without one)."""
         # A request that waited `timeout` for a connection fails like one the server held.
         conn = await asyncio.wait_for(self.free.get(), timeout)
         try:
@@ -98,7 +104,7 @@ class Pool:
             if conn is None:
                 conn = await asyncio.open_connection(self.host, self.port)
             try:
-                status = await asyncio.wait_for(self._exchange(conn, path, body), timeout)
+                answer = await asyncio.wait_for(self._exchange(conn, path, body), timeout)
             except ConnectionResetError:
                 if not reused:
                     raise
@@ -106,17 +112,17 @@ class Pool:
                 # on a new connection (as an HTTP client's pool does).
                 conn[1].close()
                 conn = await asyncio.open_connection(self.host, self.port)
-                status = await asyncio.wait_for(self._exchange(conn, path, body), timeout)
+                answer = await asyncio.wait_for(self._exchange(conn, path, body), timeout)
         except BaseException:
             if conn is not None:
                 conn[1].close()
             self.free.put_nowait(None)
             raise
         self.free.put_nowait(conn)
-        return status
+        return answer
 
     async def _exchange(self, conn: tuple[asyncio.StreamReader, asyncio.StreamWriter],
-                        path: str, body: Any) -> int:
+                        path: str, body: Any) -> tuple[int, dict[str, float]]:
         reader, writer = conn
         data = json.dumps(body).encode()
         writer.write(f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\n{self.extra}"
@@ -127,19 +133,34 @@ class Pool:
         if not line:
             raise ConnectionResetError("the server closed the connection")
         status = int(line.split()[1])
-        length = 0
+        length, stages = 0, {}
         while (line := await reader.readline()) not in (b"\r\n", b""):
             name, _, value = line.decode("latin-1").partition(":")
-            if name.strip().lower() == "content-length":
+            name = name.strip().lower()
+            if name == "content-length":
                 length = int(value)
+            elif name == "server-timing":
+                stages = server_timing(value)
         await reader.readexactly(length)
-        return status
+        return status, stages
 
     async def close(self) -> None:
         while not self.free.empty():
             conn = self.free.get_nowait()
             if conn is not None:
                 conn[1].close()
+
+
+def server_timing(value: str) -> dict[str, float]:
+    """A `Server-Timing` header's durations by name, in ms (`name;dur=1.5, other;dur=2`)."""
+    out: dict[str, float] = {}
+    for metric in value.split(","):
+        name, *params = (part.strip() for part in metric.split(";"))
+        for param in params:
+            key, _, dur = param.partition("=")
+            if name and key == "dur":
+                out[name] = float(dur)
+    return out
 
 
 def service_pids(stack: Stack) -> dict[str, int]:

@@ -69,3 +69,41 @@ def test_memory_growth_is_read_on_the_floor_not_on_build_peaks() -> None:
     assert not _memory_grows(peaks)
     leak = [200.0 + 6 * i for i in range(30)]  # the floor rises 6 MB a sample
     assert _memory_grows(leak)
+
+
+async def test_the_pool_reads_a_server_timing_header() -> None:
+    import asyncio
+
+    from .load_client import Pool
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while (await reader.readline()) not in (b"\r\n", b""):
+            pass
+        await reader.readexactly(2)  # the body, {}
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"
+                     b"Server-Timing: queue;dur=0.1, bm25;dur=12.5, process_ends;dur=3\r\n\r\n{}")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    pool = Pool(f"http://127.0.0.1:{port}", {}, size=1)
+    try:
+        assert await pool.post_timed("/x", {}) == (
+            200, {"queue": 0.1, "bm25": 12.5, "process_ends": 3.0})
+    finally:
+        await pool.close()
+        server.close()
+
+
+def test_where_the_slow_recalls_time_went() -> None:
+    from .test_sustained_load import _where_time_went
+
+    ms = [20.0, 30.0, 250.0]
+    stages = [{"queue": 0.1, "bm25": 5.0, "total": 15.0}, {},  # an answer without the header
+              {"queue": 20.0, "bm25": 150.0, "total": 200.0}]
+    went = _where_time_went(ms, stages, budget=100.0)
+    assert went["over the budget"] == {"recalls": 1.0, "latency": 250.0, "bm25": 150.0,
+                                       "queue": 20.0, "total": 200.0, "outside": 30.0}
+    assert went["all"]["recalls"] == 2.0 and went["all"]["bm25"] == 77.5
+    assert _where_time_went([], [], 100.0) == {"all": {}, "over the budget": {}}

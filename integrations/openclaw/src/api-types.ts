@@ -268,7 +268,8 @@ export interface paths {
          * Recall
          * @description The memories for a question (vector + keyword + recency, fused, MMR) and the
          *     `<system_memory>` block to put into the prompt; `namespaces` reads several at once.
-         *     503 with Retry-After when the service is saturated (admission.py).
+         *     503 with Retry-After when the service is saturated (admission.py). The `Server-Timing`
+         *     header tells where this recall's time went (`stage_times`): `queue` is its wait for a slot.
          */
         post: operations["recall_memory_recall_post"];
         delete?: never;

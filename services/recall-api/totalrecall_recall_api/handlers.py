@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 from totalrecall_schema import (
@@ -38,7 +38,7 @@ from totalrecall_schema.ledger import (
     LedgerReadResponse,
 )
 
-from . import statedisk
+from . import stage_times, statedisk
 from .admission import Overloaded
 from .citations import scoped_text
 from .container import Container
@@ -204,15 +204,21 @@ async def supersede(c: C, body: SupersedeRequest) -> IngestResponse:
 
 
 @router.post("/recall", response_model=RecallResponse)
-async def recall(c: C, body: RecallRequest) -> RecallResponse:
+async def recall(c: C, body: RecallRequest, response: Response) -> RecallResponse:
     """The memories for a question (vector + keyword + recency, fused, MMR) and the
     `<system_memory>` block to put into the prompt; `namespaces` reads several at once.
-    503 with Retry-After when the service is saturated (admission.py)."""
-    try:
-        async with c.admission.slot():
-            return await c.service.recall(body)
-    except Overloaded as exc:
-        raise HTTPException(503, detail=str(exc), headers={"Retry-After": "1"}) from None
+    503 with Retry-After when the service is saturated (admission.py). The `Server-Timing`
+    header tells where this recall's time went (`stage_times`): `queue` is its wait for a slot."""
+    with stage_times.collecting() as times:
+        t0 = time.perf_counter()
+        try:
+            async with c.admission.slot():
+                c.metrics.stage("queue", time.perf_counter() - t0)
+                found = await c.service.recall(body)
+        except Overloaded as exc:
+            raise HTTPException(503, detail=str(exc), headers={"Retry-After": "1"}) from None
+    response.headers["Server-Timing"] = stage_times.server_timing(times)
+    return found
 
 
 @router.post("/timeline", response_model=TimelineResponse)

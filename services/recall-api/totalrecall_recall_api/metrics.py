@@ -4,6 +4,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from . import stage_times
+
 # Buckets around the design's budgets (query embedding 50 ms, hot search 20 ms, BM25 10 ms,
 # merge 5 ms, total 85 ms) with resolution below them.
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.085,
@@ -39,3 +41,9 @@ class Metrics:
         self.alerts_seconds = Histogram("totalrecall_recall_alerts_check_seconds",
                                         "Time to examine one namespace's events for alerts",
                                         buckets=_BUCKETS, registry=r)
+
+    def stage(self, name: str, seconds: float) -> None:
+        """One recall stage took `seconds`: into its histogram and the request's own tally
+        (`stage_times`)."""
+        self.stage_seconds.labels(name).observe(seconds)
+        stage_times.add(name, seconds)

@@ -118,7 +118,7 @@ class RecallService:
         try:
             return await aw
         finally:
-            self.metrics.stage_seconds.labels(stage).observe(time.perf_counter() - t0)
+            self.metrics.stage(stage, time.perf_counter() - t0)
 
     async def _vector(self, req: RecallRequest, since: datetime | None,
                       tiers: tuple[str, ...], escalation: tuple[str, ...],
@@ -155,7 +155,7 @@ class RecallService:
                 raise
             for tier, ms in reply.took_ms.items():
                 if tier in ("hot", "warm", "cold"):
-                    self.metrics.stage_seconds.labels(f"vector_{tier}").observe(ms / 1000)
+                    self.metrics.stage(f"vector_{tier}", ms / 1000)
             return reply.hits
 
         hits = await search(tiers)
@@ -216,7 +216,7 @@ class RecallService:
         part = system_alerts_block(alerts, now, self.settings.alerts_in_block)
         block = "\n".join(b for b in (block, part) if b)
         took = time.perf_counter() - t0
-        self.metrics.stage_seconds.labels("total").observe(took)
+        self.metrics.stage("total", took)
         self.metrics.results.observe(len(memories))
         results = self._openclaw(memories) if req.format == "openclaw" else None
         return RecallResponse(memories=memories, system_memory=block, took_ms=took * 1000,
@@ -350,7 +350,7 @@ class RecallService:
         # lending to its neighbours). An unrelated question recalls nothing, not the latest.
         ranked = [c for c in ranked if evidence(c, weights) >= s.min_evidence]
         ranked.sort(key=by_score, reverse=True)
-        self.metrics.stage_seconds.labels("fusion").observe(time.perf_counter() - t_fuse)
+        self.metrics.stage("fusion", time.perf_counter() - t_fuse)
         # The vector hits' rows and the best hits' neighbours, in one trip's time: the
         # neighbours of a vector hit need only its key (the store finds its thread).
         unread = [h.key for h in vec_hits if h.key not in by_key]
@@ -387,7 +387,7 @@ class RecallService:
                                req.query)
         t_mmr = time.perf_counter()
         chosen = mmr(ranked, k, s.mmr_lambda)
-        self.metrics.stage_seconds.labels("mmr").observe(time.perf_counter() - t_mmr)
+        self.metrics.stage("mmr", time.perf_counter() - t_mmr)
         out: list[Memory] = []
         for c in chosen:
             row = by_key.get(c.key)
