@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hmac
 import logging
 from collections.abc import AsyncIterator
@@ -204,7 +205,9 @@ async def _connect(settings: Settings, stack: AsyncExitStack) -> dict[str, Any]:
         NatsVectorIndex,
         PostgresStore,
     )
+    from .adapters.warm import warm
     from .alert_store import PostgresAlertRows
+    from .service import SYSTEM_CATEGORIES
     from .termstats import TermStats
 
     async def _closed_cb() -> None:
@@ -218,18 +221,22 @@ async def _connect(settings: Settings, stack: AsyncExitStack) -> dict[str, Any]:
     # Custom plans: asyncpg prepares every statement, and after five runs Postgres may switch
     # to a generic plan that cannot see the query's tsquery or which filters are NULL, so the
     # keyword search bitmap-scans every match instead of walking the newest ones.
-    async def open_pool(server_settings: dict[str, str] | None) -> asyncpg.Pool:
+    async def open_pool(server_settings: dict[str, str] | None, generic: bool) -> asyncpg.Pool:
+        # Every connection is warmed up as it opens (`adapters/warm.py`).
+        init = functools.partial(warm, generic=generic, categories=SYSTEM_CATEGORIES,
+                                 prefix_min_chars=settings.bm25_prefix_min_chars,
+                                 timeout=settings.pg_timeout_s)
         pool = await asyncpg.create_pool(settings.pg_dsn, min_size=settings.pg_pool_min,
-                                         max_size=settings.pg_pool_max,
+                                         max_size=settings.pg_pool_max, init=init,
                                          server_settings=server_settings, reset=_keep_session)
         stack.push_async_callback(pool.close)
         return pool
 
     pool = await open_pool({"plan_cache_mode": settings.pg_plan_cache_mode}
-                           if settings.pg_plan_cache_mode else None)
+                           if settings.pg_plan_cache_mode else None, generic=False)
     # The lookups whose plans do not depend on their values are planned once per connection
     # (`PostgresStore.generic_pool`).
-    generic_pool = await open_pool(GENERIC_PLANS)
+    generic_pool = await open_pool(GENERIC_PLANS, generic=True)
     term_stats = TermStats(pool, max_age_s=settings.term_stats_max_age_s,
                            prefix_min_chars=settings.bm25_prefix_min_chars)
     topo = settings.topology

@@ -57,8 +57,10 @@ class Settings(ServiceSettings):
     pg_timeout_s: float = 2.0
     admin_timeout_s: float = 600.0
     # Postgres connections: a recall runs up to four statements at once (keyword search, rows,
-    # profile, neighbours). `plan_cache_mode` for the pool's sessions ("" = server default).
-    pg_pool_min: int = 4
+    # profile, neighbours). Each of the two pools (plans per question, plans made once) opens
+    # `pg_pool_min` at start, warmed up (`adapters/warm.py`): the first recalls after a start
+    # then find them ready. `plan_cache_mode` for the pool's sessions ("" = server default).
+    pg_pool_min: int = 10
     pg_pool_max: int = 10
     pg_plan_cache_mode: str = "force_custom_plan"
 

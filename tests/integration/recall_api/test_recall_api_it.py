@@ -415,6 +415,63 @@ async def test_recent_merges_the_newest_of_each_category(pg_dsn: str) -> None:
         await pool.close()
 
 
+async def test_a_new_connection_has_a_recalls_statements_ready_before_one_needs_them(
+        pg_dsn: str) -> None:
+    """Each pool's connections run a recall's statements as they open (`adapters/warm.py`):
+    a recall's first lookups on them prepare nothing more, and a store whose tables the indexer
+    has not created yet still gets its pool."""
+    import functools
+
+    from totalrecall_recall_api.adapters import GENERIC_PLANS, PostgresStore
+    from totalrecall_recall_api.adapters.warm import warm
+    from totalrecall_recall_api.service import SYSTEM_CATEGORIES
+    from totalrecall_recall_api.termstats import TermStats
+
+    def pool(generic: bool) -> Any:
+        return asyncpg.create_pool(
+            pg_dsn, min_size=1, max_size=1, server_settings=GENERIC_PLANS if generic else None,
+            init=functools.partial(warm, generic=generic, categories=SYSTEM_CATEGORIES,
+                                   prefix_min_chars=4, timeout=5.0))
+
+    # Before the indexer's migrations: no table, the pool opens all the same.
+    early = await pool(generic=False)
+    assert await early.fetchval("SELECT 1") == 1
+    await early.close()
+
+    await create_memories_table(pg_dsn)
+    keys = await insert_rows(pg_dsn, [
+        {"id": f"w{i}", "namespace": "wu", "category": "system.service",
+         "summary": f"nginx.service failed: port {8000 + i} in use",
+         "ts": datetime(2026, 11, 28, 9, i, tzinfo=UTC)} for i in range(5)])
+    custom, generic = await pool(generic=False), await pool(generic=True)
+
+    async def prepared(p: Any) -> list[str]:
+        return [r["statement"] for r in await p.fetch("SELECT statement FROM pg_prepared_statements")]
+
+    try:
+        warm_custom, warm_generic = await prepared(custom), await prepared(generic)
+        assert any("to_tsvector" in s for s in warm_custom)  # the words' lexemes
+        assert any("term_stats" in s for s in warm_custom)  # their counts
+        assert any("UNION ALL" in s and "category = $5" in s for s in warm_custom)  # diagnostic
+        assert any("key = ANY($1::text[])" in s for s in warm_generic)  # rows by key
+        assert any("WITH h AS" in s for s in warm_generic)  # neighbours
+        assert any("AS t(template)" in s for s in warm_generic)  # repeats
+        store = PostgresStore(custom, TermStats(custom), generic_pool=generic)
+        found = await store.recent("wu", None, None, 3, list(SYSTEM_CATEGORIES))
+        assert [m.id for m in found] == ["w4", "w3", "w2"]
+        hits = await store.bm25_rows(["nginx"], "wu", None, None, 5)
+        assert len(hits) == 5
+        some = [keys["w0"], keys["w1"]]
+        assert set(await store.rows(some)) == set(some)
+        await store.neighbours(some, 1, 3600.0, known=some)
+        await store.newest_of_templates("wu", ["x"], None, None, None, 2)
+        # The lookups whose statements do not depend on the question prepared nothing new.
+        assert await prepared(generic) == warm_generic
+    finally:
+        await custom.close()
+        await generic.close()
+
+
 async def test_bm25_returns_its_rows_and_caches_lexemes(pg_dsn: str) -> None:
     """The keyword search hands back each hit's row (so fusion fetches only vector-only rows),
     ranked exactly as `bm25`; a repeated question's lexemes come from the cache."""
