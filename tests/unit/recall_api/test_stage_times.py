@@ -8,21 +8,14 @@ from typing import Any
 import httpx
 from totalrecall_recall_api.stage_times import add, collecting, server_timing
 
+from tests.chaos.load_client import server_timing as parse_server_timing
 from tests.unit.recall_api.test_recall_api import FakeWorld, _client
-
-
-def _stages(header: str) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for part in header.split(", "):
-        name, _, dur = part.partition(";dur=")
-        out[name] = float(dur)
-    return out
 
 
 async def _recall(c: httpx.AsyncClient, **body: Any) -> dict[str, float]:
     r = await c.post("/memory/recall", json={"query": "why did nginx fail?", **body})
     assert r.status_code == 200, r.text
-    return _stages(r.headers["server-timing"])
+    return parse_server_timing(r.headers["server-timing"])
 
 
 class SlowKeywords(FakeWorld):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import cast
 
 import asyncpg
 
@@ -27,20 +27,6 @@ log = logging.getLogger("totalrecall.recall.postgres")
 WARM_NAMESPACE = "totalrecall-warm-up"
 
 
-class _OneConnection:
-    """A connection where the store expects a pool (the statements `warm` runs)."""
-
-    def __init__(self, conn: asyncpg.Connection) -> None:
-        self._conn = conn
-
-    async def fetch(self, query: str, *args: Any, timeout: float | None = None,
-                    record_class: Any = None) -> list[Any]:
-        return await self._conn.fetch(query, *args, timeout=timeout, record_class=record_class)
-
-    async def fetchrow(self, query: str, *args: Any, timeout: float | None = None) -> Any:
-        return await self._conn.fetchrow(query, *args, timeout=timeout)
-
-
 async def warm(conn: asyncpg.Connection, *, generic: bool, categories: Sequence[str],
                prefix_min_chars: int, timeout: float | None) -> None:
     """Run once on `conn` what recall runs on its pool: on the pool of generic plans the
@@ -48,7 +34,8 @@ async def warm(conn: asyncpg.Connection, *, generic: bool, categories: Sequence[
     lexemes and counts too) and the diagnostic lookup of `categories`. Best effort: a store the
     indexer has not created yet leaves the connection as it is (its statements are prepared
     when first used)."""
-    one = cast(asyncpg.Pool, _OneConnection(conn))
+    # The statements `warm` runs take only `fetch` and `fetchrow`, which a connection has too.
+    one = cast(asyncpg.Pool, conn)
     store = PostgresStore(one, TermStats(one, max_age_s=0, prefix_min_chars=prefix_min_chars),
                           generic_pool=one, timeout=timeout, prefix_min_chars=prefix_min_chars)
     key = f"{WARM_NAMESPACE}:none"
