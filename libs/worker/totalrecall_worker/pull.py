@@ -19,6 +19,8 @@ from typing import Any
 
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
+from .stopping import stop_task
+
 log = logging.getLogger("totalrecall.worker")
 
 #: Handles one pulled batch; it acks / naks the messages itself.
@@ -94,10 +96,7 @@ class PullConsumer:
         self.stop_fetching()
         task, self._task = self._task, None
         if task is not None:  # let the current batch finish (bounded), then stop
-            try:
-                await asyncio.wait_for(task, timeout=self.spec.fetch_timeout_s + DRAIN_S)
-            except BaseException as exc:  # a timeout cancels it
-                log.warning("consumer %s stopped with %r", self.spec.durable, exc)
+            await stop_task(task, grace_s=self.spec.fetch_timeout_s + DRAIN_S)
         sub, self._sub = self._sub, None
         if sub is not None:
             # Nothing reads a pull subscription's queue outside fetch(): without this a

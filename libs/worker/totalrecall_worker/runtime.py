@@ -4,13 +4,13 @@ one shutdown sequence."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 from .pull import PullConsumer
+from .stopping import stop_task
 
 log = logging.getLogger("totalrecall.worker")
 
@@ -86,16 +86,10 @@ class WorkerRuntime:
         background, self._background = self._background, []
         for b in background:
             if b.drain_s is not None:
-                try:
-                    await asyncio.wait_for(b.task, timeout=b.drain_s)
-                except BaseException as exc:  # a timeout cancels it
-                    log.warning("%s stopped with %r", b.task.get_name(), exc)
+                await stop_task(b.task, grace_s=b.drain_s)
         consumers, self.consumers = self.consumers, []
         for consumer in consumers:
             await consumer.stop()
-        cancelled = [b.task for b in background if b.drain_s is None]
-        for task in cancelled:
-            task.cancel()
-        for task in cancelled:
-            with contextlib.suppress(BaseException):
-                await task
+        for b in background:
+            if b.drain_s is None:
+                await stop_task(b.task)
