@@ -10,7 +10,6 @@ cancelled carries on, and a shutdown that awaits it after one cancel waits forev
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Any
 
@@ -20,11 +19,10 @@ log = logging.getLogger("totalrecall.worker")
 RECANCEL_S = 0.5
 
 
-async def stop_task(task: asyncio.Task[Any], *, grace_s: float | None = None,
-                    recancel_s: float = RECANCEL_S) -> None:
+async def stop_task(task: asyncio.Task[Any], *, grace_s: float | None = None) -> None:
     """Let `task` end by itself within `grace_s` (None: no grace), then cancel it, again every
-    `recancel_s` while it runs on. Returns once it has ended; its outcome is logged, not
-    raised."""
+    `RECANCEL_S` while it runs on. Returns once it has ended; an exception it ended with is
+    logged (which also retrieves it), not raised."""
     if grace_s is not None:
         await asyncio.wait({task}, timeout=grace_s)
         if not task.done():
@@ -33,11 +31,9 @@ async def stop_task(task: asyncio.Task[Any], *, grace_s: float | None = None,
     while not task.done():
         task.cancel()
         cancels += 1
-        await asyncio.wait({task}, timeout=recancel_s)
+        await asyncio.wait({task}, timeout=RECANCEL_S)
     if cancels > 1:
         log.warning("%s ignored %d cancellation(s) before it ended", task.get_name(),
                     cancels - 1)
     if not task.cancelled() and (exc := task.exception()) is not None:
         log.warning("%s stopped with %r", task.get_name(), exc)
-    with contextlib.suppress(BaseException):  # retrieved: no "never retrieved" warning
-        await task
