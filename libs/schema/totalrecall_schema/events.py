@@ -11,6 +11,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .host import MAX_MACHINE_ID_CHARS, local_host, normalize_hostname
 from .scrub import scrub_text, scrub_value
 from .taxonomy import CATEGORIES, DEFAULT_CATEGORY, Severity
 
@@ -69,6 +70,17 @@ class EventMetadata(BaseModel):
     exit_code: int | None = None
     duration_ms: float | None = None
     tags: list[str] = Field(default_factory=list)
+    #: The host the event happened on (`host.py`): a metadata field, not one of the event's
+    #: own, so that events stay valid for a service of an older release (`MemoryEvent` takes
+    #: no unknown field; metadata takes any) and the watchers' `host` of before is this one.
+    #: Compared without case. None only before `MemoryEvent` fills in the local host.
+    host: str | None = None
+    machine_id: str | None = Field(default=None, max_length=MAX_MACHINE_ID_CHARS)
+
+    @field_validator("host")
+    @classmethod
+    def _hostname(cls, v: str | None) -> str | None:
+        return (normalize_hostname(v) or None) if v is not None else None
 
     @field_validator("tags")
     @classmethod
@@ -168,14 +180,37 @@ class MemoryEvent(BaseModel):
             if val is not None:
                 setattr(self.metadata, name, scrub_text(val))
         self.metadata.tags = [_fit(scrub_text(t), MAX_TAG_CHARS) for t in self.metadata.tags]
+        self._default_host()
         size = len(json.dumps(self.metadata.model_dump(mode="json"), default=str))
         if size > MAX_METADATA_BYTES:
             raise ValueError(f"metadata is {size} bytes; the limit is {MAX_METADATA_BYTES}")
         return self
 
+    def _default_host(self) -> None:
+        """An event without a host happened where it is first built: the watcher's machine, the
+        API's for an ingest, the indexer's for a record written before hosts were kept. A host
+        named without a machine id gets this machine's only when it is this machine."""
+        md = self.metadata
+        if md.host is not None and md.machine_id is not None:
+            return
+        here = local_host()
+        if md.host is None:
+            # A machine id alone names another machine by its id (no name is known for it).
+            mid = md.machine_id
+            md.host = here.hostname if mid is None or mid == here.machine_id \
+                else f"machine-{mid[:12]}"
+            md.machine_id = mid or here.machine_id
+        elif md.host == here.hostname:
+            md.machine_id = here.machine_id
+
     @property
     def key(self) -> str:
         return memory_key(self.namespace, self.id)
+
+    @property
+    def host(self) -> str:
+        """The host the event happened on (always set once the event is built)."""
+        return self.metadata.host or local_host().hostname
 
     @property
     def ts_ms(self) -> int:

@@ -12,6 +12,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from totalrecall_schema.host import local_host
 
 from .core.base import Clock, EventContext, SystemClock, Watcher
 from .core.ratelimit import RateLimiter
@@ -76,7 +77,8 @@ def create_app(settings: Settings, *, publisher: Publisher | None = None,
                metrics: Metrics | None = None) -> Starlette:
     clock = clock or SystemClock()
     metrics = metrics or Metrics()
-    ctx = EventContext(namespace=settings.namespace, hostname=settings.hostname, clock=clock)
+    ctx = EventContext(namespace=settings.namespace, hostname=settings.hostname, clock=clock,
+                       machine_id=local_host(settings.home).machine_id)
     if watchers is None:
         watchers, disabled = build_watchers(settings, ctx)
     else:

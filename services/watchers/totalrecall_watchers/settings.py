@@ -7,11 +7,11 @@ Examples: `TR_WATCHERS_PROCESS__INTERVAL_S=1`, `TR_WATCHERS_PROCESS__CPU_PERCENT
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 from pydantic_settings import SettingsConfigDict
+from totalrecall_schema.host import local_host
 from totalrecall_schema.service_settings import ServiceSettings
 
 
@@ -185,7 +185,8 @@ class Settings(ServiceSettings):
 
     http_port: int = 8768
     namespace: str = "default"
-    hostname: str = Field(default_factory=socket.gethostname)
+    #: The host every event names (default: `TOTALRECALL_HOSTNAME`, else the machine's name).
+    hostname: str = Field(default_factory=lambda: local_host().hostname)
     publish_timeout_s: float = 5.0
     connect_timeout_s: float = 2.0
     reconnect_wait_s: float = 1.0

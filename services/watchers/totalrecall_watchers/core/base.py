@@ -62,6 +62,9 @@ class EventContext:
     namespace: str = "default"
     hostname: str = "localhost"
     clock: Clock = field(default_factory=SystemClock)
+    #: This machine's stable id (`totalrecall_schema.host`); None: `MemoryEvent` fills it in
+    #: when `hostname` is the machine's own name.
+    machine_id: str | None = None
 
     def event(self, source: str, category: str, subcategory: str, summary: str, *,
               detail: str = "", severity: Severity = Severity.INFO, actor: str = "system",
@@ -73,6 +76,8 @@ class EventContext:
         clean_tags = [scrub_extra(t)[:64] for t in tags or [] if t]
         meta: dict[str, Any] = {"severity": severity, "tags": clean_tags[:32],
                                 "host": self.hostname}
+        if self.machine_id is not None:
+            meta["machine_id"] = self.machine_id
         if service is not None:
             meta["service"] = scrub_extra(service)
         if path is not None:
