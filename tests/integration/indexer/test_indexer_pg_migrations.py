@@ -7,6 +7,7 @@ import json
 import asyncpg
 from indexer_it_helpers import assert_counts_exact, write_memories
 from totalrecall_indexer.stores.pg_schema import MIGRATIONS, TSV_INDEX_MAX_BYTES, migrate
+from totalrecall_schema.host import HostInfo
 
 
 async def _database_at(conn: asyncpg.Connection, version: int) -> None:
@@ -172,10 +173,47 @@ async def test_a_store_written_before_the_term_counts_is_counted_by_their_migrat
         await _database_at(conn, 11)
         await write_memories(conn, [(f"k{i}", f"ns{i % 3}", f"sshd session {i} for user u{i % 7}")
                                     for i in range(60)])
-        assert await migrate(conn) == [12, 13, 14]
+        assert await migrate(conn) == [v for v, _, _ in MIGRATIONS[11:]]
         await assert_counts_exact(conn)
         await write_memories(conn, [("k1", "ns1", "sshd session closed"), ("new", "ns0", "a")])
         await assert_counts_exact(conn)
+        assert await migrate(conn) == []
+    finally:
+        await conn.close()
+
+
+async def test_host_is_filled_for_rows_written_before_it(pg_dsn: str) -> None:
+    """Migration 15: a row a watcher wrote keeps the host it named (normalised), one without a
+    host is the migrating machine's (with its id), and new writes fill the column from the
+    metadata; recall's filter and the hosts of a namespace are index walks."""
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        await _database_at(conn, 14)
+        rows = [("watched", {"host": " Web-01. ", "service": "nginx"}),
+                ("api", {"severity": "info"}),
+                ("named-here", {"host": "here"}),
+                ("other-id", {"host": "db-01", "machine_id": "b" * 32})]
+        await conn.executemany(
+            """INSERT INTO memories (key, id, namespace, ts, category, subcategory, actor,
+                                     source, severity, summary, metadata)
+               VALUES ($1, $1, 'default', now(), 'system.service', 'general', 'system', 'api',
+                       'info', $1, $2::jsonb)""", [(k, json.dumps(m)) for k, m in rows])
+        assert await migrate(conn, HostInfo("here", "a" * 32)) == [15]
+        got = {r["key"]: (r["host"], json.loads(r["metadata"]))
+               for r in await conn.fetch("SELECT key, host, metadata FROM memories")}
+        assert got["watched"] == ("web-01", {"host": "web-01", "service": "nginx"})
+        assert got["api"] == ("here", {"severity": "info", "host": "here", "machine_id": "a" * 32})
+        assert got["named-here"] == ("here", {"host": "here", "machine_id": "a" * 32})
+        assert got["other-id"] == ("db-01", {"host": "db-01", "machine_id": "b" * 32})
+        await conn.execute(
+            """INSERT INTO memories (key, id, namespace, ts, category, subcategory, actor, source,
+                                     severity, summary, metadata)
+               VALUES ('new', 'new', 'default', now(), 'error', 'general', 'system', 'api',
+                       'error', 'x', '{"host": "db-02"}'::jsonb)""")
+        assert await conn.fetchval("SELECT host FROM memories WHERE key = 'new'") == "db-02"
+        indexes = {r["indexname"] for r in await conn.fetch(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'memories'")}
+        assert "memories_ns_host_ts" in indexes
         assert await migrate(conn) == []
     finally:
         await conn.close()

@@ -5,7 +5,7 @@ read, and that a program can parse back exactly:
 
     ## 14:03:21Z · error/application · nginx failed to start
     <!-- tr:event {"event": {...}, "model": "...", "repeat_count": 1, ...} -->
-    - id `abc` · namespace `default` · severity **error** · actor `system` · source `journal`
+    - id `abc` · namespace `default` · host `web-01` · severity **error** · actor `system` · …
     - tags: web, nginx
 
     ````text
@@ -15,8 +15,11 @@ read, and that a program can parse back exactly:
 The HTML comment carries the full record as one JSON line; `<`, `>` and `&` are escaped as
 `\\u003c` … inside it, so no text in a memory can close the comment. The parser only trusts
 comment lines outside fenced blocks, so a detail that *contains* something looking like a record
-cannot inject one. Later lines may record that a memory was seen again (`tr:seen`) or forgotten
-(`tr:forgotten`, the audit trail; the memory's text is removed from the file).
+cannot inject one. The host an event happened on is in the record's metadata (`host`,
+`machine_id`), shown on the id line; a record written before hosts were kept has none and is
+read as the local host's (`MemoryEvent` fills it in). Later lines may record that a memory was
+seen again (`tr:seen`) or forgotten (`tr:forgotten`, the audit trail; the memory's text is
+removed from the file).
 
 Pure text in, text out: the file I/O is `stores.markdown_log`; the repair of a torn tail
 after a crash is `torn_tail`.
@@ -128,7 +131,8 @@ def render_record(rec: LogRecord) -> str:
     lines = [
         f"## {ts.strftime('%H:%M:%S')}Z · {ev.category}/{ev.subcategory} · {_one_line(ev.summary)}",
         f"{EVENT_TAG}{_comment_json(rec.to_json())}{COMMENT_END}",
-        (f"- id {_code(ev.id)} · namespace {_code(ev.namespace)} · severity **{md.severity.value}**"
+        (f"- id {_code(ev.id)} · namespace {_code(ev.namespace)} · host {_code(ev.host)}"
+         f" · severity **{md.severity.value}**"
          f" · actor {_code(ev.actor)} · source {_code(ev.source)}"
          + ("" if rec.embedded else " · *not embedded*")),
     ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncpg
+from totalrecall_schema.host import HostInfo, local_host
 
 #: The largest tsv (uncompressed bytes) kept in the BM25 covering index: a btree entry holds at
 #: most 2704 bytes, and the entry also carries the namespace (<= 64), the key (32) and ts.
@@ -322,13 +323,41 @@ ALTER TABLE memories ALTER COLUMN summary SET STATISTICS 0,
                      ALTER COLUMN tags SET STATISTICS 0,
                      ALTER COLUMN metadata SET STATISTICS 0;
 """),
+    # Several machines may feed one memory: each event names the host it happened on
+    # (`metadata.host`, `machine_id`: `totalrecall_schema.host`), and recall filters by it.
+    # The column is the metadata's, generated, so that every writer fills it (an indexer of an
+    # older release too, whose watchers already named the host). A row written before names
+    # its host when a watcher wrote it, else it is the local host's (the host the migrating
+    # indexer runs on, given to `migrate`): the metadata is completed first, as a rebuild from the
+    # Markdown would complete it (`MemoryEvent` fills in the same), then the column added.
+    # The index serves recall's filter (namespace and host, newest first) and the hosts a
+    # namespace knows (a skip scan).
+    (15, "the host each memory happened on, indexed for recall's filter", """
+WITH here AS (SELECT coalesce(nullif(current_setting('totalrecall.local_host', true), ''),
+                               'localhost') AS host,
+                      nullif(current_setting('totalrecall.machine_id', true), '') AS mid),
+     n AS (SELECT m.key, h.host,
+                  CASE WHEN coalesce(m.metadata->>'machine_id', '') = '' AND h.host = here.host
+                       THEN here.mid END AS mid
+           FROM memories m, here, LATERAL (SELECT rtrim(lower(btrim(coalesce(
+                    nullif(btrim(m.metadata->>'host'), ''), here.host))), '.') AS host) AS h)
+UPDATE memories m SET metadata = m.metadata || jsonb_build_object('host', n.host)
+        || CASE WHEN n.mid IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('machine_id', n.mid) END
+FROM n
+WHERE m.key = n.key AND (m.metadata->>'host' IS DISTINCT FROM n.host OR n.mid IS NOT NULL);
+ALTER TABLE memories ADD COLUMN IF NOT EXISTS host text
+    GENERATED ALWAYS AS (metadata->>'host') STORED;
+CREATE INDEX IF NOT EXISTS memories_ns_host_ts ON memories (namespace, host, ts);
+"""),
 ]
 
 _ADVISORY_LOCK_ID = 0x7452_4D45  # "tRME"
 
 
-async def migrate(conn: asyncpg.Connection) -> list[int]:
-    """Apply pending migrations; returns the versions applied now."""
+async def migrate(conn: asyncpg.Connection, host: HostInfo | None = None) -> list[int]:
+    """Apply pending migrations; returns the versions applied now. `host`: the host rows
+    written before hosts were kept happened on (default: this machine, `local_host()`)."""
+    here = host or local_host()
     applied_now: list[int] = []
     await conn.execute("SELECT pg_advisory_lock($1)", _ADVISORY_LOCK_ID)
     try:
@@ -341,6 +370,11 @@ async def migrate(conn: asyncpg.Connection) -> list[int]:
             if version in done:
                 continue
             async with conn.transaction():
+                # What migration 15 reads as the local host (set for this transaction only).
+                await conn.execute(
+                    "SELECT set_config('totalrecall.local_host', $1, true), "
+                    "set_config('totalrecall.machine_id', $2, true)",
+                    here.hostname, here.machine_id or "")
                 await conn.execute(sql)
                 await conn.execute(
                     "INSERT INTO schema_migrations (version, description) VALUES ($1, $2)",
