@@ -267,7 +267,8 @@ export interface paths {
         /**
          * Recall
          * @description The memories for a question (vector + keyword + recency, fused, MMR) and the
-         *     `<system_memory>` block to put into the prompt; `namespaces` reads several at once.
+         *     `<system_memory>` block to put into the prompt; `namespaces` reads several at once,
+         *     `host`/`hosts` only the memories of those hosts.
          *     503 with Retry-After when the service is saturated (admission.py). The `Server-Timing`
          *     header tells where this recall's time went (`stage_times`): `queue` is its wait for a slot.
          */
@@ -789,6 +790,16 @@ export interface components {
              * @enum {string}
              */
             format?: "default" | "openclaw";
+            /**
+             * Host
+             * @description Only memories of events that happened on this host (its hostname, compared without case: `metadata.host`).
+             */
+            host?: string | null;
+            /**
+             * Hosts
+             * @description Only memories of these hosts (unioned with `host`). Without either, every host's memories are recalled, and a question that names a known host ranks that host's memories first.
+             */
+            hosts?: string[] | null;
             /**
              * Maxresults
              * @default 6

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -16,6 +16,7 @@ from .events import (
     Namespace,
     assume_utc,
 )
+from .host import MAX_HOSTNAME_CHARS, normalize_hostname
 from .rpc import Tier
 
 Timeframe = Literal["auto", "1h", "24h", "7d", "30d", "90d", "all"]
@@ -77,10 +78,26 @@ class RecallRequest(BaseModel):
                     'dates in the query ("last Saturday", "3 days ago"), the timeframe, recency '
                     "and the relative times in the block count from it.")
 
+    host: str | None = Field(
+        default=None, min_length=1, max_length=MAX_HOSTNAME_CHARS,
+        description="Only memories of events that happened on this host (its hostname, "
+                    "compared without case: `metadata.host`).")
+    hosts: list[Annotated[str, Field(min_length=1, max_length=MAX_HOSTNAME_CHARS)]] | None = \
+        Field(default=None, max_length=64,
+              description="Only memories of these hosts (unioned with `host`). Without either, "
+                          "every host's memories are recalled, and a question that names a "
+                          "known host ranks that host's memories first.")
+
     @field_validator("as_of")
     @classmethod
     def _zoned(cls, v: datetime | None) -> datetime | None:
         return None if v is None else assume_utc(v)
+
+    def host_filter(self) -> frozenset[str] | None:
+        """The hosts this request is limited to (normalised); None: every host."""
+        named = [self.host] if self.host else []
+        found = frozenset(h for h in map(normalize_hostname, [*named, *(self.hosts or [])]) if h)
+        return found or None
 
     def scope(self) -> list[str]:
         """The namespaces this request reads, in order (`namespace` first when it was given),

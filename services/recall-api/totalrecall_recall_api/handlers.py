@@ -206,7 +206,8 @@ async def supersede(c: C, body: SupersedeRequest) -> IngestResponse:
 @router.post("/recall", response_model=RecallResponse)
 async def recall(c: C, body: RecallRequest, response: Response) -> RecallResponse:
     """The memories for a question (vector + keyword + recency, fused, MMR) and the
-    `<system_memory>` block to put into the prompt; `namespaces` reads several at once.
+    `<system_memory>` block to put into the prompt; `namespaces` reads several at once,
+    `host`/`hosts` only the memories of those hosts.
     503 with Retry-After when the service is saturated (admission.py). The `Server-Timing`
     header tells where this recall's time went (`stage_times`): `queue` is its wait for a slot."""
     with stage_times.collecting() as times:

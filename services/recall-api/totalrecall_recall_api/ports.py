@@ -69,7 +69,10 @@ class Row(NeighbourRow, ProcessRow, Protocol):
 
 class Store(Protocol):
     async def bm25(self, terms: Sequence[str], namespace: str, since: datetime | None,
-                   category: str | None, limit: int) -> list[tuple[str, float]]: ...
+                   category: str | None, limit: int, hosts: Sequence[str] | None = None
+                   ) -> list[tuple[str, float]]:
+        """`hosts`: only memories of these hosts (given only when a request names hosts)."""
+        ...
 
     async def rows(self, keys: Sequence[str]) -> dict[str, Row]: ...
 
@@ -119,7 +122,8 @@ class RowsBM25(Protocol):
     """A store whose keyword search also returns each hit's row (one round trip fewer)."""
 
     async def bm25_rows(self, terms: Sequence[str], namespace: str, since: datetime | None,
-                        category: str | None, limit: int) -> list[tuple[str, float, Row]]: ...
+                        category: str | None, limit: int, hosts: Sequence[str] | None = None
+                        ) -> list[tuple[str, float, Row]]: ...
 
 
 @runtime_checkable
@@ -129,6 +133,16 @@ class TemplateRows(Protocol):
     async def newest_of_templates(self, namespace: str, templates: Sequence[str],
                                   since: datetime | None, until: datetime | None,
                                   category: str | None, per_template: int) -> list[Row]: ...
+
+
+@runtime_checkable
+class KnownHosts(Protocol):
+    """A store that knows the hosts a namespace's memories happened on (the indexer's migration
+    15)."""
+
+    async def hosts(self, namespace: str) -> list[str]:
+        """The namespace's hosts (normalised hostnames), sorted."""
+        ...
 
 
 @runtime_checkable

@@ -21,6 +21,7 @@ from totalrecall_schema import (
     VectorSearchRequest,
     memory_key,
 )
+from totalrecall_schema.host import hostname_of
 
 from .citations import Citations
 from .core.answer_type import answer_type_first
@@ -35,6 +36,7 @@ from .core.fusion import (
     fuse,
     mmr,
 )
+from .core.hosts import host_allowed, hosts_first, named_hosts
 from .core.named import named_first, named_identifiers
 from .core.neighbours import expand, in_session
 from .core.render import relative_time, system_alerts_block, system_memory_block
@@ -52,7 +54,7 @@ from .core.temporal import boost_dated, date_refs, earliest_day
 from .core.text import query_terms
 from .core.timeframe import plan
 from .metrics import Metrics
-from .ports import Embedder, Row, RowsBM25, Store, TemplateRows, VectorIndex
+from .ports import Embedder, KnownHosts, Row, RowsBM25, Store, TemplateRows, VectorIndex
 from .query_vectors import QueryVectors
 from .settings import Settings
 
@@ -112,6 +114,7 @@ class RecallService:
     #: Vectors of questions asked lately (None: every question goes to the embedder).
     query_vectors: QueryVectors | None = None
     _profiles: dict[str, tuple[float, list[Memory]]] = field(default_factory=dict)
+    _hosts: dict[str, tuple[float, list[str]]] = field(default_factory=dict)
 
     async def _timed(self, stage: str, aw: Awaitable[T]) -> T:
         t0 = time.perf_counter()
@@ -169,10 +172,16 @@ class RecallService:
         """Keyword hits, with their rows when the store can return them in the same query."""
         terms = query_terms(req.query)
         args = (terms, req.namespace, since, req.category, self.settings.bm25_candidates)
+        allowed = req.host_filter()
+        hosts = sorted(allowed) if allowed else None
         if isinstance(self.store, RowsBM25):
-            found = await self._timed("bm25", self.store.bm25_rows(*args))
+            found = await self._timed("bm25", self.store.bm25_rows(*args, hosts=hosts)
+                                      if hosts else self.store.bm25_rows(*args))
             return [(k, r, m) for k, r, m in found]
-        return [(k, r, None) for k, r in await self._timed("bm25", self.store.bm25(*args))]
+        # Only a filtered search names hosts (a store that knows none takes no such argument).
+        plain = await self._timed("bm25", self.store.bm25(*args, hosts=hosts)
+                                  if hosts else self.store.bm25(*args))
+        return [(k, r, None) for k, r in plain]
 
     async def _guard(self, component: str, aw: Awaitable[list[T]]) -> list[T]:
         """A missing component degrades recall, it never fails it."""
@@ -191,13 +200,19 @@ class RecallService:
         cls = classify(req.query, req.max_results)
         memories: list[Memory] = []
         profile: list[Memory] = []
+        known: list[str] = []
         if cls.max_results > 0:
             k = cls.max_results
+            known = await self._guard("hosts", self._scope_hosts(req.scope()))
+            # A question about one machine ("what failed on db-01?") ranks its memories first;
+            # a request limited to hosts has only theirs anyway.
+            about = frozenset() if req.host_filter() else named_hosts(req.query, known)
             if cls.kind is QueryClass.CONTINUATION:
                 found = self._across(req, k, lambda r: self._continuation(r, k), latest=True)
             else:
                 found = self._across(req, k, lambda r: self._hybrid(
-                    r, k, now, clock, diagnostic=cls.kind is QueryClass.DIAGNOSTIC))
+                    r, k, now, clock, diagnostic=cls.kind is QueryClass.DIAGNOSTIC,
+                    about_hosts=about))
             # The user's patterns do not depend on the search: fetched alongside it.
             memories, profile = await asyncio.gather(found, self._guard(
                 "profile", self._scope_profile(req.scope())))
@@ -208,7 +223,10 @@ class RecallService:
             profile = [p for p in profile if not _after_asking(p, req)]
         for m in memories:
             m.relative_time = relative_time(m.timestamp, now)
-        block = system_memory_block(memories, now, profile)
+        # Lines name their host once the namespace knows more than one (on one machine the host
+        # tells the model nothing).
+        hosts = {*known, *(h for m in memories if (h := hostname_of(m.metadata)))}
+        block = system_memory_block(memories, now, profile, show_hosts=len(hosts) > 1)
         # Open alerts go into every block, a greeting's too ("before we start…"); a question
         # asked as of another moment does not see today's.
         alerts = self.alerts.open_alerts(req.scope()) \
@@ -251,6 +269,26 @@ class RecallService:
                 out.append(m)
         return out
 
+    async def _scope_hosts(self, scope: list[str]) -> list[str]:
+        """The hosts of every namespace read (each once)."""
+        found = await asyncio.gather(*(self._known_hosts(ns) for ns in scope))
+        return sorted({h for hs in found for h in hs})
+
+    async def _known_hosts(self, namespace: str) -> list[str]:
+        """The hosts a namespace's memories happened on, read at most every `hosts_cache_s`."""
+        if not isinstance(self.store, KnownHosts):
+            return []
+        ttl = self.settings.hosts_cache_s
+        cached = self._hosts.get(namespace)
+        if ttl > 0 and cached is not None and time.monotonic() - cached[0] < ttl:
+            return cached[1]
+        found = await self._timed("hosts", self.store.hosts(namespace))
+        if ttl > 0:
+            if len(self._hosts) >= 1024:  # bounded, as the profiles are
+                self._hosts.clear()
+            self._hosts[namespace] = (time.monotonic(), found)
+        return found
+
     def forgotten(self, namespace: str) -> None:
         """Memories of `namespace` were forgotten: its cached profile may hold one."""
         self._profiles.pop(namespace, None)
@@ -284,8 +322,14 @@ class RecallService:
         return out
 
     async def _hybrid(self, req: RecallRequest, k: int, now: datetime, clock: datetime, *,
-                      diagnostic: bool = False) -> list[Memory]:
+                      diagnostic: bool = False,
+                      about_hosts: frozenset[str] = frozenset()) -> list[Memory]:
+        """`about_hosts`: the known hosts the question names (their memories first)."""
         s = self.settings
+        # Limited to hosts: keyword search filters in Postgres; the vector index holds no host
+        # (Zvec's collections keep the fields they were made with), so every other source's
+        # rows are filtered here, and a vector hit only once its row is read.
+        allowed = req.host_filter()
         dates = date_refs(req.query, now)
         p = plan(req.timeframe, now, clock=clock, named=earliest_day(dates) if dates else False,
                  policy=s.tier_policy)
@@ -316,7 +360,8 @@ class RecallService:
         if missing:
             rows += await self._guard("rows", self._timed("rows", self._rows(missing)))
         # Defence in depth: whatever an upstream returns, only this namespace's memories leave.
-        by_key = {k: m for k, m in rows if m.namespace == req.namespace}
+        by_key = {k: m for k, m in rows
+                  if m.namespace == req.namespace and host_allowed(m.metadata, allowed)}
         for key, rank in bm25_hits:
             c = cands.get(key)
             if c is None:
@@ -326,6 +371,8 @@ class RecallService:
                 c = cands[key] = Candidate(key, m.timestamp, m.summary, tier=m.tier)
             c.bm25 = rank
         for m in recent:  # diagnostic: what just went wrong on the machine, even if worded apart
+            if not host_allowed(m.metadata, allowed):
+                continue
             key = memory_key(m.namespace, m.id)
             by_key.setdefault(key, m)
             cands.setdefault(key, Candidate(key, m.timestamp, m.summary, tier=m.tier))
@@ -359,11 +406,18 @@ class RecallService:
             self._guard("rows", self._timed("rows", self._rows(unread))),
             self._guard("neighbours", self._neighbours(top, p.since, req.category,
                                                        [*by_key, *unread])))
-        fetched = {k: m for k, m in vec_rows if m.namespace == req.namespace}
+        fetched = {k: m for k, m in vec_rows
+                   if m.namespace == req.namespace and host_allowed(m.metadata, allowed)}
         if until is not None:  # neighbours from after the asking day are no neighbours
             found = [(hit, [(k, m) for k, m in rows if m is None or not _after_asking(m, req)])
                      for hit, rows in found]
+        if allowed is not None:  # a thread (a service's events) may span hosts
+            found = [(hit, [(k, m) for k, m in rows
+                            if m is None or host_allowed(m.metadata, allowed)])
+                     for hit, rows in found]
         by_key.update(fetched)
+        if allowed is not None:  # the vector hits of other hosts, known as such only now
+            ranked = [c for c in ranked if c.key in by_key]
         self._describe(cands, fetched)
         if fetched:  # the actors of the vector hits are known only now
             boost_actors(ranked, {k: m.actor for k, m in fetched.items()}, actors)
@@ -383,8 +437,11 @@ class RecallService:
         ranked = named_first(answer_type_first(
             ranked, req.query, lambda c: by_key[c.key].summary if c.key in by_key else c.text),
             req.query)
-        ranked = order_repeats(await self._newest_repeats(ranked, by_key, req, p.since, until, k),
-                               req.query)
+        # A host the question names: its memories before the others' (`core/hosts.py`).
+        ranked = hosts_first(ranked, about_hosts, lambda key: hostname_of(by_key[key].metadata)
+                             if key in by_key else None)
+        ranked = order_repeats(await self._newest_repeats(ranked, by_key, req, p.since, until, k,
+                                                          allowed), req.query)
         t_mmr = time.perf_counter()
         chosen = mmr(ranked, k, s.mmr_lambda)
         self.metrics.stage("mmr", time.perf_counter() - t_mmr)
@@ -472,20 +529,25 @@ class RecallService:
         `asOf`; of the request's category when it names one) and what came before it in its
         thread (its conversation, see the store's `neighbours`), newest first. Memories of
         other sessions in between are left out."""
+        allowed = req.host_filter()
+
+        def visible(m: Memory) -> bool:
+            return not _after_asking(m, req) and host_allowed(m.metadata, allowed)
+
         # A session is a conversation's: the newest conversation memory, unless asked otherwise.
         latest = [m for m in await self.store.recent(req.namespace, None,
                                                      req.category or "conversation", k * 4)
-                  if not _after_asking(m, req)]
+                  if visible(m)]
         if not latest and req.category is None:  # no conversation at all: the latest memories
             return [m for m in await self.store.recent(req.namespace, None, None, k * 4)
-                    if not _after_asking(m, req)][:k]
+                    if visible(m)][:k]
         if not latest:
             return []
         head = latest[0]
         key = memory_key(head.namespace, head.id)
         thread = await self._guard("neighbours", self._thread(key, k, req.category))
         rows = [m for m in thread if m is not None and m.timestamp <= head.timestamp
-                and m.namespace == head.namespace and not _after_asking(m, req)]
+                and m.namespace == head.namespace and visible(m)]
         # A session of one memory is still the latest session (its thread holds nothing else).
         return sorted([head, *rows], key=lambda m: m.timestamp, reverse=True)[:k]
 
@@ -501,7 +563,8 @@ class RecallService:
 
     async def _newest_repeats(self, ranked: list[Candidate], by_key: dict[str, Row],
                               req: RecallRequest, since: datetime | None,
-                              until: datetime | None, k: int) -> list[Candidate]:
+                              until: datetime | None, k: int,
+                              allowed: frozenset[str] | None = None) -> list[Candidate]:
         """`ranked` with the newest memories of its first templates that it lacks
         (`core/repeats.with_newest_repeats`), from a store that knows templates."""
         n = self.settings.repeats_newest
@@ -512,7 +575,7 @@ class RecallService:
             req.namespace, templates, since, until, req.category, n)))
         newest: list[Candidate] = []
         for m in rows:
-            if m.namespace != req.namespace:
+            if m.namespace != req.namespace or not host_allowed(m.metadata, allowed):
                 continue
             key = memory_key(m.namespace, m.id)
             by_key.setdefault(key, m)

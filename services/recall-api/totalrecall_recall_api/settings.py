@@ -115,6 +115,10 @@ class Settings(ServiceSettings):
     profile_cache_s: float = 5.0
     #: At most this many user patterns (the newest current ones) in the block.
     profile_max_patterns: int = Field(default=8, ge=0, le=50)
+    #: The hosts a namespace's memories happened on (a question naming one ranks its memories
+    #: first; the block names hosts once there are several) are read at most this often per
+    #: namespace (s): a new machine is seen within this time. 0: read on every recall.
+    hosts_cache_s: float = 30.0
     #: The indexer's tier ages (`TR_INDEXER_HOT_MAX_AGE_S`, `TR_INDEXER_WARM_MAX_AGE_S`): which
     #: tiers hold the memories a timeframe reaches. Read from the indexer's settings, never copied.
     tier_policy: TierPolicy = Field(default_factory=TierPolicy.from_env)

@@ -65,12 +65,16 @@ class PostgresStore:
             str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] = OrderedDict()
 
     async def bm25(self, terms: Sequence[str], namespace: str, since: datetime | None,
-                   category: str | None, limit: int) -> list[tuple[str, float]]:
-        return [(k, r) for k, r, _ in await self.bm25_rows(terms, namespace, since, category, limit)]
+                   category: str | None, limit: int, hosts: Sequence[str] | None = None
+                   ) -> list[tuple[str, float]]:
+        return [(k, r) for k, r, _ in await self.bm25_rows(terms, namespace, since, category,
+                                                           limit, hosts)]
 
     async def bm25_rows(self, terms: Sequence[str], namespace: str, since: datetime | None,
-                        category: str | None, limit: int) -> list[tuple[str, float, Row]]:
-        """`bm25` with each hit's row, so that fusion need not fetch it again."""
+                        category: str | None, limit: int, hosts: Sequence[str] | None = None
+                        ) -> list[tuple[str, float, Row]]:
+        """`bm25` with each hit's row, so that fusion need not fetch it again. `hosts`: only
+        memories of these hosts (the `host` column, the indexer's migration 15)."""
         weighted, common, counts = await self._weighted(terms, namespace)
         if not weighted:
             return []
@@ -87,6 +91,15 @@ class PostgresStore:
         # and the prefix's (lower: more memories match it) where it holds only a longer word
         # ("postgres" names user postgres, not postgres1).
         exact = self._exact_weights(scored, counts)
+        # The exact words and their weights come after every other argument, the hosts last.
+        first = 6 + 2 * n
+        exact_at = {i: first + 2 * j
+                    for j, i in enumerate(i for i, w in enumerate(exact) if w is not None)}
+        hosts_at = first + 2 * len(exact_at)
+        # Matches of other hosts never take a place among the `cap` newest: filtered in each
+        # walk (the text differs only when hosts are given, so an unfiltered search keeps its
+        # index-only plan).
+        by_host = f" AND host = ANY(${hosts_at}::text[])" if hosts else ""
         # Scoring touches every match, so a query made only of common words would scan much of
         # the table: rank at most `scan_cap` matches, the most recent ones. The rare terms' matches
         # are fetched on their own as well (a GIN lookup), so that the recent matches of common
@@ -96,7 +109,7 @@ class PostgresStore:
         # the long memories' rows, whose tsv is read from the table.
         where = """FROM memories WHERE tsv @@ {q} AND namespace = $2
                         AND ($3::timestamptz IS NULL OR ts >= $3)
-                        AND ($4::text IS NULL OR category = $4){fits}"""
+                        AND ($4::text IS NULL OR category = $4){fits}""" + by_host
         match = where + " ORDER BY ts DESC LIMIT {cap}"
         cap = int(self.scan_cap)
         quoted = [operand(lx, self.prefix_min_chars) for lx, _ in weighted]
@@ -128,10 +141,6 @@ class PostgresStore:
             branches = " UNION ALL ".join(
                 [f"(SELECT key, tsv {match.format(q=any_word, cap=cap, fits=fits)})"
                  for fits in (" AND tsv_fits", " AND NOT tsv_fits")] + [looked_up(i) for i in rare])
-        # The exact words and their weights come after every other argument.
-        first = 6 + 2 * n
-        exact_at = {i: first + 2 * j
-                    for j, i in enumerate(i for i, w in enumerate(exact) if w is not None)}
         score = " + ".join(
             "(CASE " + (f"WHEN tsv @@ ${exact_at[i]}::tsquery THEN ${exact_at[i] + 1}::float8 "
                         if i in exact_at else "")
@@ -151,6 +160,8 @@ class PostgresStore:
                            *(q for q, _ in phrases),
                            *(w for _, w in scored), *(w for _, w in phrases)]
         args += [v for i in exact_at for v in (quote(scored[i][0]), exact[i])]
+        if hosts:
+            args.append(list(hosts))
         rows = await self.pool.fetch(sql, *args, timeout=self.timeout, record_class=MemoryRecord)
         # In units of the query's ideal match (every searched term matched): comparable across
         # queries, so fusion can tell a one-common-word match from a strong one.
@@ -387,6 +398,23 @@ class PostgresStore:
                 WHERE namespace = $1 AND metadata ? 'subject' AND superseded_by IS NULL
                 ORDER BY ts DESC LIMIT $2""", namespace, limit, timeout=self.timeout)
         return [memory_of(r) for r in rows]
+
+    async def hosts(self, namespace: str, limit: int = 256) -> list[str]:
+        """The hosts a namespace's memories happened on: a skip scan of the (namespace, host,
+        ts) index (the indexer's migration 15), one short lookup per host."""
+        try:
+            rows = await self.pool.fetch(
+                """WITH RECURSIVE h AS (
+                       (SELECT host FROM memories WHERE namespace = $1 AND host IS NOT NULL
+                        ORDER BY host LIMIT 1)
+                       UNION ALL
+                       SELECT (SELECT host FROM memories WHERE namespace = $1 AND host > h.host
+                               ORDER BY host LIMIT 1) FROM h WHERE h.host IS NOT NULL)
+                   SELECT host FROM h WHERE host IS NOT NULL LIMIT $2""",
+                namespace, limit, timeout=self.timeout)
+        except asyncpg.UndefinedColumnError:  # a store from before the indexer's migration 15
+            return []
+        return [r["host"] for r in rows]
 
     async def namespaces(self) -> list[str]:
         """Every namespace that holds memories: a skip scan of the (namespace, ts) index, one
