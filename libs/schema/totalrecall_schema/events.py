@@ -7,11 +7,11 @@ import json
 import re
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .host import MAX_MACHINE_ID_CHARS, local_host, normalize_hostname
+from .host import MAX_MACHINE_ID_CHARS, host_name, local_host, normalize_hostname
 from .scrub import scrub_text, scrub_value
 from .taxonomy import CATEGORIES, DEFAULT_CATEGORY, Severity
 
@@ -73,14 +73,21 @@ class EventMetadata(BaseModel):
     #: The host the event happened on (`host.py`): a metadata field, not one of the event's
     #: own, so that events stay valid for a service of an older release (`MemoryEvent` takes
     #: no unknown field; metadata takes any) and the watchers' `host` of before is this one.
-    #: Compared without case. None only before `MemoryEvent` fills in the local host.
-    host: str | None = None
+    #: A hostname, stored normalised (compared without case). Metadata was free-form before, so
+    #: a structured value a client stored under `host` is kept as it was (`hostname`: its
+    #: `name`). None only before `MemoryEvent` fills in the local host.
+    host: Any = None
     machine_id: str | None = Field(default=None, max_length=MAX_MACHINE_ID_CHARS)
 
     @field_validator("host")
     @classmethod
-    def _hostname(cls, v: str | None) -> str | None:
-        return (normalize_hostname(v) or None) if v is not None else None
+    def _hostname(cls, v: Any) -> Any:
+        return (normalize_hostname(v) or None) if isinstance(v, str) else v
+
+    @property
+    def hostname(self) -> str | None:
+        """The hostname `host` names (None: it names none)."""
+        return host_name(self.host)
 
     @field_validator("tags")
     @classmethod
@@ -200,7 +207,7 @@ class MemoryEvent(BaseModel):
             md.host = here.hostname if mid is None or mid == here.machine_id \
                 else f"machine-{mid[:12]}"
             md.machine_id = mid or here.machine_id
-        elif md.host == here.hostname:
+        elif md.hostname == here.hostname:
             md.machine_id = here.machine_id
 
     @property
@@ -208,9 +215,10 @@ class MemoryEvent(BaseModel):
         return memory_key(self.namespace, self.id)
 
     @property
-    def host(self) -> str:
-        """The host the event happened on (always set once the event is built)."""
-        return self.metadata.host or local_host().hostname
+    def host(self) -> str | None:
+        """The hostname of the host the event happened on (None only when its metadata holds a
+        structured `host` that names none)."""
+        return self.metadata.hostname
 
     @property
     def ts_ms(self) -> int:

@@ -93,7 +93,19 @@ def local_host(home: Path | None = None) -> HostInfo:
                     str(home if home is not None else _home()))
 
 
+def host_name(value: object) -> str | None:
+    """The hostname a metadata `host` value names, normalised: the string itself, or the
+    `name` (else `hostname`) of a structured one (`{"name": "ws-1", "ips": [...]}`, which a
+    client may have stored as its own metadata before hosts were kept); None when it names none.
+    The indexer's `host` column is the same expression (its migration 15)."""
+    if isinstance(value, Mapping):
+        name = value.get("name")
+        value = name if name is not None else value.get("hostname")
+    if isinstance(value, str):
+        return normalize_hostname(value) or None
+    return None
+
+
 def hostname_of(metadata: object) -> str | None:
-    """The host a stored memory's metadata names (lowercased), if any."""
-    value = metadata.get("host") if isinstance(metadata, Mapping) else None
-    return normalize_hostname(value) if isinstance(value, str) and value.strip() else None
+    """The host a stored memory's metadata names (normalised), if any."""
+    return host_name(metadata.get("host")) if isinstance(metadata, Mapping) else None

@@ -191,8 +191,11 @@ async def test_host_is_filled_for_rows_written_before_it(pg_dsn: str) -> None:
         await _database_at(conn, 14)
         rows = [("watched", {"host": " Web-01. ", "service": "nginx"}),
                 ("api", {"severity": "info"}),
+                ("blank", {"host": ""}),
                 ("named-here", {"host": "here"}),
-                ("other-id", {"host": "db-01", "machine_id": "b" * 32})]
+                ("other-id", {"host": "db-01", "machine_id": "b" * 32}),
+                ("structured", {"host": {"name": "WS-1", "ips": ["10.0.0.7"]}}),
+                ("nameless", {"host": {"ips": ["10.0.0.8"]}})]
         await conn.executemany(
             """INSERT INTO memories (key, id, namespace, ts, category, subcategory, actor,
                                      source, severity, summary, metadata)
@@ -201,10 +204,15 @@ async def test_host_is_filled_for_rows_written_before_it(pg_dsn: str) -> None:
         assert await migrate(conn, HostInfo("here", "a" * 32)) == [15]
         got = {r["key"]: (r["host"], json.loads(r["metadata"]))
                for r in await conn.fetch("SELECT key, host, metadata FROM memories")}
-        assert got["watched"] == ("web-01", {"host": "web-01", "service": "nginx"})
+        # the metadata as the event gave it; the column normalised
+        assert got["watched"] == ("web-01", {"host": " Web-01. ", "service": "nginx"})
         assert got["api"] == ("here", {"severity": "info", "host": "here", "machine_id": "a" * 32})
+        assert got["blank"] == ("here", {"host": "here", "machine_id": "a" * 32})
         assert got["named-here"] == ("here", {"host": "here", "machine_id": "a" * 32})
         assert got["other-id"] == ("db-01", {"host": "db-01", "machine_id": "b" * 32})
+        # a structured host a client stored is kept; its name is the host
+        assert got["structured"] == ("ws-1", {"host": {"name": "WS-1", "ips": ["10.0.0.7"]}})
+        assert got["nameless"] == (None, {"host": {"ips": ["10.0.0.8"]}})
         await conn.execute(
             """INSERT INTO memories (key, id, namespace, ts, category, subcategory, actor, source,
                                      severity, summary, metadata)

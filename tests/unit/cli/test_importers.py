@@ -209,7 +209,7 @@ def test_log_lines_of_each_format() -> None:
     assert texts[1].startswith("INFO executor.CoarseGrainedExecutorBackend: Registered")
     assert events[1].timestamp == datetime(2017, 6, 9, 20, 10, 40, tzinfo=UTC)
     assert texts[2] == "sshd[24200]: Invalid user webmaster from 173.234.31.186"
-    assert events[2].metadata.model_extra["host"] == "LabSZ"
+    assert events[2].metadata.host == "labsz"  # the host the line names (compared without case)
     assert texts[3] == "ERROR app.db: connection refused to 10.0.0.5:5432"
     assert events[3].severity == "error" and events[3].metadata.service == "app.db"
     # a line without a time (a stack trace) has the time of the line before it

@@ -49,6 +49,20 @@ def test_a_named_host_is_kept_normalised_and_not_given_this_machines_id(here: No
     assert given.metadata.machine_id == "f" * 32
 
 
+def test_a_structured_host_a_client_stored_before_is_kept_as_it_was(here: None) -> None:
+    """Metadata was free-form: a `host` object stays (exports are lossless), named by its name."""
+    given = {"name": "WS-1", "ips": ["10.0.0.7"]}
+    ev = MemoryEvent(summary="x", metadata={"host": given})
+    assert ev.metadata.host == given and ev.host == "ws-1"
+    assert MemoryEvent.model_validate_json(ev.model_dump_json()).metadata.host == given
+    nameless = MemoryEvent(summary="x", metadata={"host": {"ips": ["10.0.0.8"]}})
+    assert nameless.metadata.host == {"ips": ["10.0.0.8"]} and nameless.host is None
+
+
+def test_a_blank_host_is_no_host(here: None) -> None:
+    assert MemoryEvent(summary="x", metadata={"host": "  "}).host == "here-01"
+
+
 def test_a_machine_id_alone_names_that_machine(here: None) -> None:
     ev = MemoryEvent(summary="x", metadata={"machine_id": "ab" * 16})
     assert ev.metadata.host == "machine-abababababab" and ev.metadata.machine_id == "ab" * 16

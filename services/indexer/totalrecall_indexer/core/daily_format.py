@@ -131,8 +131,9 @@ def render_record(rec: LogRecord) -> str:
     lines = [
         f"## {ts.strftime('%H:%M:%S')}Z · {ev.category}/{ev.subcategory} · {_one_line(ev.summary)}",
         f"{EVENT_TAG}{_comment_json(rec.to_json())}{COMMENT_END}",
-        (f"- id {_code(ev.id)} · namespace {_code(ev.namespace)} · host {_code(ev.host)}"
-         f" · severity **{md.severity.value}**"
+        (f"- id {_code(ev.id)} · namespace {_code(ev.namespace)}"
+         + (f" · host {_code(ev.host)}" if ev.host else "")
+         + f" · severity **{md.severity.value}**"
          f" · actor {_code(ev.actor)} · source {_code(ev.source)}"
          + ("" if rec.embedded else " · *not embedded*")),
     ]

@@ -325,28 +325,33 @@ ALTER TABLE memories ALTER COLUMN summary SET STATISTICS 0,
 """),
     # Several machines may feed one memory: each event names the host it happened on
     # (`metadata.host`, `machine_id`: `totalrecall_schema.host`), and recall filters by it.
-    # The column is the metadata's, generated, so that every writer fills it (an indexer of an
-    # older release too, whose watchers already named the host). A row written before names
-    # its host when a watcher wrote it, else it is the local host's (the host the migrating
-    # indexer runs on, given to `migrate`): the metadata is completed first, as a rebuild from the
-    # Markdown would complete it (`MemoryEvent` fills in the same), then the column added.
-    # The index serves recall's filter (namespace and host, newest first) and the hosts a
-    # namespace knows (a skip scan).
+    # The column is generated from the metadata, so that every writer fills it (an indexer of
+    # an older release too, whose watchers already named the host), normalised as `host_name`
+    # normalises it (the name of a structured `host` a client stored before). A row written
+    # without a host is the local host's (the host the migrating indexer runs on, given to
+    # `migrate`), as a rebuild from the Markdown reads an old record (`MemoryEvent` fills in the
+    # same): its metadata is completed first, then the column added. A row naming the local
+    # host gets its machine id. The index serves recall's filter (namespace and host, newest
+    # first) and the hosts a namespace knows (a skip scan).
     (15, "the host each memory happened on, indexed for recall's filter", """
 WITH here AS (SELECT coalesce(nullif(current_setting('totalrecall.local_host', true), ''),
-                               'localhost') AS host,
-                      nullif(current_setting('totalrecall.machine_id', true), '') AS mid),
-     n AS (SELECT m.key, h.host,
-                  CASE WHEN coalesce(m.metadata->>'machine_id', '') = '' AND h.host = here.host
-                       THEN here.mid END AS mid
-           FROM memories m, here, LATERAL (SELECT rtrim(lower(btrim(coalesce(
-                    nullif(btrim(m.metadata->>'host'), ''), here.host))), '.') AS host) AS h)
-UPDATE memories m SET metadata = m.metadata || jsonb_build_object('host', n.host)
-        || CASE WHEN n.mid IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('machine_id', n.mid) END
-FROM n
-WHERE m.key = n.key AND (m.metadata->>'host' IS DISTINCT FROM n.host OR n.mid IS NOT NULL);
-ALTER TABLE memories ADD COLUMN IF NOT EXISTS host text
-    GENERATED ALWAYS AS (metadata->>'host') STORED;
+                              'localhost') AS host,
+                     nullif(current_setting('totalrecall.machine_id', true), '') AS mid)
+UPDATE memories m SET metadata = m.metadata
+        || CASE WHEN coalesce(btrim(m.metadata->>'host'), '') <> '' THEN '{}'::jsonb
+                ELSE jsonb_build_object('host', here.host) END
+        || CASE WHEN here.mid IS NULL OR coalesce(m.metadata->>'machine_id', '') <> ''
+                THEN '{}'::jsonb ELSE jsonb_build_object('machine_id', here.mid) END
+FROM here
+WHERE coalesce(btrim(m.metadata->>'host'), '') = ''  -- no host, a JSON null or a blank one
+   OR (coalesce(m.metadata->>'machine_id', '') = '' AND here.mid IS NOT NULL
+       AND jsonb_typeof(m.metadata->'host') = 'string'
+       AND rtrim(lower(btrim(m.metadata->>'host')), '.') = here.host);
+ALTER TABLE memories ADD COLUMN IF NOT EXISTS host text GENERATED ALWAYS AS (
+    nullif(rtrim(lower(btrim(CASE jsonb_typeof(metadata->'host')
+        WHEN 'string' THEN metadata->>'host'
+        WHEN 'object' THEN coalesce(metadata->'host'->>'name', metadata->'host'->>'hostname')
+        END)), '.'), '')) STORED;
 CREATE INDEX IF NOT EXISTS memories_ns_host_ts ON memories (namespace, host, ts);
 """),
 ]
