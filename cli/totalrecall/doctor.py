@@ -4,7 +4,8 @@ Each check says ok / warn / FAIL, what it found, and for anything wrong the comm
 it: the Python packages of the stack, the embedding model (present, a GGUF file, loadable by
 llama.cpp), the nats-server and PostgreSQL binaries, the ports the stack uses (free, or held by
 the stack itself), the state directory (writable, enough free disk), and, when the stack runs,
-its health.
+its health and whether its vector index holds every memory Postgres has (the indexer's
+consistency check).
 """
 
 from __future__ import annotations
@@ -286,11 +287,42 @@ def check_stack(collect: Callable[[], dict[str, Any]] | None = None) -> Check:
                  "totalrecall status (details); the reasons above say what is missing")
 
 
+def check_index(report: dict[str, Any]) -> Check:
+    """The indexer's last check of Zvec against Postgres (`/health` `consistency`), and any
+    repair still running (informational, like the stack's health)."""
+    name = "vector index"
+    part = report.get("parts", {}).get("indexer") or {}
+    health = part.get("health") or {}
+    if part.get("status") in (None, "down") or "consistency" not in health:
+        return Check(name, OK, "not checked (the indexer is not running)")
+    repairing = {**(health.get("writes_held") or {}), **(health.get("reindex") or {})}
+    last = health.get("consistency") or {}
+    counts = ", ".join(f"{t} {c['zvec']}/{c['postgres']}"
+                       for t, c in (last.get("tiers") or {}).items())
+    when = f" (checked {last['checked_at']})" if last.get("checked_at") else ""
+    if repairing:
+        return Check(name, WARN, "being repaired: " + "; ".join(
+            f"{t}: {why}" for t, why in repairing.items()) + when,
+            "none: it is re-indexed from Postgres; `totalrecall status` shows the progress")
+    outcome = last.get("outcome")
+    if outcome == "consistent":
+        return Check(name, OK, f"Zvec holds what Postgres holds (zvec/postgres: {counts}){when}")
+    if outcome == "repaired":
+        return Check(name, OK, f"repaired: missing {last.get('missing') or 'none'} re-indexed, "
+                               f"removed {last.get('removed')}{when}")
+    return Check(name, WARN, f"not checked yet: {last.get('why', 'no check has run')}",
+                 "none: the indexer checks once no events are in flight")
+
+
 def run_checks(load_model: bool = True) -> list[Check]:
+    from .status import collect as status_collect
+
     checks = [check_packages(), check_model(load=load_model), check_nats(), check_postgres()]
     checks += check_ports()
     checks += check_home()
-    checks.append(check_stack())
+    stack = status_collect()
+    checks.append(check_stack(lambda: stack))
+    checks.append(check_index(stack))
     return checks
 
 

@@ -56,7 +56,7 @@ def why_degraded(name: str, body: dict[str, Any]) -> list[str]:
         for part, check in checks.items():
             if isinstance(check, dict) and not check.get("ok", True):
                 reasons.append(f"{part}: {check.get('error') or 'not ok'}")
-    for key in ("writes_held", "reindex", "error"):
+    for key in ("writes_held", "reindex", "disk_full", "error"):
         if body.get(key):
             reasons.append(f"{key}: {body[key]}")
     return reasons

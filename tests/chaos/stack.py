@@ -130,11 +130,22 @@ class ChaosStack:
         return out
 
     def drained(self) -> bool:
+        """Nothing left in the pipeline: both consumers acked everything and the indexer says
+        every Zvec tier is whole (`/ready`: no tier held or being re-indexed, Zvec checked
+        against Postgres since its start)."""
         try:
             pending = self.consumer_pending()
         except OSError:
             return False
-        return set(pending) >= set(CONSUMERS) and not any(pending.values())
+        return (set(pending) >= set(CONSUMERS) and not any(pending.values())
+                and self.indexer_ready())
+
+    def indexer_ready(self) -> bool:
+        try:
+            r = httpx.get(f"http://127.0.0.1:{self.ports['indexer']}/ready", timeout=2)
+        except httpx.HTTPError:
+            return False
+        return r.status_code == 200
 
     def pg_id_counts(self, namespace: str) -> Counter[str]:
         """id -> rows in Postgres `memories` for the namespace."""

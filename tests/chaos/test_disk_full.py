@@ -15,10 +15,8 @@ every daily Markdown file parses without a torn tail, and the pipeline flows aga
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import shutil
-import subprocess
 import threading
 import time
 import uuid
@@ -28,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from full_disk import fill, needs_root, tmpfs
 
-from .report import record
+from .report import REPO, record, slug
 from .stack import SERVICES, ChaosStack, chaos_stack_in, lost_and_twice, slash, wait_for
 from .streaming import NAMESPACE, Streamer
 
@@ -39,35 +38,15 @@ ENOSPC_WORDS = ("no space left", "enospc", "disk full", "insufficient", "storage
 
 
 @contextlib.contextmanager
-def tmpfs(path: Path, size: str, keep_logs_in: Path) -> Iterator[Path]:
+def tmpfs_keeping_logs(path: Path, size: str, keep_logs_in: Path) -> Iterator[Path]:
     """A tmpfs of `size` mounted at `path`; its logs/ are copied to `keep_logs_in` before it is
     unmounted (for a look after a failure)."""
-    path.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(path)],
-                   check=True)
-    try:
-        yield path
-    finally:
-        with contextlib.suppress(OSError):
-            shutil.copytree(path / "logs", keep_logs_in / "logs", dirs_exist_ok=True)
-        subprocess.run(["umount", "-l", str(path)], check=False)
-
-
-def fill(path: Path) -> int:
-    """Write `path` until the filesystem has no byte left; returns the bytes written."""
-    written = 0
-    chunk = b"\0" * (1 << 20)
-    with open(path, "wb", buffering=0) as f:
-        for size in (1 << 20, 1 << 12, 1):
-            block = chunk[:size]
-            while True:
-                try:
-                    written += f.write(block)
-                except OSError as exc:
-                    if exc.errno != errno.ENOSPC:
-                        raise
-                    break
-    return written
+    with tmpfs(path, size):
+        try:
+            yield path
+        finally:
+            with contextlib.suppress(OSError):
+                shutil.copytree(path / "logs", keep_logs_in / "logs", dirs_exist_ok=True)
 
 
 def _health_while_full(stack: ChaosStack) -> dict[str, str]:
@@ -107,7 +86,7 @@ def run_row(base: Path, model_path: Path, events: int, rate: float, full_s: floa
     run = uuid.uuid4().hex[:6]
     outside = base / "outside"
     outside.mkdir(parents=True, exist_ok=True)
-    with tmpfs(base / "home", TMPFS_SIZE, outside) as home:
+    with tmpfs_keeping_logs(base / "home", TMPFS_SIZE, outside) as home:
         (home / "supervisor.log").symlink_to(outside / "supervisor.log")
         filler = home / "filler.bin"
         with chaos_stack_in(home, model_path) as stack:
@@ -142,6 +121,7 @@ def run_row(base: Path, model_path: Path, events: int, rate: float, full_s: floa
         torn = _torn_daily_files(home)
         enospc_logged = _mentions_enospc(home)
     unclear = [r for r in refusals if r.startswith("500") or '"detail"' not in r]
+    kept = None
     health_named_it = "degraded" in health.get("recall-api", "")
     holds = (not any(lost.values()) and not any(twice.values()) and not torn and not unclear
              and health_named_it and all(v.startswith("200") for v in healthy_after.values()))
@@ -157,24 +137,39 @@ def run_row(base: Path, model_path: Path, events: int, rate: float, full_s: floa
         "torn Markdown files": len(torn),
     }
     record(ROW, holds, figures, note="refusals: " + " | ".join(r[:140] for r in refusals[:3]))
-    assert not unclear, f"refusals without a reason: {unclear[:3]}"
-    assert not torn, f"torn daily files: {torn}"
-    assert health_named_it, f"recall-api health did not say degraded while full: {health}"
-    assert not any(lost.values()), f"lost: {lost}"
-    assert not any(twice.values()), f"stored twice: {twice}"
-    assert all(v.startswith("200") for v in healthy_after.values()), healthy_after
+    if not holds:
+        kept = keep_failure(outside, figures, {"lost": lost, "twice": twice, "torn": torn,
+                                               "unclear": unclear, "health while full": health,
+                                               "health after": healthy_after})
+    where = f" (logs and counts kept in {kept})" if kept else ""
+    assert not unclear, f"refusals without a reason: {unclear[:3]}{where}"
+    assert not torn, f"torn daily files: {torn}{where}"
+    assert health_named_it, f"recall-api health did not say degraded while full: {health}{where}"
+    assert not any(lost.values()), f"lost: {lost}{where}"
+    assert not any(twice.values()), f"stored twice: {twice}{where}"
+    assert all(v.startswith("200") for v in healthy_after.values()), f"{healthy_after}{where}"
+
+
+def keep_failure(outside: Path, figures: dict[str, Any], counts: dict[str, Any]) -> Path:
+    """Copy a failing run's supervisor log and service logs, with its counts, where pytest's
+    clean-up of old temporary folders does not reach (`$TR_CHAOS_KEEP_DIR`, else
+    `.state/chaos-failures/` in the repository)."""
+    import json
+    from datetime import UTC, datetime
+
+    root = Path(os.environ.get("TR_CHAOS_KEEP_DIR") or REPO / ".state" / "chaos-failures")
+    dest = root / f"{slug(ROW)[:30]}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
+    dest.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        shutil.copytree(outside, dest, dirs_exist_ok=True, symlinks=False)
+    (dest / "counts.json").write_text(json.dumps({"figures": figures, **counts}, indent=2,
+                                                 default=str) + "\n")
+    return dest
 
 
 def _used_mb(path: Path) -> int:
     st = os.statvfs(path)
     return round((st.f_blocks - st.f_bfree) * st.f_frsize / 2**20)
-
-
-def _can_mount() -> bool:
-    return os.geteuid() == 0
-
-
-needs_root = pytest.mark.skipif(not _can_mount(), reason="mounting a tmpfs needs root")
 
 
 @needs_root

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from totalrecall_schema import EmbedReply, EmbedRequest
@@ -32,6 +33,21 @@ def nats_embed_fn(nc: Any, settings: Settings) -> EmbedFn:
         return EmbedReply.model_validate_json(msg.data)
 
     return embed
+
+
+def nats_in_flight_fn(nc: Any, settings: Settings) -> Callable[[], Awaitable[int]]:
+    """The indexer consumer's messages not acked yet (pending + ack-pending; 0 before the
+    consumer exists)."""
+    topo = settings.topology
+
+    async def in_flight() -> int:
+        from nats.js.errors import NotFoundError
+
+        try:
+            return int(await consumer_backlog(nc, topo.embedded_stream, topo.indexer_durable))
+        except NotFoundError:
+            return 0
+    return in_flight
 
 
 async def refresh_runtime_gauges(nc: Any, settings: Settings, metrics: Metrics) -> None:

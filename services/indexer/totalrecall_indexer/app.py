@@ -1,4 +1,4 @@
-"""The indexer app: a FastStream NATS worker with /metrics and /health.
+"""The indexer app: a FastStream NATS worker with /metrics, /health and /ready.
 
 `create_app` builds the object graph (`bootstrap.build`), registers the admin RPC and the HTTP
 routes, and hands the start/stop hooks to `lifecycle.Lifecycle`.
@@ -38,9 +38,14 @@ def create_app(settings: Settings, *, indexer: Indexer | None = None,
     async def health(scope: Any) -> AsgiResponse:
         return json_response(*await life.health())
 
+    @get
+    async def ready(scope: Any) -> AsgiResponse:
+        return json_response(*life.ready())
+
     app = AsgiFastStream(
         c.broker,
-        asgi_routes=[("/metrics", make_asgi_app(c.metrics.registry)), ("/health", health)],
+        asgi_routes=[("/metrics", make_asgi_app(c.metrics.registry)), ("/health", health),
+                     ("/ready", ready)],
         on_startup=[life.startup], after_startup=[life.serve],
         on_shutdown=[life.shutdown], after_shutdown=[life.close],
     )

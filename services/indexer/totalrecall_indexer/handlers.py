@@ -70,6 +70,7 @@ async def handle_embedded_batch(msgs: Sequence[Any], indexer: Indexer, publish_d
     except StoreUnavailable as exc:
         log.warning("store unavailable, batch of %d will be redelivered in %.1fs: %s",
                     len(good), retry_delay, exc)
+        indexer.metrics.events.labels(outcome="retried").inc(len(good))
         for m, _ev in good:
             await m.nak(delay=retry_delay)
         return {"indexed": 0, "dead": dead, "retry": len(good)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import logging
 import time
@@ -20,7 +21,7 @@ from totalrecall_worker import (
 )
 
 from . import maintenance
-from .adapters import nats_embed_fn
+from .adapters import nats_embed_fn, nats_in_flight_fn
 from .bootstrap import Container
 from .handlers import handle_embedded_batch, handle_search
 
@@ -48,7 +49,7 @@ class Lifecycle:
 
     async def startup(self) -> None:
         c, idx = self.c, self.c.indexer
-        await asyncio.to_thread(idx.tiers.open)
+        await self._open_tiers()
         for tier in idx.tiers.quarantined:  # logged by tiers; re-indexed by reindex_loop
             c.metrics.quarantined.labels(tier=tier).inc()
         repaired = await asyncio.to_thread(idx.markdown.recover)  # torn tails after a crash
@@ -60,8 +61,26 @@ class Lifecycle:
         await ensure_streams(c.nc.jetstream(), c.settings.topology)
         if c.embed is None:
             c.embed = nats_embed_fn(c.nc, c.settings)
+        idx.reconciler.in_flight = nats_in_flight_fn(c.nc, c.settings)
         if idx.on_progress is None:
             idx.on_progress = self.publish_progress
+
+    async def _open_tiers(self, every_s: float = 2.0, log_every_s: float = 60.0) -> None:
+        """Open the Zvec tiers; while the state disk is full, wait for space (a tier that
+        cannot replay its log for lack of space is not broken: `stores/disk_space.py`)."""
+        tiers, logged = self.c.indexer.tiers, float("-inf")
+        while True:
+            try:
+                await asyncio.to_thread(tiers.open)
+                return
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+                if time.monotonic() - logged >= log_every_s:
+                    log.error("%s: the zvec tiers are opened once space is back (retried "
+                              "every %.0f s)", exc, every_s)
+                    logged = time.monotonic()
+                await asyncio.sleep(every_s)
 
     async def _start_postgres(self) -> None:
         deadline = time.monotonic() + self.pg_connect_timeout_s
@@ -81,6 +100,9 @@ class Lifecycle:
         await self.search.start(c.nc)
         await confirm_subscriptions(c.broker.connection, c.nc)
         await c.indexer.refresh_metrics()
+        # Zvec against Postgres before anything is written (then periodically): whatever left
+        # a tier short is re-indexed, and the service is not ready until it is.
+        await maintenance.reconcile_once(c)
         runtime.start()
         await runtime.consume(self.consumer)
         # Always on (not a background nicety): a tier whose last HNSW build was interrupted
@@ -99,6 +121,7 @@ class Lifecycle:
         # A tier that could not be opened (refilled), or whose build was interrupted (checked):
         # re-indexed from Postgres, whenever `tiers.reindex` lists one.
         runtime.spawn(maintenance.reindex_loop(c), name="re-index")
+        runtime.spawn(maintenance.reconcile_loop(c), name="consistency check")
         runtime.ready = True
 
     async def shutdown(self) -> None:
@@ -145,12 +168,28 @@ class Lifecycle:
         reindex = {t: {"reason": why, **idx.reindex_state.get(t, {})}
                    for t, why in idx.tiers.reindex.items()}
         held = dict(idx.tiers.held)
-        status = "ok" if pg_ok and nats_ok and not reindex and not held else "degraded"
+        repairing = idx.repairing
+        status = "ok" if pg_ok and nats_ok and not repairing else "degraded"
         body: dict[str, Any] = {"status": status, "postgres": pg_ok, "nats": nats_ok,
                                 "model": idx.tiers.model, "dim": idx.tiers.dim,
-                                "docs": {t: int(s["doc_count"]) for t, s in tiers.items()}}
+                                "docs": {t: int(s["doc_count"]) for t, s in tiers.items()},
+                                "consistency": idx.reconciler.last}
         if reindex:
             body["reindex"] = reindex
         if held:
             body["writes_held"] = held
+        if idx.tiers.space.low():
+            body["disk_full"] = (f"under {idx.tiers.space.min_free / 2**20:.0f} MiB free: "
+                                 "zvec writes wait for space")
         return body, 200
+
+    def ready(self) -> tuple[dict[str, Any], int]:
+        """Ready: started, and every tier whole (no write hold, no re-index, the first
+        consistency check done). Drained pipelines and health checks that must not count a
+        half-filled tier ask this, not `/health`."""
+        if not self.c.runtime.ready:
+            return {"ready": False, "waiting_for": {"start": "starting"}}, 503
+        waiting = self.c.indexer.not_ready
+        if waiting:
+            return {"ready": False, "waiting_for": waiting}, 503
+        return {"ready": True}, 200

@@ -79,13 +79,41 @@ async def reindex_loop(c: Container) -> None:
         try:
             await idx.reindex_tiers(c.embed)
         except StoreUnavailable as exc:
-            delay = s.retry_delay_s if idx.tiers.held else s.memory_md_retry_s
+            # Sooner while it waits for a build or for space; the embedder may take longer.
+            delay = (s.retry_delay_s if idx.tiers.held or idx.tiers.space.low()
+                     else s.memory_md_retry_s)
             log.warning("%s; retrying in %.0fs", exc, delay)
             with contextlib.suppress(TimeoutError):  # or as soon as a held build completed
                 await asyncio.wait_for(idx.reindex_wanted.wait(), timeout=delay)
         except Exception:
             log.exception("re-index failed; retrying")
             await asyncio.sleep(s.memory_md_retry_s)
+
+
+async def reconcile_once(c: Container) -> str:
+    """One check of Zvec against Postgres (`core/reconcile.py`); its outcome."""
+    try:
+        return str((await c.indexer.reconcile())["outcome"])
+    except Exception:
+        log.exception("the consistency check of zvec against postgres failed; retrying")
+        return "failed"
+
+
+async def reconcile_loop(c: Container) -> None:
+    """The check every `reconcile_interval_s` after the one at start (0: no more once one
+    found Zvec consistent); one that could not run (events in flight, a tier being repaired, a
+    build running), or that repaired something, is run again after `retry_delay_s`."""
+    s, idx = c.settings, c.indexer
+    last = idx.reconciler.last
+    outcome = "skipped" if last is None else str(last["outcome"])
+    while True:
+        if outcome in ("skipped", "failed", "repaired"):
+            await asyncio.sleep(s.retry_delay_s)
+        elif s.reconcile_interval_s > 0:
+            await asyncio.sleep(s.reconcile_interval_s)
+        else:
+            return
+        outcome = await reconcile_once(c)
 
 
 async def held_builds_loop(c: Container) -> None:

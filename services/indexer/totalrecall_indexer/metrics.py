@@ -73,6 +73,27 @@ class Metrics:
             "Memories Postgres has and a Zvec tier lacked, re-embedded and re-indexed (the tier was "
             "quarantined, or checked after an interrupted HNSW build or a failed write)",
             ["tier"], registry=r)
+        # The consistency check of Zvec against Postgres (`core/reconcile.py`).
+        self.reconcile_runs = Counter(
+            "totalrecall_indexer_reconcile_runs_total",
+            "Checks of Zvec against Postgres, by outcome (consistent, repaired, skipped)",
+            ["outcome"], registry=r)
+        self.reconcile_missing = Counter(
+            "totalrecall_indexer_reconcile_missing_total",
+            "Memories Postgres has that no Zvec tier held, found by the consistency check "
+            "(then re-embedded: reindexed_total)", ["tier"], registry=r)
+        self.reconcile_removed = Counter(
+            "totalrecall_indexer_reconcile_removed_total",
+            "Zvec documents removed by the consistency check: a second copy of a memory "
+            "(duplicate) or a key Postgres does not hold (stray)", ["tier", "why"], registry=r)
+        self.reconcile_difference = Gauge(
+            "totalrecall_indexer_reconcile_difference",
+            "Zvec documents minus Postgres memories of the tier at the last check (before its "
+            "repair)", ["tier"], registry=r)
+        self.reconcile_last = Gauge(
+            "totalrecall_indexer_reconcile_last_run_timestamp_seconds",
+            "When the last consistency check of Zvec against Postgres ran to its end",
+            registry=r)
         self.memory_md_entries = Gauge("totalrecall_indexer_memory_md_entries",
                                        "Memories indexed from MEMORY.md", registry=r)
 

@@ -117,6 +117,32 @@ def test_the_running_stack_is_reported_not_required() -> None:
     assert c.status == doctor.WARN and "embedder: no embedding model" in c.detail
 
 
+def _with_indexer(health: dict[str, Any]) -> dict[str, Any]:
+    return {"status": "ok", "parts": {"indexer": {"status": health.get("status", "ok"),
+                                                  "http": 200, "reasons": [],
+                                                  "health": health}}}
+
+
+def test_the_vector_index_check_reports_the_indexers_consistency_check() -> None:
+    assert doctor.check_index({"parts": {}}).detail.startswith("not checked")
+    tiers = {"hot": {"zvec": 10, "postgres": 10}, "warm": {"zvec": 3, "postgres": 3}}
+    ok = doctor.check_index(_with_indexer({"consistency": {
+        "outcome": "consistent", "tiers": tiers, "checked_at": "2026-11-29T04:00:00+00:00"}}))
+    assert ok.status == doctor.OK and "hot 10/10, warm 3/3" in ok.detail
+    assert "2026-11-29T04:00:00" in ok.detail
+    fixing = doctor.check_index(_with_indexer({
+        "status": "degraded", "reindex": {"warm": {"reason": "7 of its memories were missing"}},
+        "consistency": {"outcome": "repaired", "missing": {"warm": 7}, "tiers": tiers}}))
+    assert fixing.status == doctor.WARN and "warm" in fixing.detail and "missing" in fixing.detail
+    done = doctor.check_index(_with_indexer({"consistency": {
+        "outcome": "repaired", "missing": {"warm": 7}, "removed": {"duplicate": {"cold": 1}},
+        "tiers": tiers}}))
+    assert done.status == doctor.OK and "{'warm': 7}" in done.detail and "cold" in done.detail
+    waiting = doctor.check_index(_with_indexer({"consistency": {
+        "outcome": "skipped", "why": "12 events are still in the pipeline"}}))
+    assert waiting.status == doctor.WARN and "12 events" in waiting.detail
+
+
 def test_doctor_prints_each_fix_and_fails_with_exit_1(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     checks = [doctor.Check("nats-server", doctor.OK, "/bin/nats-server"),

@@ -11,28 +11,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from totalrecall_indexer.core.indexer import Indexer, StoreUnavailable
 from totalrecall_indexer.metrics import Metrics
 from totalrecall_indexer.stores.build_guard import BuildMarkers
 from totalrecall_indexer.stores.markdown_log import MarkdownLog
-from totalrecall_indexer.stores.zvec_schema import ZDoc
 from totalrecall_indexer.stores.zvec_tiers import TierBuilding, TierUnavailable, ZvecTiers
 from totalrecall_schema import EmbeddedEvent, EmbedReply, MemoryEvent
+from zvec_docs import unit_docs
 
 DIM = 384
 
 
-def _docs(start: int, stop: int) -> list[ZDoc]:
-    rng = np.random.default_rng(start)
-    out = []
-    for i in range(start, stop):
-        v = rng.normal(size=DIM)
-        out.append(ZDoc(key=f"k{i}", vector=[float(x) for x in v / np.linalg.norm(v)],
-                        namespace="default", category="c", subcategory="s", severity="info",
-                        ts_ms=1_700_000_000_000 + i, id=f"e{i}", summary=f"memory {i}"))
-    return out
 
 
 @pytest.fixture
@@ -64,7 +54,7 @@ def test_markers_are_durable_files(tmp_path: Path) -> None:
 
 
 def test_interrupted_build_holds_writes_until_a_build_completed(tiers: ZvecTiers) -> None:
-    tiers.upsert("warm", _docs(0, 50))
+    tiers.upsert("warm", unit_docs(0, 50))
     tiers.markers.begin("warm")  # what a kill inside optimize() leaves behind
     tiers = _reopen(tiers)
     try:
@@ -72,13 +62,13 @@ def test_interrupted_build_holds_writes_until_a_build_completed(tiers: ZvecTiers
         assert list(tiers.reindex) == ["warm"]  # checked against Postgres after the build
         assert len(tiers.fetch("warm", [f"k{i}" for i in range(50)])) == 50  # reads go on
         with pytest.raises(TierUnavailable):
-            tiers.upsert("warm", _docs(50, 51))
+            tiers.upsert("warm", unit_docs(50, 51))
         with pytest.raises(TierUnavailable):
             tiers.delete("warm", ["k0"])
-        tiers.upsert("hot", _docs(100, 101))  # the other tiers are not affected
+        tiers.upsert("hot", unit_docs(100, 101))  # the other tiers are not affected
         tiers.optimize("warm")
         assert tiers.held == {} and tiers.markers.pending() == {}
-        tiers.upsert("warm", _docs(50, 60))
+        tiers.upsert("warm", unit_docs(50, 60))
         assert tiers.stats()["warm"]["doc_count"] == 60
     finally:
         tiers.close()
@@ -130,7 +120,7 @@ def test_failed_write_holds_the_tier_across_a_restart(tiers: ZvecTiers) -> None:
     real = tiers.cols["hot"]
     tiers.cols["hot"] = _FailingUpserts(real)
     with pytest.raises(TierUnavailable, match="upsert failed for 3 of 3"):
-        tiers.upsert("hot", _docs(0, 3))
+        tiers.upsert("hot", unit_docs(0, 3))
     assert "hot" in tiers.held and "hot" in tiers.markers.pending()
     assert "upsert failed" in tiers.reindex["hot"]
     tiers.cols["hot"] = real
@@ -138,13 +128,13 @@ def test_failed_write_holds_the_tier_across_a_restart(tiers: ZvecTiers) -> None:
     try:
         assert "hot" in tiers.held
         tiers.optimize("hot")
-        tiers.upsert("hot", _docs(0, 3))
+        tiers.upsert("hot", unit_docs(0, 3))
     finally:
         tiers.close()
 
 
 def test_writes_wait_while_the_tier_builds(tiers: ZvecTiers) -> None:
-    tiers.upsert("warm", _docs(0, 20))
+    tiers.upsert("warm", unit_docs(0, 20))
     building, release = threading.Event(), threading.Event()
     real = tiers.cols["warm"]
 
@@ -162,25 +152,25 @@ def test_writes_wait_while_the_tier_builds(tiers: ZvecTiers) -> None:
     builder.start()
     assert building.wait(10)
     wrote = threading.Event()
-    writer = threading.Thread(target=lambda: (tiers.upsert("warm", _docs(20, 30)), wrote.set()))
+    writer = threading.Thread(target=lambda: (tiers.upsert("warm", unit_docs(20, 30)), wrote.set()))
     writer.start()
-    other = tiers.upsert("cold", _docs(100, 101))  # other tiers are not blocked
+    other = tiers.upsert("cold", unit_docs(100, 101))  # other tiers are not blocked
     assert other == 1
     assert not wrote.wait(0.3), "a write ran during the tier's build"
     # A search of the tier goes without it at once, neither behind the build nor beside it
     # (zvec hangs when a build starts under queries: stores/build_exclusion.py).
     t0 = time.monotonic()
     with pytest.raises(TierBuilding):
-        tiers.search("warm", _docs(0, 1)[0].vector, 1, None)
+        tiers.search("warm", unit_docs(0, 1)[0].vector, 1, None)
     assert time.monotonic() - t0 < 2.0
-    assert len(tiers.search("cold", _docs(100, 101)[0].vector, 1, None)) == 1  # other tiers answer
+    assert len(tiers.search("cold", unit_docs(100, 101)[0].vector, 1, None)) == 1  # other tiers answer
     release.set()
     builder.join(10)
     assert wrote.wait(10)
     writer.join(10)
     tiers.cols["warm"] = real
     assert tiers.stats()["warm"]["doc_count"] == 30
-    assert len(tiers.search("warm", _docs(0, 1)[0].vector, 1, None)) == 1  # and after it
+    assert len(tiers.search("warm", unit_docs(0, 1)[0].vector, 1, None)) == 1  # and after it
 
 
 class _NoPg:
@@ -201,9 +191,9 @@ async def test_indexer_redelivers_while_a_tier_is_held(tmp_path: Path) -> None:
     idx = Indexer(markdown=MarkdownLog(tmp_path / "memory"), pg=pg,  # type: ignore[arg-type]
                   tiers=tiers, metrics=Metrics())
     try:
-        tiers.upsert("hot", _docs(0, 5))
+        tiers.upsert("hot", unit_docs(0, 5))
         tiers.hold("hot", "its HNSW build was interrupted")
-        vec = _docs(10, 11)[0].vector
+        vec = unit_docs(10, 11)[0].vector
         ev = EmbeddedEvent(event=MemoryEvent(id="x1", summary="s",
                                              timestamp=datetime.now(UTC) - timedelta(minutes=1)),
                            vector=vec, model="m")
@@ -241,7 +231,7 @@ async def test_check_after_an_interrupted_build_reindexes_only_what_zvec_lacks(
         tmp_path: Path) -> None:
     tiers = ZvecTiers(tmp_path / "zvec")
     tiers.open()
-    docs = _docs(0, 6)
+    docs = unit_docs(0, 6)
     tiers.upsert("warm", docs[:4])  # k4 and k5 were lost by zvec
     tiers.upsert("cold", docs[4:5])  # k4 was moved by a compaction Postgres did not see
     tiers.model = "m"

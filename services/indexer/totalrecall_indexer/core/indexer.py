@@ -6,6 +6,7 @@ one thing over the shared `IndexState`:
   builds and the re-creation of the collections apart);
 - `maintenance.TierMaintenance`: compaction, retention, HNSW builds and their repair;
 - `reindex.TierReindex`: refilling a tier from Postgres;
+- `reconcile.Reconciler`: checking Zvec against Postgres (missing memories, duplicates);
 - `rebuild.Rebuild`: re-creating Zvec and Postgres from the daily logs;
 - `memory_md_sync.MemoryMdSync`: MEMORY.md, pinned to the hot tier;
 - `forget.Forgetting`, `admin.Admin`: forget (with tombstones), and the admin verbs.
@@ -34,6 +35,7 @@ from .ingest import BatchResult, IngestWriter
 from .maintenance import TierMaintenance
 from .memory_md_sync import MemoryMdSync
 from .rebuild import ProgressFn, Rebuild
+from .reconcile import Reconciler
 from .reindex import TierReindex
 from .searcher import Searcher
 from .state import IndexerConfig, IndexState, StoreUnavailable
@@ -52,6 +54,7 @@ class Indexer:
         self.searcher = Searcher(state, self.gate)
         self.maintenance = TierMaintenance(state, self.gate)
         self.reindexer = TierReindex(state)
+        self.reconciler = Reconciler(state, self.gate)
         self.forgetting = Forgetting(state)
         self.memory_md_sync = MemoryMdSync(state, self.writer, self.forgetting)
         self.rebuilder = Rebuild(state, self.gate, self.writer, self.memory_md_sync,
@@ -159,6 +162,28 @@ class Indexer:
 
     async def reindex_tiers(self, embed: EmbedFn | None, chunk: int = 256) -> dict[str, int]:
         return await self.reindexer.reindex_tiers(embed, chunk)
+
+    async def reconcile(self) -> dict[str, Any]:
+        return await self.reconciler.check()
+
+    @property
+    def repairing(self) -> dict[str, str]:
+        """Tiers that are not whole right now (empty: none): their writes are held or they are
+        being re-indexed."""
+        tiers = self.tiers
+        out = {t: f"writes held: {why}" for t, why in tiers.held.items()}
+        out.update({t: f"re-index: {why}" for t, why in tiers.reindex.items() if t not in out})
+        return out
+
+    @property
+    def not_ready(self) -> dict[str, str]:
+        """`repairing`, and the consistency check while none has run to its end since start."""
+        out = self.repairing
+        if not self.reconciler.done_once:
+            last = self.reconciler.last
+            out["consistency"] = ("the check of Zvec against Postgres has not run yet"
+                                  if last is None else f"not checked yet: {last.get('why')}")
+        return out
 
     async def refresh_metrics(self) -> None:
         await self.state.refresh_metrics()

@@ -83,6 +83,8 @@ class TierReindex:
                     except TierUnavailable as exc:
                         st.builds_wanted.set()
                         raise StoreUnavailable(str(exc)) from exc
+                    except OSError as exc:  # the state disk full (`disk_space`)
+                        raise StoreUnavailable(f"re-index of {tier}: {exc}") from exc
                     st.new_since_optimize[tier] += len(docs)
                 n += len(docs)
                 sample += [d.key for d in docs][: 5 - len(sample)]

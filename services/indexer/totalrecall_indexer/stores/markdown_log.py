@@ -170,16 +170,38 @@ class MarkdownLog:
                 # One write of whole blocks, then fsync; a crash inside it leaves a torn tail
                 # that `_keys` repairs before the next append (the batch is not acked yet).
                 data = (prefix + "".join(chunks)).encode("utf-8")
-                with open(path, "ab") as fh:
-                    fh.write(data)
-                    fh.flush()
-                    os.fsync(fh.fileno())
+                size = 0 if created else path.stat().st_size
+                try:
+                    with open(path, "ab") as fh:
+                        fh.write(data)
+                        fh.flush()
+                        os.fsync(fh.fileno())
+                except OSError:
+                    self._undo_append(day, path, size, created)
+                    raise
                 any_created = any_created or created
                 idx.update(new)
                 result.files.add(path)
             if any_created:  # make the new file names durable too (once per batch)
                 _fsync_dir(self.daily_dir)
         return result
+
+    def _undo_append(self, day: date, path: Path, size: int, created: bool) -> None:
+        """(Lock held.) An append that failed (a full disk) may have written part of its
+        blocks: cut the file back to its size before, so that the redelivered batch appends
+        them once, whole. Should that fail too, the day's key index is read again (and a torn
+        tail cut) before its next append."""
+        self._index.pop(day, None)
+        try:
+            if created:
+                path.unlink(missing_ok=True)
+                return
+            os.truncate(path, size)
+            with open(path, "rb+") as fh:
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            log.warning("could not cut %s back after a failed append (%s); its tail is checked "
+                        "before the next append", path.name, exc)
 
     def days(self) -> list[date]:
         if not self.daily_dir.exists():

@@ -339,6 +339,22 @@ class PgStore:
                 tier, model, after_key, limit)
         return [dict(r) for r in rows]
 
+    async def vector_counts(self, model: str | None) -> dict[str, int]:
+        """tier -> memories embedded with `model` (those Zvec should hold), by `tier`."""
+        async with self._p().acquire() as conn:
+            rows = await conn.fetch(
+                "SELECT tier, count(*) AS n FROM memories WHERE embedded "
+                "AND model IS NOT DISTINCT FROM $1 GROUP BY tier", model)
+        return {r["tier"]: int(r["n"]) for r in rows}
+
+    async def vector_keys(self, model: str | None) -> dict[str, str]:
+        """key -> tier of every memory embedded with `model`."""
+        async with self._p().acquire() as conn:
+            rows = await conn.fetch(
+                "SELECT key, tier FROM memories WHERE embedded "
+                "AND model IS NOT DISTINCT FROM $1", model)
+        return {r["key"]: r["tier"] for r in rows}
+
     async def keys_in_tier(self, keys: Sequence[str], tier: str) -> set[str]:
         async with self._p().acquire() as conn:
             rows = await conn.fetch(

@@ -28,6 +28,7 @@ from zvec import HnswQueryParam, Query
 from ..core.search import TIERS, TierFilter
 from .build_exclusion import BuildExclusion
 from .build_guard import BuildMarkers
+from .disk_space import SpaceGuard, StateDiskFull, free_bytes
 from .vector_mirror import VectorMirror
 from .zvec_probe import crash_on_open
 from .zvec_schema import OUTPUT_FIELDS, QUANTIZE, VECTOR, RawHit, ZDoc, collection_schema, init_zvec
@@ -61,8 +62,18 @@ class ZvecTiers:
                  stall_s: float = 0.0, reads_per_tier: int = 1,
                  probe: Callable[[Path], str | None] = crash_on_open,
                  mirror_max_docs: int = 20_000, build_nice: int = 0,
-                 build_idle: bool = False) -> None:
+                 build_idle: bool = False, min_free_bytes: int = 0,
+                 free: Callable[[Path], int] = free_bytes, flush_writes: bool = True) -> None:
         self.root = Path(root)
+        #: No write, build or quarantine while the state disk has less than `min_free_bytes`
+        #: free (`disk_space`: zvec dies of SIGBUS writing to a full disk).
+        self.space = SpaceGuard(self.root, min_free_bytes, free)
+        #: Each write is flushed before it returns, so that the batch it belongs to is acked
+        #: only once its vectors are on disk (zvec's log is otherwise not synced: a kill -9
+        #: keeps the writes, an OS crash or power loss may not).
+        self.flush_writes = flush_writes
+        #: meta.json could not be written (disk full): written again before the next write.
+        self._meta_dirty = False
         #: How an HNSW build runs: zvec's build threads (`init_zvec`), and the part of the build
         #: zvec does on the calling thread, at this nice value and, with `build_idle`, under
         #: `SCHED_IDLE` (`totalrecall_worker.priority`).
@@ -130,6 +141,7 @@ class ZvecTiers:
             self.dim, self.model, self.reindex = self.default_dim, None, {}
             self._write_meta()
         fresh: set[str] = set()  # started empty here: an interrupted build left nothing to fix
+        self.quarantined = []
         interrupted = self.markers.pending()
         for tier in TIERS:
             path = self.root / tier
@@ -138,6 +150,10 @@ class ZvecTiers:
                 fresh.add(tier)
                 continue
             unopenable = self._open_existing(tier, path, suspect=tier in interrupted)
+            if unopenable is not None and self.space.low():
+                # Replaying zvec's log needs room: no damage to quarantine (`disk_space`).
+                self.close()
+                self.space.check(f"opening zvec tier {tier} ({unopenable})")
             if unopenable is not None:
                 self.cols[tier] = self._quarantine(tier, unopenable)
                 self.quarantined.append(tier)
@@ -152,7 +168,7 @@ class ZvecTiers:
             log.warning("zvec tier %s: the last HNSW build did not finish (%s); it takes no "
                         "writes until a build has completed, then it is checked against "
                         "Postgres", tier, note)
-            self._verify_later(tier, "its HNSW build was interrupted: every memory of the tier "
+            self.verify_later(tier, "its HNSW build was interrupted: every memory of the tier "
                                      "is checked against Postgres")
         for tier in self.cols:
             self._mirror_load(tier)
@@ -175,6 +191,11 @@ class ZvecTiers:
         return None
 
     def _create(self, tier: str) -> Any:
+        try:
+            self.space.check(f"creating zvec tier {tier}")
+        except StateDiskFull:
+            self.close()
+            raise
         return zvec.create_and_open(str(self.root / tier),
                                     collection_schema(tier, self.dim, QUANTIZE[tier]))
 
@@ -183,25 +204,43 @@ class ZvecTiers:
         rewrites a segment's RocksDB column families in place): move it aside, start the tier
         empty and record that it must be re-indexed (from Postgres, re-embedding)."""
         broken = self.root / f"{tier}.broken-{time.time_ns()}"
+        # The re-index is recorded before the collection is moved: were it the other way round,
+        # a crash (or a full disk refusing meta.json) in between would leave the tier started
+        # empty at the next open with nothing saying it must be refilled.
+        self.reindex[tier] = f"{reason} (moved to {broken.name})"
+        try:
+            self._write_meta()
+        except OSError:
+            self.close()
+            raise
         os.replace(self.root / tier, broken)
         log.error("zvec collection %s cannot be opened (%s): moved to %s, starting it empty; "
                   "its memories are re-indexed from Postgres", tier, reason, broken.name)
-        self.reindex[tier] = f"{reason} (moved to {broken.name})"
-        self._write_meta()
         return self._create(tier)
 
-    def _verify_later(self, tier: str, why: str) -> None:
+    def verify_later(self, tier: str, why: str) -> None:
         """Record (durably, in meta.json) that `tier` must be checked against Postgres and its
         missing memories re-indexed (`Indexer.reindex_tiers`)."""
         with self._meta_lock:
             if tier not in self.reindex:
                 self.reindex[tier] = why
-                self._write_meta()
+                self._write_meta_or_later()
+
+    def _write_meta_or_later(self) -> None:
+        """(With the meta lock held.) meta.json now, or before the next write when the disk
+        refuses it: the re-index stands in this process meanwhile."""
+        try:
+            self._write_meta()
+            self._meta_dirty = False
+        except OSError as exc:
+            self._meta_dirty = True
+            log.error("cannot record the zvec tiers' state in %s (%s); retried before the "
+                      "next write", self.meta_path, exc)
 
     def reindexed(self, tier: str) -> None:
         with self._meta_lock:
             if self.reindex.pop(tier, None) is not None:
-                self._write_meta()
+                self._write_meta_or_later()
         self._drop_old_quarantined(tier)
 
     def _drop_old_quarantined(self, tier: str, keep: int = 1) -> None:
@@ -263,6 +302,13 @@ class ZvecTiers:
             return model == self.model and dim == self.dim
 
     # --- writes ----------------------------------------------------------------------------
+    def _persist_meta(self) -> None:
+        """meta.json, when an earlier write of it was refused (the disk was full)."""
+        if self._meta_dirty:
+            with self._meta_lock:
+                if self._meta_dirty:
+                    self._write_meta_or_later()
+
     def _writable(self, tier: str) -> Any:
         """The collection, when `tier` takes writes (call with the tier's lock held)."""
         why = self.held.get(tier)
@@ -274,10 +320,11 @@ class ZvecTiers:
         """No more writes to `tier` until a build completed, in this process and after a
         restart (the marker)."""
         self.held[tier] = why
+        # Checked against Postgres once the hold is lifted, whether or not the marker below can
+        # be written (meta.json is written again before the next write if the disk refuses).
+        self.verify_later(tier, f"{why}; every memory of the tier is checked against Postgres")
         try:
             self.markers.begin(tier, why)
-            self._verify_later(tier, f"{why}; every memory of the tier is checked against "
-                                     "Postgres")
         except OSError as exc:  # disk full: the hold still stands in this process
             log.error("cannot record the write hold of zvec tier %s: %s", tier, exc)
 
@@ -302,7 +349,14 @@ class ZvecTiers:
                     raise TierUnavailable(f"zvec upsert into {tier} failed: {why}")
                 self._mirror_apply(tier, partial(VectorMirror.upsert, docs=chunk))
                 n += len(chunk)
+            self._flush(tier, col)
         return n
+
+    def _flush(self, tier: str, col: Any) -> None:
+        """(Inside `_write`.) The tier's writes on disk before the caller acks them."""
+        if self.flush_writes:
+            with self.watchdog.call("flush"):
+                col.flush()
 
     def delete(self, tier: str, keys: list[str]) -> int:
         """Delete keys from one tier; returns how many existed. Waits while its build runs."""
@@ -320,6 +374,7 @@ class ZvecTiers:
                     self._mirrors.pop(tier, None)
                 else:
                     self._mirror_apply(tier, partial(VectorMirror.delete, keys=chunk))
+            self._flush(tier, col)
         return n
 
     # --- the in-memory mirrors of small fp32 tiers (`vector_mirror`) --------------------------
@@ -333,6 +388,8 @@ class ZvecTiers:
         with self._tier_locks[tier]:
             with self._access.writing(tier):
                 col = self._writable(tier)
+                self.space.check(f"a write to zvec tier {tier}")
+                self._persist_meta()
                 try:
                     yield col
                 except BaseException:
@@ -425,6 +482,18 @@ class ZvecTiers:
                                                        include_vector=True))
         return found
 
+    def count(self, tier: str) -> int:
+        """The tier's document count now (waits for its reads and writes in flight)."""
+        with self._access.reading(tier), self.watchdog.call("query"):
+            return int(self.cols[tier].stats.doc_count)
+
+    def keys(self, tier: str) -> list[str]:
+        """Every key the tier holds (zvec lists a collection by a query without a vector)."""
+        with self._access.reading(tier), self.watchdog.call("query"):
+            count = int(self.cols[tier].stats.doc_count)
+            return [d.id for d in self.cols[tier].query(topk=count, output_fields=[])] \
+                if count else []
+
     def fetch(self, tier: str, keys: list[str]) -> dict[str, ZDoc]:
         with self._access.reading(tier):
             docs = self.cols[tier].fetch(keys, include_vector=True)
@@ -435,6 +504,7 @@ class ZvecTiers:
         `build_guard`); a completed build also lifts a write hold. Reads of the tier wait or
         go without it (`BuildExclusion`)."""
         with self._tier_locks[tier]:
+            self.space.check(f"the HNSW build of zvec tier {tier}")
             with self._access.building(tier):
                 self.markers.begin(tier)
                 try:
