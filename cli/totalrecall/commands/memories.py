@@ -42,6 +42,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--timeframe", default="auto", choices=TIMEFRAMES)
     p.add_argument("--category", default=None)
     p.add_argument("-n", "--max-results", type=int, default=6)
+    p.add_argument("--host", action="append", dest="hosts", metavar="HOST",
+                   help="only memories of events on this host (repeatable)")
     p.add_argument("--block", action="store_true",
                    help="print the <system_memory> block an agent's prompt gets")
     add_namespace_flag(p)
@@ -89,7 +91,8 @@ def ingest(args: argparse.Namespace) -> int:
 def recall(args: argparse.Namespace) -> int:
     with api_client() as client:
         res = client.recall(args.query, max_results=args.max_results, timeframe=args.timeframe,
-                            category=args.category, namespace=args.namespace or default_namespace())
+                            category=args.category, namespace=args.namespace or default_namespace(),
+                            hosts=args.hosts)
 
     def human() -> str:
         if args.block:

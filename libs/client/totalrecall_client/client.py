@@ -191,12 +191,15 @@ class _Base:
     def _c_recall(self, query: str, max_results: int, timeframe: Timeframe,
                   category: str | None, namespace: str | None,
                   as_of: datetime | None = None,
-                  namespaces: Sequence[str] | None = None) -> _Call[RecallResponse]:
+                  namespaces: Sequence[str] | None = None,
+                  hosts: Sequence[str] | None = None) -> _Call[RecallResponse]:
         ns = self._ns(namespace)
         # Several namespaces: the server unions them with `namespace` only when one is sent,
         # so the default namespace is not read unless asked for.
         scope: dict[str, Any] = ({"namespaces": list(namespaces), **({"namespace": ns} if ns else {})}
                                  if namespaces else {"namespace": ns or "default"})
+        if hosts:  # sent only when asked for: an API of before hosts refuses the field
+            scope["hosts"] = list(hosts)
         req = RecallRequest(query=query, maxResults=max_results, timeframe=timeframe,
                             category=category, asOf=as_of, **scope)
         return _Call("POST", "/memory/recall",
@@ -332,12 +335,14 @@ class TotalRecallClient(_Base):
     def recall(self, query: str, *, max_results: int = 6, timeframe: Timeframe = "auto",
                category: str | None = None, namespace: str | None = None,
                as_of: datetime | None = None, namespaces: Sequence[str] | None = None,
+               hosts: Sequence[str] | None = None,
                timeout: TimeoutLike = _UNSET) -> RecallResponse:
         """`as_of`: when the question is asked (default now): relative dates in the query,
         the timeframe and recency count from it. `namespaces`: several read at once (with
-        `namespace`, or the client's, when set); the server fuses the hits and renders one block."""
+        `namespace`, or the client's, when set); the server fuses the hits and renders one block.
+        `hosts`: only the memories of events that happened on these hosts."""
         return self._run(self._c_recall(query, max_results, timeframe, category, namespace,
-                                        as_of, namespaces), timeout)
+                                        as_of, namespaces, hosts), timeout)
 
     def timeline(self, hours: float = 24, *, category: str | None = None,
                  namespace: str | None = None, limit: int | None = None,
@@ -463,9 +468,10 @@ class AsyncTotalRecallClient(_Base):
     async def recall(self, query: str, *, max_results: int = 6, timeframe: Timeframe = "auto",
                      category: str | None = None, namespace: str | None = None,
                      as_of: datetime | None = None, namespaces: Sequence[str] | None = None,
+                     hosts: Sequence[str] | None = None,
                      timeout: TimeoutLike = _UNSET) -> RecallResponse:
         return await self._run(self._c_recall(query, max_results, timeframe, category,
-                                              namespace, as_of, namespaces), timeout)
+                                              namespace, as_of, namespaces, hosts), timeout)
 
     async def timeline(self, hours: float = 24, *, category: str | None = None,
                        namespace: str | None = None, limit: int | None = None,

@@ -85,6 +85,9 @@ def test_timeline_stats_recall_and_ingest(api: FakeApi,
     assert out.startswith("<system_memory>")
     code, out, _ = run_cli(capsys, "recall", "bananas")
     assert out == "No matching memories.\n"
+    run_cli(capsys, "recall", "nginx", "--host", "db-01", "--host", "web-02")
+    assert api.bodies("/memory/recall")[-1]["hosts"] == ["db-01", "web-02"]
+    assert "hosts" not in api.bodies("/memory/recall")[0]
 
     code, out, _ = run_cli(capsys, "ingest", "remember the milk", "--id", "milk", "--tag", "shop")
     assert code == 0 and out == "Stored: id milk\n"

@@ -118,6 +118,13 @@ def test_recall_of_several_namespaces(fake: Recorder) -> None:
             "q", namespaces=["../etc"])
 
 
+def test_recall_limited_to_hosts(client: TotalRecallClient, fake: Recorder) -> None:
+    client.recall("what failed?", hosts=["db-01", "web-02"])
+    assert fake.body()["hosts"] == ["db-01", "web-02"]
+    client.recall("what failed?")
+    assert "hosts" not in fake.body()  # not sent unless asked for (an older API refuses it)
+
+
 def test_recall_validates_locally(client: TotalRecallClient, fake: Recorder) -> None:
     with pytest.raises(ValueError):
         client.recall("")
