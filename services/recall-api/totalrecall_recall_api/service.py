@@ -36,7 +36,7 @@ from .core.fusion import (
     fuse,
     mmr,
 )
-from .core.hosts import host_allowed, hosts_first, named_hosts
+from .core.hosts import host_allowed, hosts_first, named_hosts, same_context
 from .core.named import named_first, named_identifiers
 from .core.neighbours import expand, in_session
 from .core.render import relative_time, system_alerts_block, system_memory_block
@@ -487,11 +487,14 @@ class RecallService:
         for hit, rows in found:
             if hit not in by_key:
                 continue
-            # Same namespace only, like every other row (defence in depth). A row the store
-            # left out (None) is one we hold already.
+            # Same namespace only, like every other row (defence in depth), and the hit's own
+            # host for a machine's events (`core/hosts.py`). A row the store left out (None) is
+            # one we hold already.
             have = [(k, m if m is not None else by_key.get(k)) for k, m in rows]
+            this = by_key[hit]
             keep = [(k, m) for k, m in have
-                    if m is not None and m.namespace == by_key[hit].namespace]
+                    if m is not None and m.namespace == this.namespace
+                    and same_context(this.metadata, m.metadata)]
             for k, m in keep:
                 by_key.setdefault(k, m)
             nbrs[hit] = keep

@@ -10,7 +10,12 @@ import httpx
 import pytest
 from test_recall_api import FakeWorld, _client
 from totalrecall_recall_api.core.fusion import Candidate
-from totalrecall_recall_api.core.hosts import host_allowed, hosts_first, named_hosts
+from totalrecall_recall_api.core.hosts import (
+    host_allowed,
+    hosts_first,
+    named_hosts,
+    same_context,
+)
 from totalrecall_recall_api.core.render import system_memory_block
 from totalrecall_schema import Memory, MemoryEvent
 
@@ -43,6 +48,15 @@ def test_host_allowed() -> None:
     assert host_allowed({"host": "db-01"}, frozenset({"db-01"}))
     assert not host_allowed({"host": "web-02"}, frozenset({"db-01"}))
     assert not host_allowed({}, frozenset({"db-01"}))  # unknown host: not the one asked for
+
+
+def test_a_machine_events_context_is_its_own_hosts() -> None:
+    nginx = {"service": "nginx", "host": "db-01"}
+    assert same_context(nginx, {"service": "nginx", "host": "db-01"})
+    assert not same_context(nginx, {"service": "nginx", "host": "web-02"})
+    assert same_context(nginx, {"service": "nginx"})  # unknown: no evidence either way
+    turn = {"session": "s1", "host": "laptop"}  # a conversation is one thread on any host
+    assert same_context(turn, {"session": "s1", "host": "api-2"})
 
 
 def test_hosts_first_keeps_each_groups_order() -> None:

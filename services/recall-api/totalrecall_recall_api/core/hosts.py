@@ -7,7 +7,8 @@ memories come first, in their fused order, then the rest, as the memories naming
 identifiers do (`named.py`): a rank-lexicographic rule, not a weight to tune. The others stay
 after them: the host may have nothing about the question, and a failure elsewhere is still an
 answer. A host is named by its whole name or by its first label ("db-01" for
-db-01.example.com), compared without case.
+db-01.example.com), compared without case. A machine event's neighbours (its context) are of its
+own host (`same_context`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from totalrecall_schema.host import hostname_of
 
 from .fusion import Candidate, by_score
+from .neighbours import in_session
 
 #: A token that may be a hostname: letters, digits, dots, hyphens, underscores.
 _TOKEN = re.compile(r"[a-z0-9][a-z0-9._-]*", re.IGNORECASE)
@@ -44,6 +46,17 @@ def named_hosts(query: str, known: Collection[str]) -> frozenset[str]:
 def host_allowed(metadata: Mapping[str, Any], allowed: Collection[str] | None) -> bool:
     """Whether a memory (its metadata) passes a request's host filter (None: every host)."""
     return allowed is None or hostname_of(metadata) in allowed
+
+
+def same_context(hit: Mapping[str, Any], row: Mapping[str, Any]) -> bool:
+    """Whether a memory beside a hit in its thread (metadata of each) is the hit's context.
+    A machine's thread is a source's events about one service: on another host the same
+    service is another machine's, no context of the hit. A conversation is one thread whatever
+    host its turns came through. An unknown host is no evidence either way."""
+    if in_session(hit):
+        return True
+    a, b = hostname_of(hit), hostname_of(row)
+    return a is None or b is None or a == b
 
 
 def hosts_first(ranked: Iterable[Candidate], hosts: Collection[str],
