@@ -31,6 +31,7 @@ from totalrecall_client import (
     TotalRecallError,
     TotalRecallHTTPError,
 )
+from totalrecall_schema.host import hostname_of
 
 log = logging.getLogger("totalrecall_mcp")
 
@@ -109,10 +110,12 @@ def build_server(client_factory: ClientFactory | None = None) -> MCPServer[Any]:
             description="Optional filter: conversation, diagnosis, error, file, system.service, "
                         "system.process, user_pattern, …")] = None,
         max_results: Annotated[int, Field(ge=1, le=50)] = 6,
+        host: Annotated[str | None, Field(
+            description="Optional: only memories of events on this machine (its hostname)")] = None,
     ) -> str:
         try:
             res = await client().recall(query, max_results=max_results, timeframe=timeframe,
-                                        category=category)
+                                        category=category, hosts=[host] if host else None)
         except TotalRecallError as exc:
             raise _tool_error(exc) from exc
         if not res.memories and not res.alerts:
@@ -183,15 +186,18 @@ def build_server(client_factory: ClientFactory | None = None) -> MCPServer[Any]:
         min_score: Annotated[float | None, Field(description="Drop hits scoring below")] = None,
         timeframe: TimeframeArg = "all",
         category: str | None = None,
+        host: Annotated[str | None, Field(
+            description="Optional: only memories of events on this machine (its hostname)")] = None,
     ) -> str:
         try:
             res = await client().recall(query, max_results=max_results, timeframe=timeframe,
-                                        category=category)
+                                        category=category, hosts=[host] if host else None)
         except TotalRecallError as exc:
             raise _tool_error(exc) from exc
         results = [{
             "id": m.id, "score": round(m.score, 4), "category": m.category,
             "timestamp": m.timestamp.isoformat(), "tier": m.tier, "path": daily_path(m),
+            "host": hostname_of(m.metadata),
             "snippet": (m.summary + ("\n" + m.detail if m.detail else ""))[:700],
         } for m in res.memories if min_score is None or m.score >= min_score]
         return json.dumps({"results": results}, ensure_ascii=False)

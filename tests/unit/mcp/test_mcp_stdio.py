@@ -49,7 +49,7 @@ async def test_lists_the_openclaw_compatible_tools(fake_api: FakeApi) -> None:
     assert set(tools) == TOOLS
     recall = tools["memory_recall"].input_schema
     assert recall["required"] == ["query"]
-    assert set(recall["properties"]) == {"query", "timeframe", "category", "max_results"}
+    assert set(recall["properties"]) == {"query", "timeframe", "category", "max_results", "host"}
     assert "7d" in json.dumps(recall["properties"]["timeframe"])
     assert tools["memory_store"].input_schema["required"] == ["summary"]
 
@@ -79,6 +79,8 @@ async def test_store_then_recall_search_timeline_get(fake_api: FakeApi) -> None:
 
         timeline = await s.call_tool("memory_timeline", {"hours": 2})
         assert "diagnosis | Postgres fails" in text_of(timeline)
+        on_host = await s.call_tool("memory_search", {"query": "postgres", "host": "db-01"})
+        assert not on_host.is_error, text_of(on_host)
 
         whole = await s.call_tool("memory_get", {"path": "MEMORY.md"})
         assert text_of(whole).startswith("# MEMORY")
@@ -98,6 +100,7 @@ async def test_store_then_recall_search_timeline_get(fake_api: FakeApi) -> None:
     assert recall == {"query": "postgres port", "maxResults": 6, "timeframe": "7d",
                       "namespace": "claude-code"}
     assert fake_api.bodies("/memory/timeline")[0]["namespace"] == "claude-code"
+    assert fake_api.bodies("/memory/recall")[-1]["hosts"] == ["db-01"]
     assert all(auth == f"Bearer {TOKEN}" for _, _, auth in fake_api.requests)
 
 
