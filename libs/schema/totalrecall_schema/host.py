@@ -54,15 +54,15 @@ def _read_id(path: Path) -> str | None:
 
 def _kept_id(home: Path) -> str | None:
     """The id generated once for a machine without /etc/machine-id (kept in the home, written
-    so that two processes starting at once agree on one: the first link wins)."""
+    so that two processes starting at once agree on one: the first link wins). None without a
+    home: a process that only builds events (a client, a test) never creates one."""
     path = home / MACHINE_ID_FILE
     found = _read_id(path)
-    if found is not None:
+    if found is not None or not home.is_dir():
         return found
     new = uuid.uuid4().hex
     tmp = home / f".{MACHINE_ID_FILE}.{os.getpid()}.tmp"
     try:
-        home.mkdir(parents=True, exist_ok=True)
         tmp.write_text(new + "\n", encoding="ascii")
         with contextlib.suppress(FileExistsError):
             os.link(tmp, path)  # atomic: never replaces an id another process kept first

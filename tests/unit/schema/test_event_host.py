@@ -90,12 +90,16 @@ def test_machine_id_from_the_system_else_generated_once_and_kept(
         monkeypatch.setattr(host_mod, "_SYSTEM_MACHINE_ID", tmp_path / "absent")
         host_mod._resolve.cache_clear()
         home = tmp_path / "home"
+        assert local_host(home).machine_id is None and not home.exists()  # no home: no id
+        home.mkdir()
+        host_mod._resolve.cache_clear()
         first = local_host(home).machine_id
         assert first is not None and len(first) == 32
         assert (home / "machine-id").read_text().strip() == first
         host_mod._resolve.cache_clear()  # a new process reads the kept id, not a new one
         assert local_host(home).machine_id == first
         other = tmp_path / "other-home"
+        other.mkdir()
         host_mod._resolve.cache_clear()
         assert local_host(other).machine_id != first  # another installation, another id
     finally:
