@@ -28,7 +28,7 @@ def test_line_priority_prefers_an_explicit_level() -> None:
 
 def test_text_entry_shapes() -> None:
     e = text_entry("Jan  2 03:04:05 box sshd[812]: error: kex_exchange_identification", "syslog")
-    assert e == {"SYSLOG_IDENTIFIER": "sshd", "_PID": "812", "PRIORITY": 3,
+    assert e == {"SYSLOG_IDENTIFIER": "sshd", "_PID": "812", "PRIORITY": 3, "_HOSTNAME": "box",
                  "MESSAGE": "error: kex_exchange_identification"}
     e = text_entry("2026-01-02T03:04:05.123+00:00 box kernel: [ 12.5] Out of memory: Killed "
                    "process 4521 (chrome)", "syslog")
@@ -147,3 +147,35 @@ async def test_watcher_tails_files_without_journald(tmp_path: Path) -> None:
         ("error", "application", "app: ERROR payment failed"),
         ("error", "kernel", "kernel: EXT4-fs error (device vdb): bad block")]
     assert w.stats()["log_lines"] == 3
+
+
+def test_each_line_or_entry_is_its_own_hosts_event() -> None:
+    """A journal or syslog file may gather other machines' entries: each names its host; this
+    machine's keep its name and id (known by id, else by name: syslog gives the short name)."""
+    ctx = EventContext(hostname="box.lan", machine_id="a" * 32, clock=FakeClock())
+    p = JournalParser(ctx, dedup_window_s=0)
+
+    def line(text: str) -> MemoryEvent:
+        entry = text_entry(text, "syslog")
+        assert entry is not None
+        ev = p.parse_entry(entry)
+        assert ev is not None
+        return ev
+
+    local = line("Jan  2 03:04:05 box sshd[812]: error: kex_exchange_identification")
+    assert (local.metadata.host, local.metadata.machine_id) == ("box.lan", "a" * 32)
+    remote = line("Jan  2 03:04:06 DB-01 postgres[90]: FATAL: could not open file")
+    assert (remote.metadata.host, remote.metadata.machine_id) == ("db-01", None)
+    app = line("2026-01-02T03:04:05+00:00 ERROR app.db: connection failed")  # no host there
+    assert app.metadata.host == "box.lan"
+
+    forwarded = p.parse_entry({"MESSAGE": "disk failure", "PRIORITY": "2",
+                               "SYSLOG_IDENTIFIER": "smartd", "_HOSTNAME": "nas",
+                               "_MACHINE_ID": "B" * 32})
+    assert forwarded is not None
+    assert (forwarded.metadata.host, forwarded.metadata.machine_id) == ("nas", "b" * 32)
+    renamed = p.parse_entry({"MESSAGE": "disk failure", "PRIORITY": "2",
+                             "SYSLOG_IDENTIFIER": "smartd", "_HOSTNAME": "old-name",
+                             "_MACHINE_ID": "a" * 32})  # this machine under its former name
+    assert renamed is not None
+    assert (renamed.metadata.host, renamed.metadata.machine_id) == ("box.lan", "a" * 32)

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from totalrecall_schema import MemoryEvent, Severity
+from totalrecall_schema.host import normalize_hostname
 
 from .scrub import scrub_extra
 
@@ -66,6 +67,21 @@ class EventContext:
     #: when `hostname` is the machine's own name.
     machine_id: str | None = None
 
+    def origin(self, hostname: str | None, machine_id: str | None) -> dict[str, str]:
+        """The `host` (and `machine_id`) extras of an event another host reported (a journal
+        entry forwarded from it, a line of its syslog): none when it is this machine, by its id
+        or, without one, by its name (a syslog line gives the short name: the first label)."""
+        here = normalize_hostname(self.hostname)
+        if machine_id:
+            if machine_id.lower() == (self.machine_id or "").lower():
+                return {}
+        elif not hostname or normalize_hostname(hostname).split(".")[0] == here.split(".")[0]:
+            return {}
+        out = {"host": normalize_hostname(hostname or "") or f"machine-{machine_id}"[:20]}
+        if machine_id:
+            out["machine_id"] = machine_id.lower()
+        return out
+
     def event(self, source: str, category: str, subcategory: str, summary: str, *,
               detail: str = "", severity: Severity = Severity.INFO, actor: str = "system",
               service: str | None = None, path: str | None = None, generation: int | None = None,
@@ -76,8 +92,6 @@ class EventContext:
         clean_tags = [scrub_extra(t)[:64] for t in tags or [] if t]
         meta: dict[str, Any] = {"severity": severity, "tags": clean_tags[:32],
                                 "host": self.hostname}
-        if self.machine_id is not None:
-            meta["machine_id"] = self.machine_id
         if service is not None:
             meta["service"] = scrub_extra(service)
         if path is not None:
@@ -88,6 +102,10 @@ class EventContext:
             meta["exit_code"] = exit_code
         for k, v in extra.items():
             meta[k] = scrub_extra(v) if isinstance(v, str) else v
+        # An event of another host (`host=`: a forwarded journal entry) has its own machine id
+        # or none; this machine's id goes with this machine's name only.
+        if self.machine_id is not None and meta["host"] == self.hostname:
+            meta.setdefault("machine_id", self.machine_id)
         return MemoryEvent(
             namespace=self.namespace, timestamp=self.clock.now(), category=category,
             subcategory=subcategory, actor=actor, source=f"watcher.{source}",

@@ -122,6 +122,9 @@ class JournalParser:
             if v:
                 detail_lines.append(f"{label}: {v}")
         extra: dict[str, Any] = {"priority": prio, "identifier": ident}
+        # A journal may hold other machines' entries (systemd-journal-remote, a syslog file
+        # gathering them): each is its host's event.
+        extra.update(self.ctx.origin(_field(entry, "_HOSTNAME"), _field(entry, "_MACHINE_ID")))
         if log_file is not None:
             detail_lines.append(f"log file: {log_file}")
             extra["log_file"] = log_file

@@ -8,7 +8,8 @@ or truncated from its beginning, and keeps a partial last line until its newline
 `SYSLOG_IDENTIFIER`, `_PID`, `_TRANSPORT`) for `JournalParser.parse_entry`:
 
 * syslog lines (`Jan  2 03:04:05 host ident[pid]: msg`, or an ISO timestamp first) give the
-  identifier and PID; `kernel:` lines are kernel messages; `x.service: …` names the unit;
+  identifier and PID, and a BSD one the host (`_HOSTNAME`: a file that gathers other machines'
+  syslog); `kernel:` lines are kernel messages; `x.service: …` names the unit;
 * the priority is an explicit level when the line has one (`ERROR`, `[WARN]`, `level=error`,
   JSON `"level": "error"`; `INFO` lines are then skipped), else error words (`error`, `failed`,
   `exception`, `traceback`, `segfault`, `fatal`, `panic`, …) or `warning`.
@@ -27,6 +28,9 @@ MAX_LINE = 64 * 1024
 
 _TS = (r"(?:[A-Z][a-z]{2}\s+\d{1,2}\s+\d{2}:\d{2}:\d{2}"
        r"|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)")
+#: A BSD syslog line's time: a host always follows it (after an ISO time, an application's own
+#: log may have a level or a logger there instead).
+_BSD_TIME = re.compile(r"^[A-Z][a-z]{2}\s+\d{1,2}\s+\d{2}:\d{2}:\d{2}\s")
 _SYSLOG = re.compile(rf"^{_TS}\s+(?P<host>\S+)\s+(?P<ident>[^\s:\[\]]+)(?:\[(?P<pid>\d+)\])?:"
                      r"\s*(?P<msg>.*)$")
 _LEADING_TS = re.compile(rf"^\s*\[?{_TS}\]?\s*")
@@ -101,6 +105,8 @@ def text_entry(line: str, default_ident: str) -> dict[str, Any] | None:
         msg = m.group("msg")
         ident = m.group("ident")
         entry["SYSLOG_IDENTIFIER"] = ident
+        if _BSD_TIME.match(line):  # "Jan  2 03:04:05 host ident:": the host the line came from
+            entry["_HOSTNAME"] = m.group("host")
         if m.group("pid"):
             entry["_PID"] = m.group("pid")
         if ident == "kernel":
