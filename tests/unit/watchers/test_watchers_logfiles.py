@@ -166,6 +166,11 @@ def test_each_line_or_entry_is_its_own_hosts_event() -> None:
     assert (local.metadata.host, local.metadata.machine_id) == ("box.lan", "a" * 32)
     remote = line("Jan  2 03:04:06 DB-01 postgres[90]: FATAL: could not open file")
     assert (remote.metadata.host, remote.metadata.machine_id) == ("db-01", None)
+    p.window = 300.0  # the same message within the dedup window: once per host
+    again = text_entry("Jan  2 03:04:07 db-02 postgres[91]: FATAL: could not open file", "s")
+    assert again is not None and p.parse_entry(again) is not None
+    assert p.parse_entry(again) is None
+    p.window = 0.0
     app = line("2026-01-02T03:04:05+00:00 ERROR app.db: connection failed")  # no host there
     assert app.metadata.host == "box.lan"
 

@@ -68,7 +68,7 @@ class JournalParser:
         self.max_priority = max_priority
         self.window = dedup_window_s
         self.source = source
-        self._seen: OrderedDict[tuple[str, str], float] = OrderedDict()
+        self._seen: OrderedDict[tuple[str, str, str], float] = OrderedDict()
         self.deduplicated = 0
         self.skipped = 0
         self.parse_errors = 0
@@ -100,8 +100,11 @@ class JournalParser:
                 or _field(entry, "USER_UNIT") or _field(entry, "_SYSTEMD_USER_UNIT"))
         ident = _field(entry, "SYSLOG_IDENTIFIER") or _field(entry, "_COMM") or unit or "journal"
         transport = _field(entry, "_TRANSPORT")
+        # A journal may hold other machines' entries (systemd-journal-remote, a syslog file
+        # gathering them): each is its host's event, and two hosts' same message are two.
+        origin = self.ctx.origin(_field(entry, "_HOSTNAME"), _field(entry, "_MACHINE_ID"))
         now = self.ctx.clock.monotonic()
-        key = (unit or ident, normalise(message))
+        key = (origin.get("host", ""), unit or ident, normalise(message))
         last = self._seen.get(key)
         if last is not None and now - last < self.window:
             self.deduplicated += 1
@@ -121,10 +124,7 @@ class JournalParser:
             v = _field(entry, name)
             if v:
                 detail_lines.append(f"{label}: {v}")
-        extra: dict[str, Any] = {"priority": prio, "identifier": ident}
-        # A journal may hold other machines' entries (systemd-journal-remote, a syslog file
-        # gathering them): each is its host's event.
-        extra.update(self.ctx.origin(_field(entry, "_HOSTNAME"), _field(entry, "_MACHINE_ID")))
+        extra: dict[str, Any] = {"priority": prio, "identifier": ident, **origin}
         if log_file is not None:
             detail_lines.append(f"log file: {log_file}")
             extra["log_file"] = log_file
