@@ -169,7 +169,8 @@ class Lifecycle:
                    for t, why in idx.tiers.reindex.items()}
         held = dict(idx.tiers.held)
         repairing = idx.repairing
-        status = "ok" if pg_ok and nats_ok and not repairing else "degraded"
+        disk_low = idx.tiers.space.low()
+        status = "ok" if pg_ok and nats_ok and not repairing and not disk_low else "degraded"
         body: dict[str, Any] = {"status": status, "postgres": pg_ok, "nats": nats_ok,
                                 "model": idx.tiers.model, "dim": idx.tiers.dim,
                                 "docs": {t: int(s["doc_count"]) for t, s in tiers.items()},
@@ -178,7 +179,7 @@ class Lifecycle:
             body["reindex"] = reindex
         if held:
             body["writes_held"] = held
-        if idx.tiers.space.low():
+        if disk_low:
             body["disk_full"] = (f"under {idx.tiers.space.min_free / 2**20:.0f} MiB free: "
                                  "zvec writes wait for space")
         return body, 200

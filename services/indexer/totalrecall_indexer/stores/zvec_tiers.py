@@ -262,11 +262,15 @@ class ZvecTiers:
 
     def _write_meta(self) -> None:
         tmp = self.meta_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"dim": self.dim, "model": self.model,
-                                   "reindex": self.reindex}))
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.meta_path)
+        try:
+            tmp.write_text(json.dumps({"dim": self.dim, "model": self.model,
+                                       "reindex": self.reindex}))
+            with open(tmp, "rb+") as fh:
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.meta_path)
+        except OSError:
+            tmp.unlink(missing_ok=True)  # a full disk: no half-written copy left behind
+            raise
 
     def reset(self, dim: int, model: str | None) -> None:
         """Drop every collection and start empty with this dim/model (rebuild, model change)."""
