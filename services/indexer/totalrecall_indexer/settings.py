@@ -74,10 +74,6 @@ class Settings(ServiceSettings):
     #: zvec dies of SIGBUS writing to a full disk, and cannot replay its log to open a tier
     #: (`stores/disk_space.py`). The batch is redelivered once space is back. 0: no margin.
     zvec_min_free_bytes: int = Field(default=64 * 2**20, ge=0)
-    #: Flush each Zvec write before its batch is acked (zvec's log is not synced otherwise: a
-    #: kill -9 keeps the writes, an OS crash may not). False: the start-up consistency check
-    #: repairs what an OS crash lost, from Postgres.
-    zvec_flush_writes: bool = True
     #: How often Zvec is checked against Postgres (counts per tier, then keys where they
     #: differ; missing memories re-indexed, duplicates removed: `core/reconcile.py`). Always
     #: once at start; 0: only then.

@@ -63,15 +63,11 @@ class ZvecTiers:
                  probe: Callable[[Path], str | None] = crash_on_open,
                  mirror_max_docs: int = 20_000, build_nice: int = 0,
                  build_idle: bool = False, min_free_bytes: int = 0,
-                 free: Callable[[Path], int] = free_bytes, flush_writes: bool = True) -> None:
+                 free: Callable[[Path], int] = free_bytes) -> None:
         self.root = Path(root)
         #: No write, build or quarantine while the state disk has less than `min_free_bytes`
         #: free (`disk_space`: zvec dies of SIGBUS writing to a full disk).
         self.space = SpaceGuard(self.root, min_free_bytes, free)
-        #: Each write is flushed before it returns, so that the batch it belongs to is acked
-        #: only once its vectors are on disk (zvec's log is otherwise not synced: a kill -9
-        #: keeps the writes, an OS crash or power loss may not).
-        self.flush_writes = flush_writes
         #: meta.json could not be written (disk full): written again before the next write.
         self._meta_dirty = False
         #: How an HNSW build runs: zvec's build threads (`init_zvec`), and the part of the build
@@ -353,14 +349,7 @@ class ZvecTiers:
                     raise TierUnavailable(f"zvec upsert into {tier} failed: {why}")
                 self._mirror_apply(tier, partial(VectorMirror.upsert, docs=chunk))
                 n += len(chunk)
-            self._flush(tier, col)
         return n
-
-    def _flush(self, tier: str, col: Any) -> None:
-        """(Inside `_write`.) The tier's writes on disk before the caller acks them."""
-        if self.flush_writes:
-            with self.watchdog.call("flush"):
-                col.flush()
 
     def delete(self, tier: str, keys: list[str]) -> int:
         """Delete keys from one tier; returns how many existed. Waits while its build runs."""
@@ -378,7 +367,6 @@ class ZvecTiers:
                     self._mirrors.pop(tier, None)
                 else:
                     self._mirror_apply(tier, partial(VectorMirror.delete, keys=chunk))
-            self._flush(tier, col)
         return n
 
     # --- the in-memory mirrors of small fp32 tiers (`vector_mirror`) --------------------------
