@@ -56,15 +56,19 @@ class Repair:
     retier: dict[str, list[str]] = field(default_factory=dict)
 
 
-def plan(zvec_keys: Mapping[str, Iterable[str]], postgres: Mapping[str, str]) -> Repair:
-    """Compare the keys each Zvec tier holds with Postgres's key -> tier."""
+def plan(zvec_keys: Mapping[str, Iterable[str]], postgres: Mapping[str, tuple[str, bool]]
+         ) -> Repair:
+    """Compare the keys each Zvec tier holds with Postgres's key -> (tier, whether Zvec should
+    hold it: embedded with the index's model). A key Postgres holds without such a vector is
+    left where it is (a memory of before the model was recorded, say): only keys Postgres does
+    not hold at all are strays."""
     where: dict[str, list[str]] = {}
     for tier in TIERS:  # hot → cold: the last tier of a key is its coldest
         for key in zvec_keys.get(tier, ()):
             where.setdefault(key, []).append(tier)
     rep = Repair()
     for key, tiers in where.items():
-        named = postgres.get(key)
+        named, _ = postgres.get(key, (None, False))
         if named is None:
             for tier in tiers:
                 rep.remove.setdefault(tier, {})[key] = "stray"
@@ -75,8 +79,8 @@ def plan(zvec_keys: Mapping[str, Iterable[str]], postgres: Mapping[str, str]) ->
                 rep.remove.setdefault(tier, {})[key] = "duplicate"
         if keep != named:
             rep.retier.setdefault(keep, []).append(key)
-    for key, tier in postgres.items():
-        if key not in where:
+    for key, (tier, vector) in postgres.items():
+        if vector and key not in where:
             rep.missing.setdefault(tier, []).append(key)
     return rep
 
@@ -161,7 +165,7 @@ class Reconciler:
                 return {"outcome": "skipped", "why": why_not or "the collections were re-created"}
             async with self.gate.optimize_lock:
                 zkeys = {t: await asyncio.to_thread(st.tiers.keys, t) for t in st.tiers.cols}
-                rep = plan(zkeys, await st.pg.vector_keys(st.tiers.model))
+                rep = plan(zkeys, await st.pg.key_tiers(st.tiers.model))
                 removed, deferred = await self._apply(rep)
         for tier, keys in rep.missing.items():
             st.tiers.verify_later(tier, f"{len(keys)} of its memories in Postgres were missing "
@@ -177,6 +181,11 @@ class Reconciler:
         log.warning("zvec differed from postgres in tiers %s: missing (re-indexed) %s, "
                     "removed %s%s", ", ".join(differ), missing or "none", removed,
                     f", left for the next check: {deferred}" if deferred else "")
+        if not (missing or any(removed.values()) or rep.retier or deferred):
+            # The counts differ by memories Postgres holds without this model's vector and Zvec
+            # holds all the same: nothing to repair, and nothing to check again soon.
+            return {"outcome": "consistent", "note": "the counts differ by memories Postgres "
+                                                     "holds without a vector of the index's model"}
         return {"outcome": "repaired", "missing": missing, "removed": removed,
                 "retiered": {t: len(k) for t, k in rep.retier.items()},
                 **({"deferred": deferred} if deferred else {})}

@@ -347,13 +347,13 @@ class PgStore:
                 "AND model IS NOT DISTINCT FROM $1 GROUP BY tier", model)
         return {r["tier"]: int(r["n"]) for r in rows}
 
-    async def vector_keys(self, model: str | None) -> dict[str, str]:
-        """key -> tier of every memory embedded with `model`."""
+    async def key_tiers(self, model: str | None) -> dict[str, tuple[str, bool]]:
+        """key -> (tier, whether it is embedded with `model`) of every memory."""
         async with self._p().acquire() as conn:
             rows = await conn.fetch(
-                "SELECT key, tier FROM memories WHERE embedded "
-                "AND model IS NOT DISTINCT FROM $1", model)
-        return {r["key"]: r["tier"] for r in rows}
+                "SELECT key, tier, (embedded AND model IS NOT DISTINCT FROM $1) AS vec "
+                "FROM memories", model)
+        return {r["key"]: (r["tier"], bool(r["vec"])) for r in rows}
 
     async def keys_in_tier(self, keys: Sequence[str], tier: str) -> set[str]:
         async with self._p().acquire() as conn:
