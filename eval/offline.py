@@ -92,7 +92,8 @@ class LlamaBackend:
         digest = hashlib.sha256(model_path.read_bytes()).hexdigest()[:12]
         self.fingerprint = f"{model_path.stem}-{digest}-ctx{n_ctx}"
         self.llm = Llama(model_path=str(model_path), embedding=True, n_ctx=n_ctx, n_batch=n_ctx,
-                         n_ubatch=n_ctx, n_threads=n_threads, verbose=False)
+                         n_ubatch=n_ctx, n_threads=n_threads, n_threads_batch=n_threads,
+                         verbose=False)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return np.stack([np.asarray(self.llm.embed(t, normalize=True, truncate=True),

@@ -93,7 +93,8 @@ def model_path() -> Path:
 
 
 _LOAD_SCRIPT = ("import sys, llama_cpp; m = llama_cpp.Llama(model_path=sys.argv[1], "
-                "embedding=True, n_ctx=64, verbose=False); print(m.n_embd())")
+                "embedding=True, n_ctx=64, n_threads=1, n_threads_batch=1, verbose=False); "
+                "print(m.n_embd())")
 
 
 def check_model(path: Path | None = None, load: bool = True) -> Check:

@@ -450,7 +450,7 @@ def _verify_inprocess(path: Path) -> dict[str, Any]:
     import llama_cpp
 
     llm = llama_cpp.Llama(model_path=str(path), embedding=True, n_ctx=256, n_batch=256,
-                          n_ubatch=256, n_threads=1, verbose=False)
+                          n_ubatch=256, n_threads=1, n_threads_batch=1, verbose=False)
     texts = [SANITY_QUERY, SANITY_RELATED, SANITY_UNRELATED]
     vecs = [list(map(float, v)) for v in llm.embed(texts, normalize=True)]
     q, rel, unrel = vecs
