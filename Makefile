@@ -35,7 +35,7 @@ test-e2e: bootstrap
 ## chaos: the whole stack under faults and hostile input (the full rows of tests/chaos, an
 ## hour or more), then the table in docs/reliability.md (also when a row fails)
 chaos: bootstrap
-	TR_CHAOS_FULL=1 $(BIN)/pytest -m chaos --basetemp=$${TMPDIR:-/tmp}/totalrecall-chaos tests/chaos; status=$$?; \
+	$(BIN)/pytest --chaos-full -m chaos --basetemp=$${TMPDIR:-/tmp}/totalrecall-chaos tests/chaos; status=$$?; \
 	$(BIN)/python -m tests.chaos.report; exit $$status
 
 ## bench: performance figures

@@ -69,6 +69,14 @@ def topology(request: pytest.FixtureRequest) -> Topology:
     return Topology.for_test(uuid.uuid4().hex[:10])
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    # Here, not in tests/chaos/conftest.py: options must be known before a plain `pytest`
+    # collects that folder.
+    parser.addoption("--chaos-full", action="store_true", dest="chaos_full",
+                     help="run the full chaos rows (an hour or more; `make chaos`) and write "
+                          "their committed results")
+
+
 @pytest.fixture
 def tr_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "home"

@@ -1,7 +1,7 @@
 """The reliability table: every chaos row's outcome, collected into docs/reliability.md.
 
 A row module calls `record(row, holds, figures, note)`; the row name is the table's first-column
-text (one of `ROWS`, the fault or input of issue 19). A full run (`make chaos`, which sets
+text (one of `ROWS`). A full run (`make chaos`: `--chaos-full`, which sets
 ``TR_CHAOS_FULL=1``) writes `tests/chaos/results/<slug>.json`; the fast subset that runs inside
 `make test` writes `tests/chaos/results/fast/` instead, so it never overwrites the committed
 figures of a full run.
@@ -26,7 +26,7 @@ FAST_RESULTS = RESULTS / "fast"
 REPO = HERE.parents[1]
 DOC = REPO / "docs" / "reliability.md"
 
-#: fault or input -> what must hold (issue 19), in the table's order.
+#: fault or input -> what must hold, in the table's order.
 ROWS: dict[str, str] = {
     "kill -9 of each service (watchers, embedder, indexer, recall-api) at random moments while "
     "20k events stream in, several times each":
@@ -54,12 +54,12 @@ ROWS: dict[str, str] = {
         "p99 within the budget, no growth in memory or consumer lag",
 }
 
-COMMANDS = ("make chaos    # the full rows (pytest -m chaos tests/chaos), then this table",
+COMMANDS = ("make chaos    # the full rows (pytest --chaos-full -m chaos tests/chaos), then this table",
             "python -m tests.chaos.report    # the table again from tests/chaos/results/")
 
 
 def full_run() -> bool:
-    """`make chaos` (or `pytest -m chaos`) is a full run; anything else is the fast subset."""
+    """`make chaos` (`pytest --chaos-full`) is a full run; anything else is the fast subset."""
     return os.environ.get("TR_CHAOS_FULL") == "1"
 
 

@@ -34,3 +34,24 @@ def test_a_fast_run_never_overwrites_the_full_results(
     monkeypatch.delenv("TR_CHAOS_FULL", raising=False)
     path = report.record("r", True, {})
     assert path.parent == tmp_path / "fast" and not list(tmp_path.glob("*.json"))
+
+
+class _Config:
+    def __init__(self, chaos_full: bool, markexpr: str) -> None:
+        self.options = {"chaos_full": chaos_full, "markexpr": markexpr}
+
+    def getoption(self, name: str, default: object = None) -> object:
+        return self.options.get(name, default)
+
+
+def test_only_an_explicit_ask_makes_a_full_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`-m "not chaos"` names the marker too: it must not turn on the full rows (which write the
+    committed results)."""
+    from .conftest import full_run
+
+    monkeypatch.delenv("TR_CHAOS_FULL", raising=False)
+    assert not full_run(_Config(False, "not chaos"))  # type: ignore[arg-type]
+    assert not full_run(_Config(False, "chaos"))  # type: ignore[arg-type]
+    assert full_run(_Config(True, ""))  # type: ignore[arg-type]
+    monkeypatch.setenv("TR_CHAOS_FULL", "1")
+    assert full_run(_Config(False, "not chaos"))  # type: ignore[arg-type]
