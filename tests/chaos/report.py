@@ -1,13 +1,14 @@
 """The reliability table: every chaos row's outcome, collected into docs/reliability.md.
 
 A row module calls `record(row, holds, figures, note)`; the row name is the table's first-column
-text (one of `ROWS`). A full run (`make chaos`: `--chaos-full`, which sets
-``TR_CHAOS_FULL=1``) writes `tests/chaos/results/<slug>.json`; the fast subset that runs inside
-`make test` writes `tests/chaos/results/fast/` instead, so it never overwrites the committed
-figures of a full run.
+text (one of `ROWS`). Each run is appended, with its commit, a dirty flag, the machine and the
+time, to `tests/chaos/results/<slug>.jsonl` in a full run (`make chaos`: `--chaos-full`, which
+sets ``TR_CHAOS_FULL=1``); the fast subset that runs inside `make test` appends to
+`tests/chaos/results/fast/` instead, so it never mixes with the committed runs.
 
-`python -m tests.chaos.report` prints the table (fault or input | what must hold | holds? |
-figures) and writes docs/reliability.md with the date, the machine and the commands.
+`python -m tests.chaos.report` prints the table (fault or input | what must hold | holds?, with
+"held in n of m runs on main" | the latest run's figures, its time and commit) and writes
+docs/reliability.md with the date, the machine and the commands.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import argparse
 import json
 import os
 import re
+import subprocess
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -69,25 +72,65 @@ def slug(row: str) -> str:
     return "-".join(words)[:60].strip("-") or "row"
 
 
+def _git(*args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True,
+                              timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def provenance() -> dict[str, object]:
+    """What a run's figures are of: the commit, whether the tree had uncommitted changes
+    (results excepted), and the machine."""
+    status = _git("status", "--porcelain", "--", ".", ":(exclude)tests/chaos/results")
+    return {"commit": _git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None
+            else None, "machine": _machine()}
+
+
 def record(row: str, holds: bool, figures: dict[str, object], note: str = "") -> Path:
-    """Write one row's outcome (figures: name -> number or short text) and return the file."""
+    """Append one run of a row (figures: name -> number or short text, with the commit, a dirty
+    flag, the machine and the time) to its file, and return the file. Runs append: a row that
+    held in 2 of 3 runs says so."""
     out_dir = RESULTS if full_run() else FAST_RESULTS
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{slug(row)}.json"
+    path = out_dir / f"{slug(row)}.jsonl"
     payload = {"row": row, "holds": bool(holds), "figures": figures, "note": note,
                "run": "full" if full_run() else "fast",
-               "at": datetime.now(UTC).isoformat(timespec="seconds")}
-    path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+               "at": datetime.now(UTC).isoformat(timespec="seconds"), **provenance()}
+    with open(path, "a") as fh:
+        fh.write(json.dumps(payload, default=str) + "\n")
     return path
 
 
-def load(results_dir: Path = RESULTS) -> dict[str, dict[str, object]]:
-    """Every results file in `results_dir`, by row name."""
-    found: dict[str, dict[str, object]] = {}
+Run = dict[str, object]
+
+
+def load(results_dir: Path = RESULTS) -> dict[str, list[Run]]:
+    """Every recorded run in `results_dir`, by row name, oldest first (`<slug>.jsonl`, one run a
+    line; a `<slug>.json` is a single run recorded before runs named their commit)."""
+    found: dict[str, list[Run]] = {}
     for path in sorted(results_dir.glob("*.json")):
         data = json.loads(path.read_text())
-        found[str(data["row"])] = data
+        found.setdefault(str(data["row"]), []).append(data)
+    for path in sorted(results_dir.glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            if line.strip():
+                data = json.loads(line)
+                found.setdefault(str(data["row"]), []).append(data)
+    for runs in found.values():
+        runs.sort(key=lambda r: str(r.get("at", "")))
     return found
+
+
+def on_main(run: Run, is_ancestor: Callable[[str], bool] | None = None) -> bool:
+    """A run of a clean tree at a commit main contains (HEAD's history)."""
+    commit = run.get("commit")
+    if not commit or run.get("dirty") is not False:
+        return False
+    check = is_ancestor or (lambda c: _git("merge-base", "--is-ancestor", c, "HEAD") is not None)
+    return check(str(commit))
 
 
 def _cell(text: str) -> str:
@@ -104,23 +147,41 @@ def _figures(figures: dict[str, object]) -> str:
     return "; ".join(f"{k}: {v}" for k, v in figures.items() if not _is_series(v))
 
 
-def table(results: dict[str, dict[str, object]]) -> str:
+def verdict(runs: list[Run], is_ancestor: Callable[[str], bool] | None = None) -> str:
+    """"yes"/"**NO**" by the latest run, and how many of the runs on main held."""
+    latest = runs[-1]
+    word = "yes" if latest["holds"] else "**NO**"
+    if latest.get("run") != "full":
+        word += f" ({latest.get('run')} run)"
+    main = [r for r in runs if on_main(r, is_ancestor)]
+    held = sum(1 for r in main if r["holds"])
+    counted = f"held in {held} of {len(main)} runs on main"
+    other = len(runs) - len(main)
+    if other:
+        counted += f" (+{other} off main, dirty or of unknown commit)"
+    return f"{word}; {counted}"
+
+
+def table(results: dict[str, list[Run]],
+          is_ancestor: Callable[[str], bool] | None = None) -> str:
     """The markdown table: every known row (those without results say "not run"), then any row
-    recorded under a name `ROWS` does not know."""
-    lines = ["| fault or input | what must hold | holds? | figures |", "|---|---|---|---|"]
+    recorded under a name `ROWS` does not know. Figures are the latest run's, with its commit."""
+    lines = ["| fault or input | what must hold | holds? | latest figures |", "|---|---|---|---|"]
     names = list(ROWS) + [r for r in results if r not in ROWS]
     for name in names:
-        res = results.get(name)
-        if res is None:
-            verdict, figs = "not run", ""
+        runs = results.get(name)
+        if not runs:
+            word, figs = "not run", ""
         else:
-            verdict = "yes" if res["holds"] else "**NO**"
-            figs = _figures(res["figures"])  # type: ignore[arg-type]
-            if res.get("note"):
-                figs += f" — {res['note']}"
-            if res.get("run") != "full":
-                verdict += f" ({res.get('run')} run)"
-        lines.append(f"| {_cell(name)} | {_cell(ROWS.get(name, '—'))} | {verdict} | "
+            latest = runs[-1]
+            word = verdict(runs, is_ancestor)
+            figs = _figures(latest["figures"])  # type: ignore[arg-type]
+            if latest.get("note"):
+                figs += f" — {latest['note']}"
+            commit = str(latest.get("commit") or "")[:7] or "commit not recorded"
+            dirty = " + uncommitted changes" if latest.get("dirty") else ""
+            figs = f"({latest.get('at')}, {commit}{dirty}) {figs}"
+        lines.append(f"| {_cell(name)} | {_cell(ROWS.get(name, '—'))} | {word} | "
                      f"{_cell(figs)} |")
     return "\n".join(lines)
 
@@ -135,9 +196,9 @@ def _machine() -> str:
         return f"machine: unknown ({exc})"
 
 
-def document(results: dict[str, dict[str, object]], when: datetime | None = None) -> str:
+def document(results: dict[str, list[Run]], when: datetime | None = None) -> str:
     when = when or datetime.now(UTC)
-    recorded = sorted(str(r.get("at", "")) for r in results.values())
+    recorded = sorted(str(r.get("at", "")) for runs in results.values() for r in runs)
     span = f"{recorded[0]} … {recorded[-1]}" if recorded else "no results"
     return "\n".join([
         "# Reliability: the whole stack under faults and hostile input",
@@ -173,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_write:
         DOC.write_text(text)
         print(f"\nwritten to {DOC.relative_to(REPO)}", file=sys.stderr)
-    failed = [r for r, res in results.items() if not res["holds"]]
+    failed = [r for r, runs in results.items() if not runs[-1]["holds"]]
     return 1 if failed else 0
 
 
