@@ -109,3 +109,27 @@ def host_name(value: object) -> str | None:
 def hostname_of(metadata: object) -> str | None:
     """The host a stored memory's metadata names (normalised), if any."""
     return host_name(metadata.get("host")) if isinstance(metadata, Mapping) else None
+
+
+def check_publisher_host(publisher: str, event: dict[str, object]) -> str | None:
+    """May `publisher` (the host whose host-scoped subject an event came in on) publish `event`
+    (its decoded JSON object)? Only its own events: None when `metadata.host` names the
+    publisher, or names no host and is missing (then it is filled in with the publisher, in
+    place, before the event is validated: validation would fill in the host of the process
+    validating it); else the reason it may not."""
+    publisher = normalize_hostname(publisher)
+    metadata = event.get("metadata")
+    if metadata is None:
+        metadata = event["metadata"] = {}
+    if not isinstance(metadata, dict):
+        return f"host {publisher} published an event whose metadata is not an object"
+    claimed = metadata.get("host")
+    if claimed is None:
+        metadata["host"] = publisher
+        return None
+    name = host_name(claimed)
+    if name == publisher:
+        return None
+    if name is None:
+        return f"host {publisher} may not publish events of an unnamed host ({claimed!r:.200})"
+    return f"host {publisher} may not publish events of host {name}"

@@ -17,11 +17,18 @@ from typing import Any, TypeVar
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .topology import Topology
+from .topology import MAX_REPLICAS, Topology
 
 DEFAULT_HOME = "~/.local/share/totalrecall"
 
 C = TypeVar("C")
+
+
+def default_replicas() -> int | str:
+    """`$TR_NATS_REPLICAS`, else 1: one variable for every service of an installation (they all
+    create the streams, and must agree on their replica count); `TR_<SVC>_NATS_REPLICAS` still
+    sets one service's."""
+    return os.environ.get("TR_NATS_REPLICAS") or 1  # validated (and converted) as the field
 
 
 def default_home() -> Path:
@@ -37,6 +44,10 @@ class ServiceSettings(BaseSettings):
     #: (`Topology`); tests and side-by-side installations use their own.
     subject_prefix: str = "memory"
     stream_prefix: str = "MEMORY"
+    #: Servers each stream is kept on (`Topology.replicas`): 1 for a single nats-server, 3 for
+    #: the cluster of deploy/nats/cluster/. Default `$TR_NATS_REPLICAS`, else 1.
+    nats_replicas: int = Field(default_factory=default_replicas, ge=1, le=MAX_REPLICAS,
+                               validate_default=True)
     #: /health and /metrics (each service sets its own port).
     http_host: str = "127.0.0.1"
     http_port: int
@@ -45,7 +56,8 @@ class ServiceSettings(BaseSettings):
 
     @property
     def topology(self) -> Topology:
-        return Topology(prefix=self.subject_prefix, stream_prefix=self.stream_prefix)
+        return Topology(prefix=self.subject_prefix, stream_prefix=self.stream_prefix,
+                        replicas=self.nats_replicas)
 
     def section(self, config: type[C], **overrides: Any) -> C:
         """The core's config dataclass `config`, filled from the settings of the same names (so

@@ -2,24 +2,85 @@
 
 A `Topology` carries a prefix so that tests (and several installations on one NATS server) get
 their own streams and subjects: `Topology()` is production (`memory.*`, `MEMORY_*`).
+
+Events come in on two forms of subject, both captured by the events stream:
+- `<prefix>.events.<category>`: the workstation's own publishers (its watchers, the recall API,
+  the CLI's imports), trusted to name any host;
+- `<prefix>.host.<token>.events.<category>`: a remote host's watchers, where `<token>` is the
+  host's name as one subject token (`host_token`). A cluster's NATS user of that host may publish
+  there and nowhere else (deploy/nats/cluster/), and the embedder dead-letters an event whose
+  `metadata.host` is another host: a host can only speak for itself.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import dataclass
 
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 
+from .host import normalize_hostname
+
 #: How long JetStream remembers a Nats-Msg-Id for publish-side dedup.
 DUPLICATE_WINDOW_S = 600.0
 EVENTS_MAX_AGE_S = 14 * 24 * 3600
+#: JetStream keeps a stream on at most this many servers (an odd number for its Raft quorum).
+MAX_REPLICAS = 5
+
+# A hostname as one subject token: `.` separates tokens, so it becomes `_`; the letters, digits
+# and `-` of a DNS name stay; anything else (`_` itself, `%`, a wildcard, spaces, non-ASCII) is
+# written `%XX` per UTF-8 byte. Injective (`_` never stands for itself), so comparing tokens
+# compares hostnames, and one host's token is never a prefix-wildcard of another's.
+_TOKEN_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
+_TOKEN_RE = re.compile(r"^(?:[a-z0-9-]|_|%[0-9A-F]{2})+$")
+
+
+def host_token(host: str) -> str:
+    """`host` (normalised: `host.normalize_hostname`) as one NATS subject token:
+    `db-01.example.com` → `db-01_example_com`."""
+    name = normalize_hostname(host)
+    if not name:
+        raise ValueError(f"no hostname in {host!r}")
+    out: list[str] = []
+    for ch in name:
+        if ch in _TOKEN_PLAIN:
+            out.append(ch)
+        elif ch == ".":
+            out.append("_")
+        else:
+            out.extend(f"%{b:02X}" for b in ch.encode("utf-8"))
+    return "".join(out)
+
+
+def host_from_token(token: str) -> str:
+    """The hostname `host_token` made `token` from (ValueError: not such a token)."""
+    if not _TOKEN_RE.match(token):
+        raise ValueError(f"not a host token: {token!r}")
+    raw = bytearray()
+    i = 0
+    while i < len(token):
+        ch = token[i]
+        if ch == "%":
+            raw.append(int(token[i + 1:i + 3], 16))
+            i += 3
+            continue
+        raw.extend(b"." if ch == "_" else ch.encode("ascii"))
+        i += 1
+    return raw.decode("utf-8", errors="replace")
 
 
 @dataclass(frozen=True)
 class Topology:
     prefix: str = "memory"
     stream_prefix: str = "MEMORY"
+    #: Servers each stream is kept on: 1 on a single machine, 3 on a cluster
+    #: (`TR_NATS_REPLICAS`; deploy/nats/cluster/).
+    replicas: int = 1
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.replicas <= MAX_REPLICAS:
+            raise ValueError(f"replicas must be 1..{MAX_REPLICAS}, got {self.replicas}")
 
     @classmethod
     def for_test(cls, tag: str) -> Topology:
@@ -52,6 +113,45 @@ class Topology:
     @property
     def events_all(self) -> str:
         return f"{self.prefix}.events.>"
+
+    # --- host-scoped events (remote hosts) -------------------------------------------------
+    def host_events_subject(self, host: str, category: str) -> str:
+        """Where a remote `host` publishes its events of `category`."""
+        return f"{self.host_events_root(host)}.{category}"
+
+    def host_events_of(self, host: str) -> str:
+        """Every event subject of `host` (its NATS user's publish permission)."""
+        return f"{self.host_events_root(host)}.>"
+
+    def host_events_root(self, host: str) -> str:
+        return f"{self.prefix}.host.{host_token(host)}.events"
+
+    @property
+    def host_events_all(self) -> str:
+        """Every remote host's events (the events stream captures them beside `events_all`)."""
+        return f"{self.prefix}.host.*.events.>"
+
+    @property
+    def event_subjects(self) -> list[str]:
+        """Every subject an event comes in on: the events stream's, the embedder's filter."""
+        return [self.events_all, self.host_events_all]
+
+    def host_of_subject(self, subject: str) -> str | None:
+        """The hostname a host-scoped event subject names; None for a local subject (or any
+        other). ValueError for a host-scoped subject whose token `host_token` cannot have made."""
+        parts = subject.split(".")
+        head = self.prefix.split(".")
+        n = len(head)
+        if (len(parts) < n + 4 or parts[:n] != head or parts[n] != "host"
+                or parts[n + 2] != "events"):
+            return None
+        return host_from_token(parts[n + 1])
+
+    def host_inbox_prefix(self, host: str) -> str:
+        """The reply inbox of a remote host's connection (its PubAcks come back there): its own,
+        so that its NATS user may subscribe to it without reading anyone else's replies (the
+        services' request replies carry memories)."""
+        return f"_INBOX.{self.prefix}.host.{host_token(host)}"
 
     @property
     def embedded_all(self) -> str:
@@ -98,9 +198,10 @@ class Topology:
             retention=RetentionPolicy.LIMITS,
             discard=DiscardPolicy.OLD,
             duplicate_window=DUPLICATE_WINDOW_S,
+            num_replicas=self.replicas,
         )
         return [
-            StreamConfig(name=self.events_stream, subjects=[self.events_all],
+            StreamConfig(name=self.events_stream, subjects=self.event_subjects,
                          max_age=EVENTS_MAX_AGE_S, **common),  # type: ignore[arg-type]
             StreamConfig(name=self.embedded_stream, subjects=[self.embedded_all],
                          max_age=EVENTS_MAX_AGE_S, **common),  # type: ignore[arg-type]
@@ -110,7 +211,9 @@ class Topology:
 
 
 async def ensure_streams(js: object, topology: Topology) -> None:
-    """Create or update every stream of `topology` (idempotent; safe from every service)."""
+    """Create or update every stream of `topology` (idempotent; safe from every service): an
+    existing stream takes the topology's subjects and replica count (JetStream moves a stream
+    between R1 and R3 in place)."""
     from nats.js.errors import BadRequestError, NotFoundError
 
     for cfg in topology.stream_configs():

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
@@ -56,13 +56,22 @@ class PullSpec:
     #: When the handler raises: nak what it left unsettled with this delay (s); None leaves those
     #: messages to `ack_wait_s`.
     nak_delay_on_error_s: float | None = None
+    #: Further filter subjects beside `subject` (e.g. the remote hosts' `memory.host.*.events.>`;
+    #: a consumer with several filters needs nats-server 2.10).
+    more_subjects: tuple[str, ...] = ()
+
+    @property
+    def filters(self) -> list[str]:
+        return [self.subject, *self.more_subjects]
 
     def consumer_config(self) -> ConsumerConfig:
+        many = len(self.filters) > 1
         return ConsumerConfig(
             durable_name=self.durable, ack_policy=AckPolicy.EXPLICIT,
             deliver_policy=DeliverPolicy.ALL, ack_wait=self.ack_wait_s,
             max_deliver=self.max_deliver, max_ack_pending=self.max_ack_pending,
-            filter_subject=self.subject)
+            filter_subject=None if many else self.subject,
+            filter_subjects=self.filters if many else None)
 
 
 class PullConsumer:
@@ -108,12 +117,34 @@ class PullConsumer:
         spec = self.spec
         while True:
             try:
+                await self._refilter()
                 return await self.connection().jetstream().pull_subscribe(
                     spec.subject, durable=spec.durable, stream=spec.stream,
                     config=spec.consumer_config())
             except Exception as exc:  # e.g. NATS restarting: try again
                 log.warning("cannot subscribe to %s yet: %s", spec.stream, exc)
                 await asyncio.sleep(1.0)
+
+    async def _refilter(self) -> None:
+        """A durable made before its filter grew (the embedder's, before the remote hosts'
+        subjects) takes the spec's filter: nats-py's pull_subscribe leaves an existing consumer
+        as it is. Its position and pending acks stay (a filter is editable in place)."""
+        from nats.js.errors import NotFoundError
+
+        spec = self.spec
+        js = self.connection().jetstream()
+        try:
+            info = await js.consumer_info(spec.stream, spec.durable)
+        except NotFoundError:
+            return  # pull_subscribe creates it
+        cfg = info.config
+        have = cfg.filter_subjects or ([cfg.filter_subject] if cfg.filter_subject else [])
+        if sorted(have) == sorted(spec.filters):
+            return
+        want = spec.consumer_config()
+        log.info("consumer %s: filter %s -> %s", spec.durable, have, spec.filters)
+        await js.add_consumer(spec.stream, replace(
+            cfg, filter_subject=want.filter_subject, filter_subjects=want.filter_subjects))
 
     async def _run(self, sub: Any) -> None:
         while self._running:

@@ -66,7 +66,8 @@ async def handle_event_batch(msgs: Sequence[RawMsg], engine: Engine, metrics: Me
     plan = plan_batch([Incoming(m.subject, m.data) for m in msgs], engine.window,
                       can_embed=engine.available,
                       skip_categories=engine.config.dedup_skip_categories,
-                      templates=engine.templates, model=engine.fingerprint)
+                      templates=engine.templates, model=engine.fingerprint,
+                      topology=topology)
 
     async def dead_letter(i: int, payload: bytes) -> None:
         async def park() -> None:

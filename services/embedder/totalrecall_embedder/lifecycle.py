@@ -30,6 +30,7 @@ class Lifecycle:
         self.consumer = PullConsumer(
             lambda: c.broker.connection,
             PullSpec(stream=topo.events_stream, subject=topo.events_all,
+                     more_subjects=(topo.host_events_all,),
                      durable=topo.embedder_durable, ack_wait_s=s.ack_wait_s,
                      max_deliver=s.max_deliver, max_ack_pending=10_000,
                      batch_max=lambda: c.engine.batch_max,  # larger on the GPU

@@ -163,3 +163,11 @@ def test_the_consumer_config() -> None:
             cfg.max_ack_pending) == ("d", "s.>", 60, 5, 10)
     assert cfg.ack_policy is not None and cfg.ack_policy.value == "explicit"
     assert cfg.deliver_policy is not None and cfg.deliver_policy.value == "all"
+
+
+def test_a_consumer_of_several_subjects_filters_on_all() -> None:
+    spec = PullSpec(stream="S", subject="s.events.>", durable="d", ack_wait_s=60,
+                    max_ack_pending=10, more_subjects=("s.host.*.events.>",))
+    cfg = spec.consumer_config()
+    assert cfg.filter_subject is None
+    assert cfg.filter_subjects == ["s.events.>", "s.host.*.events.>"] == spec.filters

@@ -6,12 +6,14 @@ Pure logic: no I/O. The handler embeds `plan.texts`, calls `plan.finish(vectors)
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from pydantic import ValidationError
 from totalrecall_schema import DeadLetter, EmbeddedEvent, MemoryEvent, Topology, utcnow
+from totalrecall_schema.host import check_publisher_host
 
 from .dedup import (
     DedupKey,
@@ -121,9 +123,33 @@ def dead_letter(msg: Incoming, reason: str) -> DeadLetter:
                       payload=msg.data.decode("utf-8", errors="replace"))
 
 
+def parse_event(msg: Incoming, topology: Topology | None) -> MemoryEvent | DeadLetter:
+    """The event of `msg`, or the dead letter saying why it has none. An event that came in on
+    a remote host's subject (`Topology.host_of_subject`) must be that host's: its missing
+    `metadata.host` is that host, another host's is refused (a host may publish only its own
+    events; its NATS user may publish only on its own subjects)."""
+    try:
+        publisher = topology.host_of_subject(msg.subject) if topology is not None else None
+    except ValueError as exc:
+        return dead_letter(msg, str(exc))
+    try:
+        if publisher is None:
+            return MemoryEvent.model_validate_json(msg.data)
+        raw = json.loads(msg.data)
+        if not isinstance(raw, dict):
+            raise ValueError(f"a MemoryEvent is a JSON object, not {type(raw).__name__}")
+        refused = check_publisher_host(publisher, raw)
+        if refused is not None:
+            return dead_letter(msg, refused)
+        return MemoryEvent.model_validate(raw)
+    except (ValidationError, ValueError) as exc:
+        return dead_letter(msg, f"invalid MemoryEvent: {exc}")
+
+
 def plan_batch(msgs: Sequence[Incoming], window: DedupWindow | None, *,
                can_embed: bool = True, skip_categories: Collection[str] = (),
-               templates: TemplateVectors | None = None, model: str | None = None) -> Plan:
+               templates: TemplateVectors | None = None, model: str | None = None,
+               topology: Topology | None = None) -> Plan:
     """Validate every message and group repeats.
 
     `window` None disables dedup; events of `skip_categories` are never folded (what a person
@@ -134,15 +160,15 @@ def plan_batch(msgs: Sequence[Incoming], window: DedupWindow | None, *,
     A repeat of a memory published earlier is republished with
     `repeat_count` + n and `last_seen` (same key: the indexer upserts); a repeat inside the batch
     is folded into its first occurrence. A redelivered message (same key as the memory it matches)
-    is settled by republishing, without counting it again.
+    is settled by republishing, without counting it again. With `topology`, an event of a
+    remote host's subject that is not that host's is dead-lettered (`parse_event`).
     """
     plan = Plan(templates=templates)
     open_groups: dict[DedupKey, _Group] = {}
     for i, msg in enumerate(msgs):
-        try:
-            event = MemoryEvent.model_validate_json(msg.data)
-        except (ValidationError, ValueError) as exc:
-            plan.dead.append((i, dead_letter(msg, f"invalid MemoryEvent: {exc}")))
+        event = parse_event(msg, topology)
+        if isinstance(event, DeadLetter):
+            plan.dead.append((i, event))
             continue
         if window is None or event.category in skip_categories:
             plan._groups.append(_Group(event, [i], None, None))
