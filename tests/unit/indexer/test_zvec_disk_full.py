@@ -145,3 +145,21 @@ def test_a_write_hold_whose_marker_cannot_be_written_still_has_the_tier_checked(
         assert "hot" in json.loads((tiers.meta_path).read_text())["reindex"]
     finally:
         tiers.close()
+
+
+def test_a_tier_larger_than_a_query_page_is_listed_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """zvec answers at most 100,000 documents a query: the consistency check lists a larger
+    tier by halves of its time range (here with a page of 40)."""
+    import totalrecall_indexer.stores.zvec_tiers as zt
+
+    monkeypatch.setattr(zt, "LIST_PAGE", 40)
+    tiers = _tiers(tmp_path / "zvec", Disk(10 * 2**30))
+    try:
+        tiers.upsert("warm", unit_docs(0, 130))
+        assert sorted(tiers.keys("warm"), key=lambda k: int(k[1:])) == \
+            [f"k{i}" for i in range(130)]
+        tiers.upsert("cold", unit_docs(0, 40))  # exactly one page
+        assert len(tiers.keys("cold")) == 40
+    finally:
+        tiers.close()

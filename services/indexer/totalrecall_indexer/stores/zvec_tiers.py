@@ -36,6 +36,8 @@ from .zvec_watchdog import ZvecWatchdog
 
 MAX_BATCH = 1024
 MAX_EF = 2048
+#: The most documents one zvec query returns ("topk exceeds the maximum allowed value").
+LIST_PAGE = 100_000
 #: A tier mirror that could not be loaded (too large, or a write failed) is looked at again
 #: after this long, at the tier's next write or build.
 MIRROR_RETRY_S = 30.0
@@ -480,11 +482,28 @@ class ZvecTiers:
             return int(self.cols[tier].stats.doc_count)
 
     def keys(self, tier: str) -> list[str]:
-        """Every key the tier holds (zvec lists a collection by a query without a vector)."""
-        with self._access.reading(tier), self.watchdog.call("query"):
-            count = int(self.cols[tier].stats.doc_count)
-            return [d.id for d in self.cols[tier].query(topk=count, output_fields=[])] \
-                if count else []
+        """Every key the tier holds. zvec lists a collection by a query without a vector, of at
+        most `LIST_PAGE` documents: a larger tier is listed by halves of its time range."""
+        col = self.cols[tier]
+        with self._access.reading(tier):
+            with self.watchdog.call("query"):
+                count = int(col.stats.doc_count)
+            if count <= LIST_PAGE:
+                return self._list(col, None, count)
+            return self._list_between(col, -(2**62), 2**62)
+
+    def _list(self, col: Any, flt: str | None, topk: int) -> list[str]:
+        if topk <= 0:
+            return []
+        with self.watchdog.call("query"):
+            return [d.id for d in col.query(filter=flt, topk=topk, output_fields=[])]
+
+    def _list_between(self, col: Any, lo: int, hi: int) -> list[str]:
+        found = self._list(col, f"ts >= {lo} and ts < {hi}", LIST_PAGE)
+        if len(found) < LIST_PAGE or hi - lo <= 1:
+            return found
+        mid = (lo + hi) // 2
+        return self._list_between(col, lo, mid) + self._list_between(col, mid, hi)
 
     def fetch(self, tier: str, keys: list[str]) -> dict[str, ZDoc]:
         with self._access.reading(tier):
