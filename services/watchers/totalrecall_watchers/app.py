@@ -90,7 +90,8 @@ def create_app(settings: Settings, *, publisher: Publisher | None = None,
             connect_timeout_s=settings.connect_timeout_s,
             reconnect_wait_s=settings.reconnect_wait_s,
             drain_interval_s=settings.spool.drain_interval_s,
-            max_spool_events=settings.spool.max_events, max_spool_bytes=settings.spool.max_bytes)
+            max_spool_events=settings.spool.max_events, max_spool_bytes=settings.spool.max_bytes,
+            as_host=settings.hostname if settings.remote else None)
     rl = settings.rate_limit
     limiter = RateLimiter(per_watcher_per_hour=rl.per_watcher_per_hour,
                           per_watcher_burst=rl.per_watcher_burst,

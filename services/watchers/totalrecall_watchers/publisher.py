@@ -13,6 +13,7 @@ import logging
 import re
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import unquote, urlsplit
 
 import nats
 from nats.aio.client import Client as NATS
@@ -29,6 +30,25 @@ def loggable_url(url: str) -> str:
     """A NATS URL (or comma-separated list) without its user:password@ (compose puts the
     credentials in the URL, and the container's log is no place for them)."""
     return re.sub(r"//[^/@,]*@", "//", url)
+
+
+def connect_options(url: str) -> dict[str, Any]:
+    """`nats.connect`'s servers and credentials for a NATS URL, or a comma-separated list of a
+    cluster's: the user:password (or token) is taken out of the URLs and given as options,
+    because nats-py authenticates with a URL's own credentials only on that URL, and a server
+    the cluster announces (where it goes when its node dies) would be refused."""
+    servers: list[str] = []
+    auth: dict[str, Any] = {}
+    for part in (p.strip() for p in url.split(",")):
+        if not part:
+            continue
+        u = urlsplit(part)
+        if u.username is not None:
+            auth = ({"user": unquote(u.username), "password": unquote(u.password)}
+                    if u.password is not None else {"token": unquote(u.username)})
+            part = u._replace(netloc=u.netloc.rpartition("@")[2]).geturl()
+        servers.append(part)
+    return {"servers": servers, **auth}
 
 
 class Publisher(Protocol):
@@ -69,9 +89,13 @@ class NatsPublisher:
                  metrics: Metrics | None = None, publish_timeout_s: float = 5.0,
                  connect_timeout_s: float = 2.0, reconnect_wait_s: float = 1.0,
                  drain_interval_s: float = 5.0, max_spool_events: int = 10_000,
-                 max_spool_bytes: int = 64 * 1024 * 1024) -> None:
+                 max_spool_bytes: int = 64 * 1024 * 1024, as_host: str | None = None) -> None:
         self.nats_url = nats_url
         self.topology = topology
+        #: A remote host of a cluster: publish on this host's subjects
+        #: (`Topology.host_events_subject`), the only ones its NATS user may publish on, with
+        #: replies on its own inbox; the streams are the services' to create (its user may not).
+        self.as_host = as_host
         self._spool_arg = spool
         self.spool: Spool | None = spool if isinstance(spool, Spool) else None
         self.metrics = metrics or Metrics()
@@ -132,13 +156,16 @@ class NatsPublisher:
             nc: NATS | None = None
             try:
                 nc = await nats.connect(
-                    servers=[self.nats_url], connect_timeout=self.connect_timeout_s,
+                    **connect_options(self.nats_url), connect_timeout=self.connect_timeout_s,
                     allow_reconnect=True, max_reconnect_attempts=-1,
                     reconnect_time_wait=self.reconnect_wait_s,
                     disconnected_cb=self._on_disconnected, reconnected_cb=self._on_reconnected,
-                    error_cb=self._on_error, name="totalrecall-watchers")
+                    error_cb=self._on_error, name="totalrecall-watchers",
+                    **({"inbox_prefix": self.topology.host_inbox_prefix(self.as_host)}
+                       if self.as_host else {}))
                 js = nc.jetstream(timeout=self.publish_timeout_s)
-                await ensure_streams(js, self.topology)
+                if not self.as_host:
+                    await ensure_streams(js, self.topology)
             except Exception as exc:
                 self.last_error = f"connect: {exc!r}"
                 log.info("NATS at %s not reachable (%s); spooling, retrying in %.0fs",
@@ -173,7 +200,7 @@ class NatsPublisher:
         if not self.connected or self.js is None:
             return False
         try:
-            await self.js.publish(self.topology.events_subject(category), payload,
+            await self.js.publish(self.subject(category), payload,
                                   timeout=self.publish_timeout_s, headers={"Nats-Msg-Id": key})
         except Exception as exc:
             self.last_error = f"publish: {exc!r}"
@@ -182,6 +209,11 @@ class NatsPublisher:
             return False
         self.published += 1
         return True
+
+    def subject(self, category: str) -> str:
+        if self.as_host:
+            return self.topology.host_events_subject(self.as_host, category)
+        return self.topology.events_subject(category)
 
     async def publish(self, event: MemoryEvent) -> str:
         payload = event.model_dump_json().encode()
@@ -248,8 +280,9 @@ class NatsPublisher:
     def health(self) -> dict[str, Any]:
         sp = self.spool
         return {
-            "url": self.nats_url, "connected": self.connected, "last_error": self.last_error,
-            "published": self.published,
+            "url": loggable_url(self.nats_url), "connected": self.connected,
+            "last_error": self.last_error, "published": self.published,
+            "subjects": self.subject("<category>"),
             "spool": {"pending": len(sp) if sp else 0, "bytes": sp.size_bytes if sp else 0,
                       "dropped": sp.dropped if sp else 0, "drained": self.drained,
                       "dir": str(sp.dir) if sp else str(self._spool_arg)},

@@ -187,6 +187,11 @@ class Settings(ServiceSettings):
     namespace: str = "default"
     #: The host every event names (default: `TOTALRECALL_HOSTNAME`, else the machine's name).
     hostname: str = Field(default_factory=lambda: local_host().hostname)
+    #: A remote host of a cluster (deploy/nats/cluster/): publish as `hostname` on
+    #: `<prefix>.host.<hostname>.events.<category>`, the only subjects its NATS user (in
+    #: `NATS_URL`) may publish on; the services create the streams. Off: the workstation's own
+    #: `<prefix>.events.<category>`.
+    remote: bool = False
     publish_timeout_s: float = 5.0
     connect_timeout_s: float = 2.0
     reconnect_wait_s: float = 1.0
