@@ -19,6 +19,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[3]
 APPS = ("embedder", "embedder-cpu", "indexer", "recall-api", "watchers")
+NODES = ("nats-1", "nats-2", "nats-3")
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -61,7 +62,7 @@ def compose_config(docker_compose: str, env_example: Path) -> dict[str, Any]:
 
 def test_every_service_is_there_with_healthchecks(compose_config: dict[str, Any]) -> None:
     services = compose_config["services"]
-    assert set(services) == {"nats", "postgres", *APPS, "prometheus", "grafana"}
+    assert set(services) == {"nats", *NODES, "postgres", *APPS, "prometheus", "grafana"}
     for name in ("nats", "postgres", *APPS):
         assert "healthcheck" in services[name], name
     for name in APPS:
@@ -178,6 +179,47 @@ def test_state_volumes(compose_config: dict[str, Any]) -> None:
         assert s[name]["environment"]["TOTALRECALL_HOME"] == "/data", name
     for name in ("embedder", "embedder-cpu"):  # its cache and backfill journal outlive it
         assert "embedder-state:/data:rw" in s[name]["volumes"], name
-    assert set(compose_config["volumes"]) == {"nats-data", "pg-data", "memory-state", "models",
+    assert set(compose_config["volumes"]) == {"nats-data", *(f"{n}-data" for n in NODES),
+                                              "pg-data", "memory-state", "models",
                                               "embedder-state", "watchers-spool",
                                               "prometheus-data", "grafana-data"}
+
+
+def test_the_cluster_profile_runs_three_nats_nodes(compose_config: dict[str, Any]) -> None:
+    s = compose_config["services"]
+    ports = set()
+    for name in NODES:
+        node = s[name]
+        assert node["profiles"] == ["cluster"] and node["image"] == s["nats"]["image"]
+        assert node["command"] == ["-c", "/etc/nats/node.conf"]
+        assert "/healthz" in " ".join(node["healthcheck"]["test"])
+        env = node["environment"]
+        assert env["NATS_SERVER_NAME"] == f'"{name}"'
+        # quoted for nats-server, and from .env (never a default)
+        assert env["NATS_PASSWORD"] == '"change-me-nats"' == env["NATS_ROUTE_PASSWORD"]
+        assert env["NATS_ROUTES"] == "[" + ", ".join(
+            f'"nats-route://route:change-me-nats@{n}:6222"' for n in NODES) + "]"
+        mounts = node["volumes"]
+        assert any(str(m).startswith(f"{REPO}/deploy/nats/cluster:/etc/nats:ro") for m in mounts)
+        assert f"{name}-data:/data:rw" in mounts or f"{name}-data:/data" in mounts
+        (port,) = node["ports"]
+        published = port if isinstance(port, str) else f"{port['host_ip']}:{port['published']}"
+        assert published.startswith("127.0.0.1:"), (name, port)
+        ports.add(published)
+    assert len(ports) == 3
+    # the services keep the single server and one replica unless .env says otherwise
+    assert s["indexer"]["environment"]["TR_INDEXER_NATS_URL"].endswith("@nats:4222")
+    for name, prefix in (("embedder", "TR_EMBEDDER"), ("indexer", "TR_INDEXER"),
+                         ("recall-api", "TR_RECALL"), ("watchers", "TR_WATCHERS")):
+        assert s[name]["environment"][f"{prefix}_NATS_REPLICAS"] == "1", name
+
+
+def test_the_services_can_be_pointed_at_the_cluster(docker_compose: str, env_example: Path,
+                                                    tmp_path: Path) -> None:
+    env = tmp_path / ".env"
+    env.write_text(env_example.read_text() + "NATS_ADDRESS=nats-1:4222\nTR_NATS_REPLICAS=3\n")
+    r = _config(docker_compose, env, env={"COMPOSE_PROFILES": "cpu,cluster"})
+    assert r.returncode == 0, r.stderr
+    s = yaml.safe_load(r.stdout)["services"]
+    assert s["embedder-cpu"]["environment"]["TR_EMBEDDER_NATS_URL"].endswith("@nats-1:4222")
+    assert s["watchers"]["environment"]["TR_WATCHERS_NATS_REPLICAS"] == "3"

@@ -23,6 +23,8 @@ PREFIXES = {"TR_EMBEDDER_": "totalrecall_embedder", "TR_INDEXER_": "totalrecall_
 # Variables the deployment already sets for settings a service has not implemented yet (they are
 # ignored until then: every Settings has extra="ignore"). Remove an entry once it exists.
 PENDING: dict[str, str] = {}
+# Read by every service's settings (`ServiceSettings`'s default), under no service's prefix.
+SHARED = {"TR_NATS_REPLICAS": "nats_replicas"}
 
 
 def _unit(path: Path) -> configparser.ConfigParser:
@@ -116,6 +118,10 @@ def _tr_variables() -> dict[str, set[str]]:
 
 
 def _is_setting(var: str) -> bool:
+    if var in SHARED:
+        from totalrecall_schema.service_settings import ServiceSettings
+
+        return SHARED[var] in ServiceSettings.model_fields
     for prefix, package in PREFIXES.items():
         if var.startswith(prefix):
             model = importlib.import_module(f"{package}.settings").Settings

@@ -1,0 +1,294 @@
+"""The shipped 3-node cluster (deploy/nats/cluster/) as three real nats-server processes on
+loopback: streams with 3 replicas made by `ensure_streams`, remote hosts that can publish only
+their own events and read nothing, and a node killed with SIGKILL without a message lost.
+
+The configuration is the shipped `node.conf` with a `users.conf` that `users.py` renders for two
+hosts; only the environment (free ports, test passwords) is the test's.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from nats.js.api import AckPolicy, ConsumerConfig
+from totalrecall.infra import free_ports
+from totalrecall.infra.nats_server import nats_server_binary
+from totalrecall.infra.ports import http_ok
+from totalrecall.infra.process import spawn, stop
+from totalrecall_schema import MemoryEvent, Topology, ensure_streams
+from totalrecall_watchers.publisher import NatsPublisher
+from waiting import wait_for
+
+REPO = Path(__file__).resolve().parents[3]
+CLUSTER = REPO / "deploy" / "nats" / "cluster"
+TOPO = Topology(replicas=3)  # the production names: these servers are the test's own
+HOST_A, HOST_B = "a.lan", "b.lan"
+# A password that looks like a number: the quoting of the environment's values is tested too.
+PASSWORDS = {"NATS_PASSWORD": "9e5c22", "NATS_ROUTE_PASSWORD": "route-pw",
+             "NATS_HOST_A_LAN_PASSWORD": "a-pw", "NATS_HOST_B_LAN_PASSWORD": "b-pw"}
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@dataclass
+class Node:
+    name: str
+    port: int
+    http_port: int
+    cluster_port: int
+    store: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def healthy(self, js_only: bool = True) -> bool:
+        query = "?js-enabled-only=true" if js_only else ""
+        return http_ok(f"http://127.0.0.1:{self.http_port}/healthz{query}")
+
+
+class Cluster:
+    def __init__(self, root: Path) -> None:
+        self.conf_dir = root / "conf"
+        self.conf_dir.mkdir(parents=True)
+        shutil.copy(CLUSTER / "node.conf", self.conf_dir / "node.conf")
+        users = subprocess.run([sys.executable, str(CLUSTER / "users.py"), HOST_A, HOST_B],
+                               capture_output=True, text=True, check=True).stdout
+        (self.conf_dir / "users.conf").write_text(users)
+        ports = free_ports(9)
+        self.nodes = [Node(f"nats-{i + 1}", *ports[3 * i:3 * i + 3], store=root / f"n{i + 1}")
+                      for i in range(3)]
+        self.root = root
+
+    def env(self, node: Node) -> dict[str, str]:
+        routes = ", ".join(f'"nats-route://route:{PASSWORDS["NATS_ROUTE_PASSWORD"]}'
+                           f'@127.0.0.1:{n.cluster_port}"' for n in self.nodes)
+        own = {"NATS_SERVER_NAME": node.name, "NATS_HOST": "127.0.0.1",
+               "NATS_PORT": str(node.port), "NATS_HTTP_PORT": str(node.http_port),
+               "NATS_CLUSTER_PORT": str(node.cluster_port), "NATS_STORE_DIR": str(node.store),
+               "NATS_ROUTES": f"[{routes}]", "NATS_USER": "services",
+               "NATS_ROUTE_USER": "route"}
+        quoted = {k: f'"{v}"' for k, v in {**own, **PASSWORDS}.items()
+                  if not k.endswith("PORT") and k != "NATS_ROUTES"}
+        return {"PATH": os.environ.get("PATH", ""), **own, **quoted}
+
+    def start(self, node: Node) -> None:
+        node.proc = spawn([nats_server_binary(), "-c", str(self.conf_dir / "node.conf")],
+                          log_path=self.root / f"{node.name}.log", env=self.env(node))
+
+    def kill(self, node: Node) -> None:
+        assert node.proc is not None
+        os.killpg(node.proc.pid, signal.SIGKILL)
+        node.proc.wait(timeout=10)
+        node.proc = None
+
+    def node(self, name: str) -> Node:
+        return next(n for n in self.nodes if n.name == name)
+
+    @property
+    def urls(self) -> list[str]:
+        return [n.url for n in self.nodes]
+
+    def stop(self) -> None:
+        for n in self.nodes:
+            if n.proc is not None:
+                stop(n.proc)
+                n.proc = None
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    c = Cluster(tmp_path)
+    for n in c.nodes:
+        c.start(n)
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+class Conn:
+    """A client connection that keeps the errors the server sent it (permission violations)."""
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+        self.nc: Any = None
+
+    async def connect(self, servers: list[str], user: str, password: str, **kw: Any) -> Any:
+        async def on_error(exc: Exception) -> None:
+            self.errors.append(str(exc))
+
+        self.nc = await nats.connect(servers=servers, user=user, password=password,
+                                     error_cb=on_error, reconnect_time_wait=0.2,
+                                     max_reconnect_attempts=-1, connect_timeout=2, **kw)
+        return self.nc
+
+    async def refused(self, what: str) -> bool:
+        return any(f"permissions violation for {what}".lower() in e.lower() for e in self.errors)
+
+
+@pytest.fixture
+async def services(cluster: Cluster) -> AsyncIterator[Conn]:
+    for n in cluster.nodes:
+        await wait_for(lambda n=n: _true(n.healthy()), timeout=30, what=f"{n.name} up")
+    conn = Conn()
+    nc = await conn.connect(cluster.urls, "services", PASSWORDS["NATS_PASSWORD"])
+
+    async def streams_made() -> bool:
+        try:
+            await ensure_streams(nc.jetstream(timeout=5), TOPO)
+        except Exception:  # the cluster elects its meta leader first
+            return False
+        return True
+
+    await wait_for(streams_made, timeout=60, interval=0.5, what="streams with 3 replicas")
+    yield conn
+    await nc.close()
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+async def host_conn(cluster: Cluster, host: str) -> Conn:
+    conn = Conn()
+    await conn.connect(cluster.urls, f"host-{host.replace('.', '_')}",
+                       PASSWORDS[f"NATS_HOST_{host.upper().replace('.', '_')}_PASSWORD"],
+                       inbox_prefix=TOPO.host_inbox_prefix(host))
+    return conn
+
+
+def event(i: int, host: str = HOST_A) -> MemoryEvent:
+    return MemoryEvent(id=f"ev-{i}", category="system.service", summary=f"unit {i} failed",
+                       metadata={"host": host})
+
+
+async def publish(js: Any, subject: str, ev: MemoryEvent, deadline_s: float = 30.0) -> None:
+    """Publish until JetStream acknowledges it (an election after a node died may take a few
+    seconds); the same Nats-Msg-Id every time, so a retry is never a second message."""
+    async def acked() -> bool:
+        try:
+            await js.publish(subject, ev.model_dump_json().encode(), timeout=2,
+                             headers={"Nats-Msg-Id": ev.key}, stream=TOPO.events_stream)
+        except Exception:
+            return False
+        return True
+    await wait_for(acked, timeout=deadline_s, interval=0.2, what=f"a PubAck for {ev.id}")
+
+
+async def test_streams_are_replicated_on_the_three_nodes(services: Conn) -> None:
+    js = services.nc.jetstream()
+    for name in (TOPO.events_stream, TOPO.embedded_stream, TOPO.dlq_stream):
+        info = await js.stream_info(name)
+        assert info.config.num_replicas == 3, name
+        assert info.cluster is not None and info.cluster.leader is not None
+        assert len(info.cluster.replicas or []) == 2, name  # the leader and two followers
+    assert (await js.stream_info(TOPO.events_stream)).config.subjects == TOPO.event_subjects
+    await ensure_streams(js, TOPO)  # again: an update that changes nothing
+
+
+async def test_a_host_publishes_its_own_events_only_and_reads_nothing(
+        cluster: Cluster, services: Conn, tmp_path: Path) -> None:
+    js = services.nc.jetstream()
+    a = await host_conn(cluster, HOST_A)
+    js_a = a.nc.jetstream(timeout=2)
+    own = TOPO.host_events_subject(HOST_A, "system.service")
+    ack = await js_a.publish(own, event(1).model_dump_json().encode(),
+                             headers={"Nats-Msg-Id": event(1).key})
+    assert ack.stream == TOPO.events_stream
+
+    for subject in (TOPO.host_events_subject(HOST_B, "system.service"),
+                    TOPO.events_subject("system.service"), TOPO.rpc_embed_query):
+        with pytest.raises(Exception):  # noqa: B017 - no PubAck: the server dropped it
+            await js_a.publish(subject, event(2, HOST_B).model_dump_json().encode(), timeout=1)
+        await wait_for(lambda s=subject: a.refused(f'Publish to "{s}"'), timeout=10,
+                       what=f"a permissions violation for {subject}")
+    with pytest.raises(Exception):  # noqa: B017 - nor the JetStream API
+        await js_a.stream_info(TOPO.events_stream)
+
+    for subject in (TOPO.events_all, TOPO.host_events_of(HOST_A), TOPO.embedded_all,
+                    TOPO.rpc_vector_search, "_INBOX.>", ">"):
+        await a.nc.subscribe(subject)
+        await a.nc.flush(timeout=5)
+        await wait_for(lambda s=subject: a.refused(f'Subscription to "{s}"'), timeout=10,
+                       what=f"a permissions violation subscribing to {subject}")
+
+    # The watchers of a remote host (TR_WATCHERS_REMOTE) get through: its subjects, its inbox.
+    url = ",".join(f"nats://host-a_lan:a-pw@127.0.0.1:{n.port}" for n in cluster.nodes)
+    pub = NatsPublisher(nats_url=url, topology=TOPO, spool=tmp_path / "spool", as_host=HOST_A,
+                        publish_timeout_s=2, connect_timeout_s=2)
+    await pub.start()
+    try:
+        await wait_for(lambda: _true(pub.connected), timeout=15, what="watchers connected")
+        assert await pub.publish(event(3)) == "published"
+    finally:
+        await pub.stop()
+
+    info = await js.stream_info(TOPO.events_stream)
+    assert info.state.messages == 2  # ev-1 and ev-3; nothing refused got in
+    got = [await js.get_msg(TOPO.events_stream, seq) for seq in (1, 2)]
+    assert [m.subject for m in got] == [own, own]
+    await a.nc.close()
+
+
+async def test_a_node_killed_loses_nothing(cluster: Cluster, services: Conn) -> None:
+    js = services.nc.jetstream(timeout=5)
+    a = await host_conn(cluster, HOST_A)
+    js_a = a.nc.jetstream(timeout=2)
+    own = TOPO.host_events_subject(HOST_A, "system.service")
+    reader = await js.pull_subscribe(
+        TOPO.host_events_all, durable="reader", stream=TOPO.events_stream,
+        config=ConsumerConfig(durable_name="reader", ack_policy=AckPolicy.EXPLICIT))
+    read: list[str] = []
+
+    async def read_all(n: int) -> bool:
+        try:
+            msgs = await reader.fetch(50, timeout=1)
+        except Exception:  # a timeout, or the consumer's leader moving
+            msgs = []
+        for m in msgs:
+            read.append(MemoryEvent.model_validate_json(m.data).id)
+            await m.ack()
+        return len(set(read)) >= n
+
+    before = [event(i) for i in range(20)]
+    for ev in before:
+        await publish(js_a, own, ev)
+    await wait_for(lambda: read_all(10), timeout=30, what="the first reads")
+
+    leader = (await js.stream_info(TOPO.events_stream)).cluster.leader
+    cluster.kill(cluster.node(leader))  # the stream's leader: the worst node to lose
+
+    after = [event(i) for i in range(20, 40)]
+    for ev in after:
+        await publish(js_a, own, ev)
+    await wait_for(lambda: read_all(40), timeout=60, what="every event read back")
+    assert sorted(set(read)) == sorted(e.id for e in before + after)
+
+    info = await js.stream_info(TOPO.events_stream)
+    assert info.state.messages == 40
+    assert info.cluster is not None and info.cluster.leader != leader
+
+    cluster.start(cluster.node(leader))  # back: it catches up from the others
+
+    async def caught_up() -> bool:
+        if not cluster.node(leader).healthy(js_only=False):  # /healthz: current with the cluster
+            return False
+        info = await js.stream_info(TOPO.events_stream)
+        peers = {r.name: r for r in info.cluster.replicas or []}
+        return leader in peers and bool(peers[leader].current) and not peers[leader].offline
+    await wait_for(caught_up, timeout=60, interval=0.5, what=f"{leader} caught up")
+    await publish(js_a, own, event(40))
+    assert (await js.stream_info(TOPO.events_stream)).state.messages == 41
+    await a.nc.close()
