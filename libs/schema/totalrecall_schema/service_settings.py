@@ -39,6 +39,10 @@ def default_home() -> Path:
 class ServiceSettings(BaseSettings):
     model_config = SettingsConfigDict(extra="ignore")
 
+    #: One server, or a comma-separated list of a cluster's nodes, each with its credentials
+    #: (`nats://u:p@n1:4222,nats://u:p@n2:4222`): nats-py authenticates with a URL's own
+    #: credentials only, so a node the cluster merely announces refuses the reconnect when the
+    #: node in use dies; a listed one takes it (`nats_servers`).
     nats_url: str = "nats://127.0.0.1:4222"
     #: Subjects are `<subject_prefix>.events.>`, … and streams `<stream_prefix>_EVENTS`, …
     #: (`Topology`); tests and side-by-side installations use their own.
@@ -53,6 +57,11 @@ class ServiceSettings(BaseSettings):
     http_port: int
     #: State directory: default `$TOTALRECALL_HOME`.
     home: Path = Field(default_factory=default_home)
+
+    @property
+    def nats_servers(self) -> list[str]:
+        """`nats_url` as nats-py's (and FastStream's) `servers` list."""
+        return [u.strip() for u in self.nats_url.split(",") if u.strip()]
 
     @property
     def topology(self) -> Topology:

@@ -213,7 +213,8 @@ async def _connect(settings: Settings, stack: AsyncExitStack) -> dict[str, Any]:
     async def _closed_cb() -> None:
         log.warning("NATS connection closed")
 
-    nc = await nats.connect(settings.nats_url, max_reconnect_attempts=-1, reconnect_time_wait=1,
+    nc = await nats.connect(servers=settings.nats_servers, max_reconnect_attempts=-1,
+                            reconnect_time_wait=1,
                             closed_cb=_closed_cb, name="recall-api")
     stack.push_async_callback(nc.drain)
     js = nc.jetstream()

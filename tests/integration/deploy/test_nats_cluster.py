@@ -25,6 +25,7 @@ from totalrecall.infra import free_ports
 from totalrecall.infra.nats_server import nats_server_binary
 from totalrecall.infra.ports import http_ok
 from totalrecall.infra.process import spawn, stop
+from totalrecall_embedder.settings import Settings as EmbedderSettings
 from totalrecall_schema import MemoryEvent, Topology, ensure_streams
 from totalrecall_watchers.publisher import NatsPublisher
 from waiting import wait_for
@@ -125,12 +126,11 @@ class Conn:
         self.errors: list[str] = []
         self.nc: Any = None
 
-    async def connect(self, servers: list[str], user: str, password: str, **kw: Any) -> Any:
+    async def connect(self, servers: list[str], **kw: Any) -> Any:
         async def on_error(exc: Exception) -> None:
             self.errors.append(str(exc))
 
-        self.nc = await nats.connect(servers=servers, user=user, password=password,
-                                     error_cb=on_error, reconnect_time_wait=0.2,
+        self.nc = await nats.connect(servers=servers, error_cb=on_error, reconnect_time_wait=0.2,
                                      max_reconnect_attempts=-1, connect_timeout=2, **kw)
         return self.nc
 
@@ -142,8 +142,11 @@ class Conn:
 async def services(cluster: Cluster) -> AsyncIterator[Conn]:
     for n in cluster.nodes:
         await wait_for(lambda n=n: _true(n.healthy()), timeout=30, what=f"{n.name} up")
+    # As a service connects: NATS_URL lists every node with the credentials (ServiceSettings)
+    url = ",".join(f"nats://services:{PASSWORDS['NATS_PASSWORD']}@127.0.0.1:{n.port}"
+                   for n in cluster.nodes)
     conn = Conn()
-    nc = await conn.connect(cluster.urls, "services", PASSWORDS["NATS_PASSWORD"])
+    nc = await conn.connect(EmbedderSettings(nats_url=url).nats_servers)
 
     async def streams_made() -> bool:
         try:
@@ -163,8 +166,8 @@ async def _true(value: bool) -> bool:
 
 async def host_conn(cluster: Cluster, host: str) -> Conn:
     conn = Conn()
-    await conn.connect(cluster.urls, f"host-{host.replace('.', '_')}",
-                       PASSWORDS[f"NATS_HOST_{host.upper().replace('.', '_')}_PASSWORD"],
+    await conn.connect(cluster.urls, user=f"host-{host.replace('.', '_')}",
+                       password=PASSWORDS[f"NATS_HOST_{host.upper().replace('.', '_')}_PASSWORD"],
                        inbox_prefix=TOPO.host_inbox_prefix(host))
     return conn
 
@@ -244,10 +247,20 @@ async def test_a_host_publishes_its_own_events_only_and_reads_nothing(
 
 async def test_a_node_killed_loses_nothing(cluster: Cluster, services: Conn) -> None:
     js = services.nc.jetstream(timeout=5)
+    leader = (await js.stream_info(TOPO.events_stream)).cluster.leader
+    # The reader is a service connected to the stream's leader, the node about to die: it
+    # fails over to a node its NATS_URL lists.
+    first = [cluster.node(leader)] + [n for n in cluster.nodes if n.name != leader]
+    url = ",".join(f"nats://services:{PASSWORDS['NATS_PASSWORD']}@127.0.0.1:{n.port}"
+                   for n in first)
+    on_leader = Conn()
+    nc = await on_leader.connect(EmbedderSettings(nats_url=url).nats_servers,
+                                 dont_randomize=True)
+    assert nc.connected_url.port == cluster.node(leader).port
     a = await host_conn(cluster, HOST_A)
     js_a = a.nc.jetstream(timeout=2)
     own = TOPO.host_events_subject(HOST_A, "system.service")
-    reader = await js.pull_subscribe(
+    reader = await nc.jetstream(timeout=5).pull_subscribe(
         TOPO.host_events_all, durable="reader", stream=TOPO.events_stream,
         config=ConsumerConfig(durable_name="reader", ack_policy=AckPolicy.EXPLICIT))
     read: list[str] = []
@@ -267,7 +280,6 @@ async def test_a_node_killed_loses_nothing(cluster: Cluster, services: Conn) -> 
         await publish(js_a, own, ev)
     await wait_for(lambda: read_all(10), timeout=30, what="the first reads")
 
-    leader = (await js.stream_info(TOPO.events_stream)).cluster.leader
     cluster.kill(cluster.node(leader))  # the stream's leader: the worst node to lose
 
     after = [event(i) for i in range(20, 40)]
@@ -275,6 +287,7 @@ async def test_a_node_killed_loses_nothing(cluster: Cluster, services: Conn) -> 
         await publish(js_a, own, ev)
     await wait_for(lambda: read_all(40), timeout=60, what="every event read back")
     assert sorted(set(read)) == sorted(e.id for e in before + after)
+    assert nc.is_connected and nc.connected_url.port != cluster.node(leader).port
 
     info = await js.stream_info(TOPO.events_stream)
     assert info.state.messages == 40
@@ -292,3 +305,4 @@ async def test_a_node_killed_loses_nothing(cluster: Cluster, services: Conn) -> 
     await publish(js_a, own, event(40))
     assert (await js.stream_info(TOPO.events_stream)).state.messages == 41
     await a.nc.close()
+    await nc.close()

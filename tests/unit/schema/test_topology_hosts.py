@@ -135,3 +135,9 @@ def test_every_service_reads_tr_nats_replicas(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setenv("TR_NATS_REPLICAS", "7")
     with pytest.raises(ValueError):
         WatchersSettings()
+
+
+def test_nats_url_may_list_a_clusters_nodes() -> None:
+    s = EmbedderSettings(nats_url="nats://u:p@n1:4222, nats://u:p@n2:4222,")
+    assert s.nats_servers == ["nats://u:p@n1:4222", "nats://u:p@n2:4222"]
+    assert EmbedderSettings().nats_servers == ["nats://127.0.0.1:4222"]
