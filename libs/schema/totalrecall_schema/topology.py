@@ -31,7 +31,7 @@ MAX_REPLICAS = 5
 # A hostname as one subject token: `.` separates tokens, so it becomes `_`; the letters, digits
 # and `-` of a DNS name stay; anything else (`_` itself, `%`, a wildcard, spaces, non-ASCII) is
 # written `%XX` per UTF-8 byte. Injective (`_` never stands for itself), so comparing tokens
-# compares hostnames, and one host's token is never a prefix-wildcard of another's.
+# compares hostnames; and a hostname has one token only (`host_from_token` takes no other).
 _TOKEN_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
 _TOKEN_RE = re.compile(r"^(?:[a-z0-9-]|_|%[0-9A-F]{2})+$")
 
@@ -67,7 +67,10 @@ def host_from_token(token: str) -> str:
             continue
         raw.extend(b"." if ch == "_" else ch.encode("ascii"))
         i += 1
-    return raw.decode("utf-8", errors="replace")
+    host = raw.decode("utf-8", errors="replace")
+    if not normalize_hostname(host) or host_token(host) != token:  # `%61` for `a`, `%2E` for `_`
+        raise ValueError(f"not a host token: {token!r}")
+    return host
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,8 @@ def test_no_token_without_a_hostname(bad: str) -> None:
         host_token(bad)
 
 
-@pytest.mark.parametrize("bad", ["", "A", "a.b", "a%", "a%zz", "a%2a", "a b"])
+@pytest.mark.parametrize("bad", ["", "A", "a.b", "a%", "a%zz", "a%2a", "a b",
+                                 "%61", "a%2Eb", "a%41", "a%FF", "a_"])
 def test_only_tokens_host_token_makes_decode(bad: str) -> None:
     with pytest.raises(ValueError):
         host_from_token(bad)
