@@ -201,6 +201,27 @@ async def test_streams_are_replicated_on_the_three_nodes(services: Conn) -> None
     await ensure_streams(js, TOPO)  # again: an update that changes nothing
 
 
+async def test_an_r1_stream_of_before_becomes_r3_in_place(services: Conn) -> None:
+    js = services.nc.jetstream(timeout=10)
+    single = Topology.for_test("upgrade")  # R1, and an events stream of the local subjects only
+    await js.add_stream(name=single.events_stream, subjects=[single.events_all])
+    await js.publish(single.events_subject("file"), b"{}", stream=single.events_stream)
+    await ensure_streams(js, single)
+    assert (await js.stream_info(single.events_stream)).config.num_replicas == 1
+
+    replicated = Topology(single.prefix, single.stream_prefix, replicas=3)
+    await ensure_streams(js, replicated)
+
+    async def moved() -> bool:
+        info = await js.stream_info(single.events_stream)
+        peers = info.cluster.replicas if info.cluster else None
+        return len(peers or []) == 2 and all(p.current for p in peers or [])
+    await wait_for(moved, timeout=30, interval=0.5, what="the stream on three nodes")
+    info = await js.stream_info(single.events_stream)
+    assert info.config.num_replicas == 3 and info.state.messages == 1
+    assert info.config.subjects == replicated.event_subjects
+
+
 async def test_a_host_publishes_its_own_events_only_and_reads_nothing(
         cluster: Cluster, services: Conn, tmp_path: Path) -> None:
     js = services.nc.jetstream()
