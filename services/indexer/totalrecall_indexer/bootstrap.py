@@ -69,4 +69,4 @@ def build(settings: Settings, *, indexer: Indexer | None = None,
           embed: EmbedFn | None = None) -> Container:
     """`indexer` and `embed` replace the real ones (tests)."""
     return Container(settings=settings, indexer=indexer or build_indexer(settings),
-                     broker=NatsBroker(settings.nats_url, log_level=logging.DEBUG), embed=embed)
+                     broker=NatsBroker(settings.nats_servers, log_level=logging.DEBUG), embed=embed)

@@ -57,7 +57,8 @@ class Lifecycle:
             log.warning("repaired torn daily logs after an unclean shutdown: %s", repaired)
         await self._start_postgres()
         await idx.load_tombstones()  # before the consumer starts: forgotten stays forgotten
-        c.nc = await nats.connect(c.settings.nats_url, name="totalrecall-indexer-admin")
+        c.nc = await nats.connect(servers=c.settings.nats_servers,
+                                  name="totalrecall-indexer-admin")
         await ensure_streams(c.nc.jetstream(), c.settings.topology)
         if c.embed is None:
             c.embed = nats_embed_fn(c.nc, c.settings)
