@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from .fusion import Candidate, by_score
+from .fusion import Candidate, lift_by_best
 
 
 @dataclass(frozen=True)
@@ -80,9 +80,5 @@ def answer_type_first(ranked: Iterable[Candidate], query: str,
     holding = [c for c in cands if kind.value.search(text(c) or "")]
     if not holding or len(holding) == len(cands):
         return cands
-    top = max(max(c.score for c in cands), 1e-6)
-    for c in holding:
-        c.components["answer_type"] = round(top, 6)
-        c.score += top
-    cands.sort(key=by_score, reverse=True)
-    return cands
+    held = {id(c) for c in holding}
+    return lift_by_best(cands, lambda c: int(id(c) in held), "answer_type")

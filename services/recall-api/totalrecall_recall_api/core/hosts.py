@@ -19,7 +19,7 @@ from typing import Any
 
 from totalrecall_schema.host import hostname_of
 
-from .fusion import Candidate, by_score
+from .fusion import Candidate, lift_by_best
 from .neighbours import in_session
 
 #: A token that may be a hostname: letters, digits, dots, hyphens, underscores.
@@ -66,10 +66,4 @@ def hosts_first(ranked: Iterable[Candidate], hosts: Collection[str],
     cands = list(ranked)
     if not hosts or not cands:
         return cands
-    top = max(max(c.score for c in cands), 1e-6)
-    for c in cands:
-        if host_of(c.key) in hosts:
-            c.components["host"] = round(top, 6)
-            c.score += top
-    cands.sort(key=by_score, reverse=True)
-    return cands
+    return lift_by_best(cands, lambda c: int(host_of(c.key) in hosts), "host")

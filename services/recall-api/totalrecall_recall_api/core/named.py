@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from .fusion import Candidate, by_score
+from .fusion import Candidate, lift_by_best
 from .repeats import identifiers
 
 _WEAK = re.compile(r"^(?:\d{1,4}|\d+[a-z]{1,3}|\d{1,2}:\d{2}(?::\d{2})?(?:am|pm)?)$")
@@ -40,11 +40,4 @@ def named_first(ranked: Iterable[Candidate], query: str) -> list[Candidate]:
     named = named_identifiers(query)
     if not named or not cands:
         return cands
-    top = max(max(c.score for c in cands), 1e-6)
-    for c in cands:
-        n = len(named & identifiers(c.text))
-        if n:
-            c.components["named"] = round(n * top, 6)
-            c.score += n * top
-    cands.sort(key=by_score, reverse=True)
-    return cands
+    return lift_by_best(cands, lambda c: len(named & identifiers(c.text)), "named")
