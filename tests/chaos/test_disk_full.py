@@ -15,6 +15,7 @@ every daily Markdown file parses without a torn tail, and the pipeline flows aga
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import threading
@@ -22,6 +23,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -75,8 +77,6 @@ def _torn_daily_files(home: Path) -> list[str]:
     for path in sorted((home / "memory" / "daily").glob("*.md")):
         text = path.read_text()
         parse_daily(text)  # raises on a file it cannot read
-        from datetime import date
-
         if find_torn_tail(text, file_header(date.fromisoformat(path.stem))) is not None:
             torn.append(path.name)
     return torn
@@ -121,7 +121,6 @@ def run_row(base: Path, model_path: Path, events: int, rate: float, full_s: floa
         torn = _torn_daily_files(home)
         enospc_logged = _mentions_enospc(home)
     unclear = [r for r in refusals if r.startswith("500") or '"detail"' not in r]
-    kept = None
     health_named_it = "degraded" in health.get("recall-api", "")
     holds = (not any(lost.values()) and not any(twice.values()) and not torn and not unclear
              and health_named_it and all(v.startswith("200") for v in healthy_after.values()))
@@ -137,10 +136,9 @@ def run_row(base: Path, model_path: Path, events: int, rate: float, full_s: floa
         "torn Markdown files": len(torn),
     }
     record(ROW, holds, figures, note="refusals: " + " | ".join(r[:140] for r in refusals[:3]))
-    if not holds:
-        kept = keep_failure(outside, figures, {"lost": lost, "twice": twice, "torn": torn,
-                                               "unclear": unclear, "health while full": health,
-                                               "health after": healthy_after})
+    kept = None if holds else keep_failure(outside, figures, {
+        "lost": lost, "twice": twice, "torn": torn, "unclear": unclear,
+        "health while full": health, "health after": healthy_after})
     where = f" (logs and counts kept in {kept})" if kept else ""
     assert not unclear, f"refusals without a reason: {unclear[:3]}{where}"
     assert not torn, f"torn daily files: {torn}{where}"
@@ -154,9 +152,6 @@ def keep_failure(outside: Path, figures: dict[str, Any], counts: dict[str, Any])
     """Copy a failing run's supervisor log and service logs, with its counts, where pytest's
     clean-up of old temporary folders does not reach (`$TR_CHAOS_KEEP_DIR`, else
     `.state/chaos-failures/` in the repository)."""
-    import json
-    from datetime import UTC, datetime
-
     root = Path(os.environ.get("TR_CHAOS_KEEP_DIR") or REPO / ".state" / "chaos-failures")
     dest = root / f"{slug(ROW)[:30]}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
     dest.mkdir(parents=True, exist_ok=True)

@@ -169,9 +169,9 @@ class Lifecycle:
         reindex = {t: {"reason": why, **idx.reindex_state.get(t, {})}
                    for t, why in idx.tiers.reindex.items()}
         held = dict(idx.tiers.held)
-        repairing = idx.repairing
         disk_low = idx.tiers.space.low()
-        status = "ok" if pg_ok and nats_ok and not repairing and not disk_low else "degraded"
+        status = "ok" if pg_ok and nats_ok and not reindex and not held and not disk_low \
+            else "degraded"
         body: dict[str, Any] = {"status": status, "postgres": pg_ok, "nats": nats_ok,
                                 "model": idx.tiers.model, "dim": idx.tiers.dim,
                                 "docs": {t: int(s["doc_count"]) for t, s in tiers.items()},

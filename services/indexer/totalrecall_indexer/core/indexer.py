@@ -167,18 +167,13 @@ class Indexer:
         return await self.reconciler.check()
 
     @property
-    def repairing(self) -> dict[str, str]:
-        """Tiers that are not whole right now (empty: none): their writes are held or they are
-        being re-indexed."""
+    def not_ready(self) -> dict[str, str]:
+        """What keeps Zvec from being whole (empty: nothing): tiers whose writes are held or
+        that are being re-indexed, and the consistency check while none has run to its end
+        since start."""
         tiers = self.tiers
         out = {t: f"writes held: {why}" for t, why in tiers.held.items()}
         out.update({t: f"re-index: {why}" for t, why in tiers.reindex.items() if t not in out})
-        return out
-
-    @property
-    def not_ready(self) -> dict[str, str]:
-        """`repairing`, and the consistency check while none has run to its end since start."""
-        out = self.repairing
         if not self.reconciler.done_once:
             last = self.reconciler.last
             out["consistency"] = ("the check of Zvec against Postgres has not run yet"

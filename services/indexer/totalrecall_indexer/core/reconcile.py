@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -101,24 +102,24 @@ class Reconciler:
         return self.last is not None and self.last.get("outcome") != "skipped"
 
     async def check(self) -> dict[str, Any]:
-        """One check (and repair); its result, also kept in `last`."""
+        """One check (and repair); its result, also kept in `last`. Counts, keys and the
+        repair of Zvec are taken under one hold of the write lock, no build running: nothing
+        is written meanwhile."""
         st, t0 = self.state, time.perf_counter()
-        why_not = await self._cannot_check()
-        if why_not is None:
-            async with st.write_lock:
-                why_not = await self._cannot_check()
-                if why_not is None:
-                    async with self.gate.optimize_lock:
-                        counts = await self._counts()
+        async with st.write_lock:
+            why_not = await self._cannot_check()
+            if why_not is None:
+                async with self.gate.optimize_lock:
+                    counts = await self._counts()
+                    differ = [t for t, c in counts.items() if c["zvec"] != c["postgres"]]
+                    if differ:
+                        repaired = await self._plan_and_apply()
         if why_not is not None:
             result: dict[str, Any] = {"outcome": "skipped", "why": why_not}
+        elif not differ:
+            result = {"tiers": counts, "outcome": "consistent"}
         else:
-            result = {"tiers": counts}
-            differ = [t for t, c in counts.items() if c["zvec"] != c["postgres"]]
-            if not differ:
-                result["outcome"] = "consistent"
-            else:
-                result.update(await self._repair(differ))
+            result = {"tiers": counts, **self._report(differ, *repaired)}
         result["checked_at"] = datetime.now(UTC).isoformat(timespec="seconds")
         result["seconds"] = round(time.perf_counter() - t0, 3)
         self._observe(result)
@@ -156,17 +157,19 @@ class Reconciler:
                              "postgres": pg.get(tier, 0)}
         return out
 
-    async def _repair(self, differ: list[str]) -> dict[str, Any]:
+    async def _plan_and_apply(self) -> tuple[Repair, dict[str, dict[str, int]], dict[str, str]]:
+        """(Under the write lock, no build running.) Compare keys, remove what Zvec should not
+        hold, correct the tier column."""
         st = self.state
-        generation = st.generation
-        async with st.write_lock:
-            why_not = await self._cannot_check()
-            if why_not is not None or st.generation != generation:
-                return {"outcome": "skipped", "why": why_not or "the collections were re-created"}
-            async with self.gate.optimize_lock:
-                zkeys = {t: await asyncio.to_thread(st.tiers.keys, t) for t in st.tiers.cols}
-                rep = plan(zkeys, await st.pg.key_tiers(st.tiers.model))
-                removed, deferred = await self._apply(rep)
+        zkeys = {t: await asyncio.to_thread(st.tiers.keys, t) for t in st.tiers.cols}
+        rep = plan(zkeys, await st.pg.key_tiers(st.tiers.model))
+        removed, deferred = await self._apply(rep)
+        return rep, removed, deferred
+
+    def _report(self, differ: list[str], rep: Repair, removed: dict[str, dict[str, int]],
+                deferred: dict[str, str]) -> dict[str, Any]:
+        """List the tiers with missing memories for re-index, count, log; the outcome."""
+        st = self.state
         for tier, keys in rep.missing.items():
             st.tiers.verify_later(tier, f"{len(keys)} of its memories in Postgres were missing "
                                         "from Zvec (consistency check)")
@@ -202,10 +205,8 @@ class Reconciler:
             except (OSError, TierUnavailable) as exc:
                 deferred[tier] = str(exc)
                 continue
-            for why, by_tier in removed.items():
-                n = sum(1 for w in keys.values() if w == why)
-                if n:
-                    by_tier[tier] = n
+            for why, n in Counter(keys.values()).items():
+                removed[why][tier] = n
         for tier, only_here in rep.retier.items():
             await st.pg.set_tier(only_here, tier)
         return removed, deferred

@@ -13,7 +13,7 @@ retried once space is back.
 from __future__ import annotations
 
 import errno
-import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,8 +30,7 @@ class StateDiskFull(OSError):
 
 def free_bytes(path: Path) -> int:
     """Bytes an unprivileged writer may still use on the file system of `path`."""
-    st = os.statvfs(path)
-    return st.f_bavail * st.f_frsize
+    return shutil.disk_usage(path).free
 
 
 class SpaceGuard:
@@ -44,25 +43,24 @@ class SpaceGuard:
         self.min_free = min_free
         self._free = free
 
-    def free(self) -> int | None:
-        """Free bytes now, or None when the file system cannot be asked."""
+    def _short(self) -> int | None:
+        """The bytes free when they are below the margin; None when they are not (or the file
+        system cannot be asked)."""
+        if self.min_free <= 0:
+            return None
         try:
-            return self._free(self.root)
+            free = self._free(self.root)
         except OSError:
             return None
+        return free if free < self.min_free else None
 
     def low(self) -> bool:
-        if self.min_free <= 0:
-            return False
-        free = self.free()
-        return free is not None and free < self.min_free
+        return self._short() is not None
 
     def check(self, what: str) -> None:
         """Raise StateDiskFull when the disk is below the margin, naming `what` was refused."""
-        if self.min_free <= 0:
-            return
-        free = self.free()
-        if free is not None and free < self.min_free:
+        free = self._short()
+        if free is not None:
             raise StateDiskFull(
                 f"state disk full: {what} refused with {free / 2**20:.1f} MiB free, below the "
                 f"{self.min_free / 2**20:.0f} MiB zvec needs to write safely; retried once "
