@@ -1,12 +1,15 @@
 """What zvec 0.8 does on a full file system: the facts the indexer's free-space margin rests on.
 
 A child process creates a collection on a small tmpfs, upserts 200 documents (each batch
-recorded once acknowledged), fills the disk and upserts on. The parent then reports how the
-child ended (zvec writes through memory-mapped files: a store into a page with no block behind
-it is SIGBUS), whether the collection opens while the disk is still full, and, once space is
-back, whether every acknowledged document is there.
+recorded once acknowledged), fills the disk and upserts on, then ends: killed (`os._exit`, no
+destructor runs), or after `close()` (`--close`). The parent then reports how the child ended
+(zvec writes through memory-mapped files: a store into a page with no block behind it is
+SIGBUS), whether the collection opens while the disk is still full, and, once space is back,
+whether every acknowledged document is there.
 
-    sudo .venv/bin/python bench/zvec_full_disk.py        # mounting a tmpfs needs root
+    sudo .venv/bin/python bench/zvec_full_disk.py          # mounting a tmpfs needs root
+    sudo .venv/bin/python bench/zvec_full_disk.py --close  # close() on the full disk
+    sudo .venv/bin/python bench/zvec_full_disk.py --flush  # flush() after each batch before
 
 Recorded: docs/perf/2026-11-29-disk-full.md.
 """
@@ -28,6 +31,7 @@ import zvec
 from zvec import (CollectionSchema, DataType, Doc, FieldSchema, HnswIndexParam, InvertIndexParam,
                   MetricType, VectorSchema)
 path, acked_log, filler, before = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+flush, close = "flush" in sys.argv[5:], "close" in sys.argv[5:]
 zvec.init(log_level=zvec.LogLevel.WARN)
 schema = CollectionSchema(name="hot", fields=[
     FieldSchema("namespace", DataType.STRING, index_param=InvertIndexParam()),
@@ -60,9 +64,17 @@ with open(acked_log, "a") as log:
             print(json.dumps({"at": start, "failed": len(bad), "status": bad[0].message()}),
                   flush=True)
             continue
+        if flush and start < before:
+            col.flush()
         log.write(" ".join(d.id for d in docs) + "\n")
         log.flush()
         os.fsync(log.fileno())
+if close:
+    try:
+        col.close()
+    except Exception as exc:
+        print(json.dumps({"close raised": str(exc)[:120]}), flush=True)
+os._exit(0)
 """
 
 OPEN = r"""
@@ -87,7 +99,9 @@ def run(code: str, *args: str) -> tuple[int, list[dict]]:
     return done.returncode, lines
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    modes = [m for m in ("flush", "close") if f"--{m}" in args]
     if os.geteuid() != 0:
         print("mounting a tmpfs needs root", file=sys.stderr)
         return 2
@@ -97,9 +111,10 @@ def main() -> int:
         subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mnt)], check=True)
         try:
             col, acked, filler = mnt / "hot", Path(tmp) / "acked.txt", mnt / "filler"
-            rc, events = run(CHILD, str(col), str(acked), str(filler), "200")
+            rc, events = run(CHILD, str(col), str(acked), str(filler), "200", *modes)
             how = (f"killed by {signal.Signals(-rc).name}" if rc < 0 else f"exit code {rc}")
-            print(f"writer on the full disk: {how}; it said {events}")
+            more = f" (+{len(events) - 3} more)" if len(events) > 3 else ""
+            print(f"writer on the full disk: {how}; it said {events[:3]}{more}")
             _rc, opened_full = run(OPEN, str(col), str(acked))
             print(f"open while the disk is full: {opened_full}")
             filler.unlink()

@@ -5,6 +5,7 @@
   in every store, when space is back;
 - a batch over two tiers refused between them (space gone after the first): nothing acked,
   nothing doubled;
+- the tiers closed while the disk is full (a shutdown then): their unsaved writes survive;
 - a tier quarantined while events stream in: not ready until it is refilled, then the counts
   match;
 - Zvec short of Postgres, holding a memory twice, or holding a key Postgres lacks: found at
@@ -270,3 +271,48 @@ async def _pg_tier_counts(dsn: str) -> dict[str, int]:
     finally:
         await conn.close()
     return {t: 0 for t in TIERS} | {r["tier"]: int(r["n"]) for r in rows}
+
+
+#: A process that writes memories into the tiers on a tmpfs, fills it, closes the tiers as a
+#: shutdown does and exits normally (its interpreter's teardown included).
+_CLOSE_ON_FULL_DISK = """
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from full_disk import fill
+from totalrecall_indexer.stores.zvec_tiers import ZvecTiers
+from totalrecall_indexer.stores.zvec_schema import ZDoc
+root = Path(sys.argv[1])
+tiers = ZvecTiers(root / "zvec", min_free_bytes=4 << 20)
+tiers.open()
+docs = [ZDoc(key=f"k{i}", vector=[1.0 / (1 + (i + j) % 7) for j in range(384)],
+             namespace="default", category="error", subcategory="general", severity="error",
+             ts_ms=1_700_000_000_000 + i, id=f"e{i}", summary=f"memory {i}") for i in range(200)]
+for i in range(0, 200, 20):
+    tiers.upsert("hot", docs[i: i + 20])
+fill(root / "filler")
+tiers.close()
+"""
+
+
+@needs_root
+def test_tiers_closed_on_a_full_disk_keep_every_write(tmp_path: Path) -> None:
+    """zvec's close saves a tier's unsaved part; on a full disk that fails and its log goes all
+    the same. The tiers are left unclosed instead, and their log is replayed at the next open."""
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    tests_dir = Path(__file__).resolve().parents[2]
+    with tmpfs(home, "24m"):
+        done = subprocess.run([sys.executable, "-c", _CLOSE_ON_FULL_DISK, str(home),
+                               str(tests_dir)], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "left unclosed" in done.stderr
+        (home / "filler").unlink()
+        tiers = ZvecTiers(home / "zvec")
+        tiers.open()
+        try:
+            assert len(tiers.keys("hot")) == 200
+        finally:
+            tiers.close()

@@ -9,6 +9,7 @@ writes until a build has completed (both for zvec 0.8's crash behaviour: see `bu
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import logging
 import os
@@ -28,7 +29,7 @@ from zvec import HnswQueryParam, Query
 from ..core.search import TIERS, TierFilter
 from .build_exclusion import BuildExclusion
 from .build_guard import BuildMarkers
-from .disk_space import SpaceGuard, StateDiskFull, free_bytes
+from .disk_space import SpaceGuard, free_bytes
 from .vector_mirror import VectorMirror
 from .zvec_probe import crash_on_open
 from .zvec_schema import OUTPUT_FIELDS, QUANTIZE, VECTOR, RawHit, ZDoc, collection_schema, init_zvec
@@ -44,6 +45,13 @@ MIRROR_RETRY_S = 30.0
 MIRROR_LOAD_BATCH = 256
 log = logging.getLogger("totalrecall.indexer")
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_.:@/+=-]{1,200}$")  # event ids: no quotes
+
+
+def _keep_forever(objs: list[Any]) -> None:
+    """Collections no destructor may run for, not even at interpreter exit (zvec's destructor
+    closes them: `ZvecTiers.close`). A reference is leaked for each."""
+    for obj in objs:
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
 
 
 class TierUnavailable(RuntimeError):
@@ -72,6 +80,8 @@ class ZvecTiers:
         self.space = SpaceGuard(self.root, min_free_bytes, free)
         #: meta.json could not be written (disk full): written again before the next write.
         self._meta_dirty = False
+        #: Tiers `open` started empty (so far: a full disk may interrupt it, to be retried).
+        self._fresh: set[str] = set()
         #: How an HNSW build runs: zvec's build threads (`init_zvec`), and the part of the build
         #: zvec does on the calling thread, at this nice value and, with `build_idle`, under
         #: `SCHED_IDLE` (`totalrecall_worker.priority`).
@@ -138,24 +148,13 @@ class ZvecTiers:
         else:
             self.dim, self.model, self.reindex = self.default_dim, None, {}
             self._write_meta()
-        fresh: set[str] = set()  # started empty here: an interrupted build left nothing to fix
-        self.quarantined = []
         interrupted = self.markers.pending()
-        for tier in TIERS:
-            path = self.root / tier
-            if not path.exists():
-                self.cols[tier] = self._create(tier)
-                fresh.add(tier)
-                continue
-            unopenable = self._open_existing(tier, path, suspect=tier in interrupted)
-            if unopenable is not None and self.space.low():
-                # Replaying zvec's log needs room: no damage to quarantine (`disk_space`).
-                self.close()
-                self.space.check(f"opening zvec tier {tier} ({unopenable})")
-            if unopenable is not None:
-                self.cols[tier] = self._quarantine(tier, unopenable)
-                self.quarantined.append(tier)
-                fresh.add(tier)
+        if not self.cols:  # not a retry of an open the full disk interrupted
+            self._fresh, self.quarantined = set(), []
+        # The disk full (StateDiskFull): what opened stays open (closing it now would lose its
+        # unsaved writes: `close`), and open() goes on from the next tier when retried.
+        self._open_collections(interrupted)
+        fresh = self._fresh
         self.held = {}
         for tier, note in interrupted.items():
             if tier not in self.cols or tier in fresh:
@@ -170,6 +169,26 @@ class ZvecTiers:
                                      "is checked against Postgres")
         for tier in self.cols:
             self._mirror_load(tier)
+
+    def _open_collections(self, interrupted: dict[str, str]) -> None:
+        """Open (or create, or quarantine) each tier not open yet into `cols`; those started
+        empty here go to `_fresh` (an interrupted build left nothing to fix in them)."""
+        for tier in TIERS:
+            if tier in self.cols:
+                continue
+            path = self.root / tier
+            if not path.exists():
+                self.cols[tier] = self._create(tier)
+                self._fresh.add(tier)
+                continue
+            unopenable = self._open_existing(tier, path, suspect=tier in interrupted)
+            if unopenable is not None:
+                # Replaying zvec's log needs room: on a full disk that is no damage to
+                # quarantine (`disk_space`).
+                self.space.check(f"opening zvec tier {tier} ({unopenable})")
+                self.cols[tier] = self._quarantine(tier, unopenable)
+                self.quarantined.append(tier)
+                self._fresh.add(tier)
 
     def _open_existing(self, tier: str, path: Path, suspect: bool) -> str | None:
         """Opens the tier's collection into `cols`; or says why it cannot be opened. A `suspect`
@@ -189,11 +208,7 @@ class ZvecTiers:
         return None
 
     def _create(self, tier: str) -> Any:
-        try:
-            self.space.check(f"creating zvec tier {tier}")
-        except StateDiskFull:
-            self.close()
-            raise
+        self.space.check(f"creating zvec tier {tier}")
         return zvec.create_and_open(str(self.root / tier),
                                     collection_schema(tier, self.dim, QUANTIZE[tier]))
 
@@ -206,11 +221,7 @@ class ZvecTiers:
         # a crash (or a full disk refusing meta.json) in between would leave the tier started
         # empty at the next open with nothing saying it must be refilled.
         self.reindex[tier] = f"{reason} (moved to {broken.name})"
-        try:
-            self._write_meta()
-        except OSError:
-            self.close()
-            raise
+        self._write_meta()
         os.replace(self.root / tier, broken)
         log.error("zvec collection %s cannot be opened (%s): moved to %s, starting it empty; "
                   "its memories are re-indexed from Postgres", tier, reason, broken.name)
@@ -253,6 +264,17 @@ class ZvecTiers:
     def close(self) -> None:
         self._mirrors.clear()
         self._mirror_tried.clear()
+        if self.cols and self.space.low():
+            # zvec's close saves a tier's unsaved part; on a full disk that fails and its log
+            # goes all the same: every write since the tier's last saved segment is lost
+            # (docs/perf/2026-11-29-disk-full.md). Left unclosed, as after a kill, the log is
+            # replayed at the next open.
+            log.error("the state disk is full: the zvec tiers are left unclosed (their logs are "
+                      "replayed at the next start) rather than closed, which would lose their "
+                      "unsaved writes")
+            _keep_forever(list(self.cols.values()))
+            self.cols.clear()
+            return
         for col in self.cols.values():
             with contextlib.suppress(Exception):
                 col.close()
@@ -436,8 +458,8 @@ class ZvecTiers:
         if count > self.mirror_max_docs:
             return
         mirror = VectorMirror(self.dim)
-        with self._access.reading(tier), self.watchdog.call("query"):
-            keys = [d.id for d in col.query(topk=count, output_fields=[])] if count else []
+        with self._access.reading(tier):
+            keys = self._list(col, None, count)
         # In batches: the whole tier's vectors as Python floats would take 10x their size.
         for i in range(0, len(keys), MIRROR_LOAD_BATCH):
             chunk = keys[i: i + MIRROR_LOAD_BATCH]
