@@ -71,7 +71,9 @@ async def unacked(h: Harness) -> int:
 def retried_at_least(app: Any, n: int) -> Any:
     """A condition: `n` events were nak'ed for redelivery (a store unavailable)."""
     async def cond() -> bool:
-        return app.indexer.metrics.events.labels(outcome="retried")._value.get() >= n
+        got = app.indexer.metrics.registry.get_sample_value(
+            "totalrecall_indexer_events_total", {"outcome": "retried"})
+        return (got or 0) >= n
     return cond
 
 
