@@ -22,6 +22,8 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "system.network": ("connect", "disconnect", "dns_fail", "firewall_change", "address_change"),
     "system.storage": ("mount", "unmount", "space_warning", "permission", "inode_warning"),
     "system.hardware": ("usb_attach", "usb_detach", "gpu_change", "sensor_alert", "battery"),
+    # Memory, swap, PSI stalls or load past a threshold (the pressure watcher), and back.
+    "system.pressure": ("memory", "swap", "cpu", "io", "load", "recovered"),
     "diagnosis": ("investigation", "root_cause", "resolution", "workaround"),
     "file": ("create", "modify", "delete", "move", "permission_change"),
     "approval": ("requested", "granted", "denied"),

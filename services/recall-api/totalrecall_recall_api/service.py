@@ -99,7 +99,8 @@ async def _nothing() -> list[Row]:
 
 
 SYSTEM_CATEGORIES = ("system.process", "system.service", "system.network", "system.storage",
-                     "system.hardware", "system.package", "system.config", "error", "diagnosis")
+                     "system.hardware", "system.pressure", "system.package", "system.config",
+                     "error", "diagnosis")
 
 
 @dataclass

@@ -25,7 +25,7 @@ from .settings import Settings
 log = logging.getLogger("totalrecall_watchers")
 
 WATCHER_NAMES = ("process", "journal", "services", "storage", "filesystem", "network", "nixos",
-                 "packages", "sessions", "timers", "hardware")
+                 "packages", "sessions", "timers", "hardware", "pressure")
 
 
 def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher], list[str]]:
@@ -36,6 +36,7 @@ def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher]
     from .core.network import NetworkWatcher
     from .core.nixos import NixosWatcher
     from .core.packages import PackagesWatcher
+    from .core.pressure import PressureWatcher
     from .core.process import ProcessThresholds, ProcessWatcher
     from .core.sessions import SessionsWatcher
     from .core.storage import StorageWatcher
@@ -61,6 +62,7 @@ def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher]
         "sessions": lambda: SessionsWatcher(ctx, interval_s=s.sessions.interval_s),
         "timers": lambda: TimersWatcher(ctx, interval_s=s.timers.interval_s),
         "hardware": lambda: HardwareWatcher(ctx, s.hardware),
+        "pressure": lambda: PressureWatcher(ctx, s.pressure),
     }
     enabled: list[Watcher] = []
     disabled: list[str] = []

@@ -162,6 +162,36 @@ class HardwareSettings(WatcherSettings):
     sysfs_root: str = "/sys"
 
 
+class PressureSettings(WatcherSettings):
+    """System pressure (core/pressure.py): memory, swap, PSI and load; a threshold of 0 switches
+    its check off."""
+
+    interval_s: float = Field(default=10.0, gt=0)
+    #: Memory used (total - available) in percent; critical from `memory_critical_percent`.
+    memory_percent: float = Field(default=90.0, ge=0, le=100)
+    memory_critical_percent: float = Field(default=97.0, ge=0, le=100)
+    #: Swap used in percent (skipped without swap).
+    swap_percent: float = Field(default=50.0, ge=0, le=100)
+    #: Pages swapped in + out per second over one interval (`pswpin`/`pswpout` of vmstat).
+    swap_pages_per_s: float = Field(default=1000.0, ge=0)
+    #: PSI `avg10` (percent of the last 10 s some / all tasks were stalled); `full` is critical.
+    psi_cpu_some: float = Field(default=50.0, ge=0, le=100)
+    psi_memory_some: float = Field(default=10.0, ge=0, le=100)
+    psi_memory_full: float = Field(default=5.0, ge=0, le=100)
+    psi_io_some: float = Field(default=20.0, ge=0, le=100)
+    psi_io_full: float = Field(default=0.0, ge=0, le=100)
+    #: The 1-minute load average divided by the logical CPUs.
+    load_per_core: float = Field(default=2.0, ge=0)
+    #: A pressure re-arms (one `recovered` event) below threshold × rearm_factor.
+    rearm_factor: float = Field(default=0.8, gt=0, le=1)
+    #: The snapshot of a crossing: top N processes by CPU (measured over `top_sample_s`) and RSS.
+    top_n: int = Field(default=5, ge=1, le=20)
+    top_sample_s: float = Field(default=0.5, ge=0, le=5)
+    max_cmdline_chars: int = Field(default=200, ge=16)
+    #: Where procfs is mounted (PSI and vmstat are read there; tests point it at a fake tree).
+    proc_root: str = "/proc"
+
+
 class RateLimitSettings(BaseModel):
     """Token buckets: design budget 50–200 events/hour at steady state, bursts allowed."""
 
@@ -208,6 +238,7 @@ class Settings(ServiceSettings):
     sessions: SessionsSettings = Field(default_factory=SessionsSettings)
     packages: PackagesSettings = Field(default_factory=PackagesSettings)
     hardware: HardwareSettings = Field(default_factory=HardwareSettings)
+    pressure: PressureSettings = Field(default_factory=PressureSettings)
     rate_limit: RateLimitSettings = Field(default_factory=RateLimitSettings)
     spool: SpoolSettings = Field(default_factory=SpoolSettings)
 
