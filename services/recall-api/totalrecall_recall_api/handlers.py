@@ -42,6 +42,7 @@ from . import stage_times, statedisk
 from .admission import Overloaded
 from .citations import scoped_text
 from .container import Container
+from .core.categories import UnknownCategory, categories_of
 from .core.continuity import Turn
 from .core.supersede import subject_of
 from .ports import Exporter, KeywordStatistics, PipelineLag, PublishFailed
@@ -203,6 +204,15 @@ async def supersede(c: C, body: SupersedeRequest) -> IngestResponse:
     return await _publish(c, [event])
 
 
+def _categories(pattern: str | None) -> tuple[str, ...] | None:
+    """The categories a request's `category` filter names (a category or a family such as
+    `system.*`, `core/categories.py`); 422 with the reason when it names none."""
+    try:
+        return categories_of(pattern)
+    except UnknownCategory as exc:
+        raise HTTPException(422, detail=str(exc)) from None
+
+
 @router.post("/recall", response_model=RecallResponse)
 async def recall(c: C, body: RecallRequest, response: Response) -> RecallResponse:
     """The memories for a question (vector + keyword + recency, fused, MMR) and the
@@ -210,6 +220,7 @@ async def recall(c: C, body: RecallRequest, response: Response) -> RecallRespons
     `host`/`hosts` only the memories of those hosts.
     503 with Retry-After when the service is saturated (admission.py). The `Server-Timing`
     header tells where this recall's time went (`stage_times`): `queue` is its wait for a slot."""
+    _categories(body.category)
     with stage_times.collecting() as times:
         t0 = time.perf_counter()
         try:
@@ -225,9 +236,9 @@ async def recall(c: C, body: RecallRequest, response: Response) -> RecallRespons
 @router.post("/timeline", response_model=TimelineResponse)
 async def timeline(c: C, body: TimelineRequest) -> TimelineResponse:
     since = time.time() - body.hours * 3600
-
-    rows = await c.store.recent(body.namespace, datetime.fromtimestamp(since, UTC), body.category,
-                                body.limit)
+    categories = _categories(body.category)
+    rows = await c.store.recent(body.namespace, datetime.fromtimestamp(since, UTC), None,
+                                body.limit, categories)
     return TimelineResponse(memories=list(reversed(rows)))
 
 

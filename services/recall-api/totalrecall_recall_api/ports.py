@@ -19,6 +19,10 @@ from .core.alerts import EventRow
 from .core.neighbours import NeighbourRow
 from .core.supersede import ProcessRow
 
+#: A category filter as the stores take it: one category, or any of several (a family such as
+#: `system.*`, expanded by `core/categories.py`); None: every category.
+CategoryFilter = str | Sequence[str] | None
+
 
 class Embedder(Protocol):
     async def embed_query(self, text: str, *, exclusive: bool = False
@@ -69,7 +73,7 @@ class Row(NeighbourRow, ProcessRow, Protocol):
 
 class Store(Protocol):
     async def bm25(self, terms: Sequence[str], namespace: str, since: datetime | None,
-                   category: str | None, limit: int, hosts: Sequence[str] | None = None
+                   category: CategoryFilter, limit: int, hosts: Sequence[str] | None = None
                    ) -> list[tuple[str, float]]:
         """`hosts`: only memories of these hosts (given only when a request names hosts)."""
         ...
@@ -77,7 +81,7 @@ class Store(Protocol):
     async def rows(self, keys: Sequence[str]) -> dict[str, Row]: ...
 
     async def neighbours(self, keys: Sequence[str], window: int, max_gap_s: float,
-                         since: datetime | None = None, category: str | None = None,
+                         since: datetime | None = None, category: CategoryFilter = None,
                          event_gap_s: float | None = None, known: Collection[str] = ()
                          ) -> dict[str, list[tuple[str, Row | None]]]:
         """hit key → [(key, memory)] of the memories adjacent to it in its thread (within the
@@ -122,7 +126,7 @@ class RowsBM25(Protocol):
     """A store whose keyword search also returns each hit's row (one round trip fewer)."""
 
     async def bm25_rows(self, terms: Sequence[str], namespace: str, since: datetime | None,
-                        category: str | None, limit: int, hosts: Sequence[str] | None = None
+                        category: CategoryFilter, limit: int, hosts: Sequence[str] | None = None
                         ) -> list[tuple[str, float, Row]]: ...
 
 
@@ -132,7 +136,7 @@ class TemplateRows(Protocol):
 
     async def newest_of_templates(self, namespace: str, templates: Sequence[str],
                                   since: datetime | None, until: datetime | None,
-                                  category: str | None, per_template: int) -> list[Row]: ...
+                                  category: CategoryFilter, per_template: int) -> list[Row]: ...
 
 
 @runtime_checkable

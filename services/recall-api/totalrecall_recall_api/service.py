@@ -25,6 +25,7 @@ from totalrecall_schema.host import hostname_of
 
 from .citations import Citations
 from .core.answer_type import answer_type_first
+from .core.categories import categories_of, category_list
 from .core.classify import QueryClass, classify
 from .core.fusion import (
     Candidate,
@@ -143,7 +144,7 @@ class RecallService:
         flt = VectorFilter(namespace=req.namespace,
                            since_ms=int(since.timestamp() * 1000) if since else None,
                            until_ms=_ms(visible_until(req)),
-                           categories=[req.category] if req.category else None)
+                           categories=category_list(req.category))
 
         async def search(tier_set: tuple[str, ...]) -> list[VectorHit]:
             try:
@@ -172,7 +173,7 @@ class RecallService:
                     since: datetime | None) -> list[tuple[str, float, Row | None]]:
         """Keyword hits, with their rows when the store can return them in the same query."""
         terms = query_terms(req.query)
-        args = (terms, req.namespace, since, req.category, self.settings.bm25_candidates)
+        args = (terms, req.namespace, since, categories_of(req.category), self.settings.bm25_candidates)
         allowed = req.host_filter()
         hosts = sorted(allowed) if allowed else None
         if isinstance(self.store, RowsBM25):
@@ -405,7 +406,7 @@ class RecallService:
         top = self._expansion_keys(ranked)
         vec_rows, found = await asyncio.gather(
             self._guard("rows", self._timed("rows", self._rows(unread))),
-            self._guard("neighbours", self._neighbours(top, p.since, req.category,
+            self._guard("neighbours", self._neighbours(top, p.since, categories_of(req.category),
                                                        [*by_key, *unread])))
         fetched = {k: m for k, m in vec_rows
                    if m.namespace == req.namespace and host_allowed(m.metadata, allowed)}
@@ -519,7 +520,8 @@ class RecallService:
             namespace, since, "system.process", 500)))
         return supersede_ended(ranked, by_key, ends(rows), factor)
 
-    async def _neighbours(self, keys: list[str], since: datetime | None, category: str | None,
+    async def _neighbours(self, keys: list[str], since: datetime | None,
+                          category: tuple[str, ...] | None,
                           known: Collection[str]
                           ) -> list[tuple[str, list[tuple[str, Row | None]]]]:
         s = self.settings
@@ -539,8 +541,9 @@ class RecallService:
             return not _after_asking(m, req) and host_allowed(m.metadata, allowed)
 
         # A session is a conversation's: the newest conversation memory, unless asked otherwise.
+        cats = categories_of(req.category)
         latest = [m for m in await self.store.recent(req.namespace, None,
-                                                     req.category or "conversation", k * 4)
+                                                     None if cats else "conversation", k * 4, cats)
                   if visible(m)]
         if not latest and req.category is None:  # no conversation at all: the latest memories
             return [m for m in await self.store.recent(req.namespace, None, None, k * 4)
@@ -549,19 +552,19 @@ class RecallService:
             return []
         head = latest[0]
         key = memory_key(head.namespace, head.id)
-        thread = await self._guard("neighbours", self._thread(key, k, req.category))
+        thread = await self._guard("neighbours", self._thread(key, k, cats))
         rows = [m for m in thread if m is not None and m.timestamp <= head.timestamp
                 and m.namespace == head.namespace and visible(m)]
         # A session of one memory is still the latest session (its thread holds nothing else).
         return sorted([head, *rows], key=lambda m: m.timestamp, reverse=True)[:k]
 
-    async def _thread(self, key: str, k: int, category: str | None) -> list[Memory]:
+    async def _thread(self, key: str, k: int, category: tuple[str, ...] | None) -> list[Memory]:
         gap = self.settings.continuation_gap_s
         found = await self.store.neighbours([key], k, gap, None, category, event_gap_s=gap)
         return [m.memory() for _, m in found.get(key, []) if m is not None]
 
     async def _recent_system(self, req: RecallRequest, now: datetime) -> list[Row]:
-        cats = [req.category] if req.category else list(SYSTEM_CATEGORIES)
+        cats = list(categories_of(req.category) or SYSTEM_CATEGORIES)
         rows = await self.store.recent_rows(req.namespace, now - timedelta(hours=24), None, 20, cats)
         return [m for m in rows if m.severity in ("warning", "error", "critical")][:10]
 
@@ -576,7 +579,7 @@ class RecallService:
         if not templates or not isinstance(self.store, TemplateRows):
             return ranked
         rows = await self._guard("repeats", self._timed("repeats", self.store.newest_of_templates(
-            req.namespace, templates, since, until, req.category, n)))
+            req.namespace, templates, since, until, categories_of(req.category), n)))
         newest: list[Candidate] = []
         for m in rows:
             if m.namespace != req.namespace or not host_allowed(m.metadata, allowed):

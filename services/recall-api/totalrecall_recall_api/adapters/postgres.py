@@ -13,7 +13,7 @@ from totalrecall_schema import Memory
 
 from ..core.continuity import NOTABLE_CATEGORIES, NOTABLE_SUBCATEGORIES
 from ..core.term_weights import Counts, is_prefix
-from ..ports import Row
+from ..ports import CategoryFilter, Row
 from ..termstats import TermStats
 from .records import COLUMNS_M, MEMORY_COLUMNS, MemoryRecord, memory_of
 from .tsquery import LEXEMES_SQL, PREFIX_MIN_CHARS, WORD_LEXEMES_SQL, operand, quote
@@ -36,6 +36,15 @@ _CONVERSATION_THREAD = "c\x1f"
 #: the whole table is cheapest) would stay a sequential scan as the table grows, so these
 #: sessions never scan a table whole: their statements are index walks by design.
 GENERIC_PLANS = {"plan_cache_mode": "force_generic_plan", "enable_seqscan": "off"}
+
+
+def any_of(category: CategoryFilter) -> list[str] | None:
+    """A category filter as the array its statements compare with `= ANY(…)`: one category, or
+    several (a family, `core/categories.py`); None: every category. The same statement text
+    serves both (one prepared statement, warmed up once: `adapters/warm.py`)."""
+    if category is None:
+        return None
+    return [category] if isinstance(category, str) else list(category)
 
 
 class PostgresStore:
@@ -65,13 +74,13 @@ class PostgresStore:
             str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] = OrderedDict()
 
     async def bm25(self, terms: Sequence[str], namespace: str, since: datetime | None,
-                   category: str | None, limit: int, hosts: Sequence[str] | None = None
+                   category: CategoryFilter, limit: int, hosts: Sequence[str] | None = None
                    ) -> list[tuple[str, float]]:
         return [(k, r) for k, r, _ in await self.bm25_rows(terms, namespace, since, category,
                                                            limit, hosts)]
 
     async def bm25_rows(self, terms: Sequence[str], namespace: str, since: datetime | None,
-                        category: str | None, limit: int, hosts: Sequence[str] | None = None
+                        category: CategoryFilter, limit: int, hosts: Sequence[str] | None = None
                         ) -> list[tuple[str, float, Row]]:
         """`bm25` with each hit's row, so that fusion need not fetch it again. `hosts`: only
         memories of these hosts (the `host` column, the indexer's migration 15)."""
@@ -109,7 +118,7 @@ class PostgresStore:
         # the long memories' rows, whose tsv is read from the table.
         where = """FROM memories WHERE tsv @@ {q} AND namespace = $2
                         AND ($3::timestamptz IS NULL OR ts >= $3)
-                        AND ($4::text IS NULL OR category = $4){fits}""" + by_host
+                        AND ($4::text[] IS NULL OR category = ANY($4::text[])){fits}""" + by_host
         match = where + " ORDER BY ts DESC LIMIT {cap}"
         cap = int(self.scan_cap)
         quoted = [operand(lx, self.prefix_min_chars) for lx, _ in weighted]
@@ -155,7 +164,7 @@ class PostgresStore:
                        FROM m GROUP BY key ORDER BY rank DESC LIMIT $5)
             SELECT r.rank, {COLUMNS_M} FROM r JOIN memories m USING (key)
             ORDER BY r.rank DESC"""
-        args: list[Any] = [" | ".join(quoted), namespace, since, category, limit, *quoted,
+        args: list[Any] = [" | ".join(quoted), namespace, since, any_of(category), limit, *quoted,
                            *(operand(lx, self.prefix_min_chars) for lx, _ in common),
                            *(q for q, _ in phrases),
                            *(w for _, w in scored), *(w for _, w in phrases)]
@@ -240,7 +249,7 @@ class PostgresStore:
         return {r["key"]: r for r in rows}
 
     async def neighbours(self, keys: Sequence[str], window: int, max_gap_s: float,
-                         since: datetime | None = None, category: str | None = None,
+                         since: datetime | None = None, category: CategoryFilter = None,
                          event_gap_s: float | None = None, known: Collection[str] = ()
                          ) -> dict[str, list[tuple[str, Row | None]]]:
         """For each hit key, up to `window` memories either side of it in time, in the same
@@ -261,7 +270,7 @@ class PostgresStore:
         cols = ", ".join(f"CASE WHEN n.known THEN NULL ELSE n.{c[2:]} END AS {c[2:]}"
                          if c != "m.key" else "n.key" for c in COLUMNS_M.split(", "))
         filters = """AND ($4::timestamptz IS NULL OR m.ts >= $4)
-                     AND ($5::text IS NULL OR m.category = $5)"""
+                     AND ($5::text[] IS NULL OR m.category = ANY($5::text[]))"""
         # Each side is a walk of the (namespace, thread, ts, key) index from the hit outwards.
         sql = f"""
             WITH h AS (SELECT key, namespace, ts, thread,
@@ -279,7 +288,7 @@ class PostgresStore:
                    AND m.ts <= h.ts + h.gap AND (m.ts, m.key) > (h.ts, h.key) {filters}
                  ORDER BY m.ts, m.key LIMIT $2)) AS n"""
         rows = await self.generic_pool.fetch(
-            sql, list(dict.fromkeys(keys)), window, float(max_gap_s), since, category,
+            sql, list(dict.fromkeys(keys)), window, float(max_gap_s), since, any_of(category),
             float(max_gap_s if event_gap_s is None else event_gap_s),
             _CONVERSATION_THREAD, list(known), timeout=self.timeout, record_class=MemoryRecord)
         out: dict[str, list[tuple[str, Row | None]]] = {}
@@ -330,7 +339,7 @@ class PostgresStore:
 
     async def newest_of_templates(self, namespace: str, templates: Sequence[str],
                                   since: datetime | None, until: datetime | None,
-                                  category: str | None, per_template: int) -> list[Row]:
+                                  category: CategoryFilter, per_template: int) -> list[Row]:
         """The newest `per_template` memories of each template (`template_hash` of the summary),
         within the filters: a walk of the (namespace, template, ts) index per template."""
         if not templates or per_template <= 0:
@@ -343,9 +352,9 @@ class PostgresStore:
                         WHERE namespace = $1 AND template = t.template
                           AND ts >= COALESCE($3::timestamptz, '-infinity')
                           AND ts <= COALESCE($4::timestamptz, 'infinity')
-                          AND ($5::text IS NULL OR category = $5)
+                          AND ($5::text[] IS NULL OR category = ANY($5::text[]))
                         ORDER BY ts DESC LIMIT $6) AS m""",
-                namespace, list(templates), since, until, category, per_template,
+                namespace, list(templates), since, until, any_of(category), per_template,
                 timeout=self.timeout, record_class=MemoryRecord)
         except asyncpg.UndefinedColumnError:  # a store from before the indexer's migration 9
             return []
