@@ -95,8 +95,8 @@ export interface paths {
         /**
          * Read File
          * @description A file of the Markdown ground truth; missing → empty text. A daily log shows only the
-         *     caller's namespaces (other lines are empty, so line numbers hold); MEMORY.md, curated by
-         *     people, is served whole; nothing else in the memory directory is served.
+         *     caller's namespaces' memories, MEMORY.md only their sections (other lines are empty, so
+         *     line numbers hold); nothing else in the memory directory is served.
          */
         post: operations["read_file_memory_file_post"];
         delete?: never;

@@ -42,6 +42,7 @@ from . import stage_times, statedisk
 from .admission import Overloaded
 from .citations import scoped_text
 from .container import Container
+from .core import memory_md
 from .core.categories import UnknownCategory, categories_of
 from .core.continuity import Turn
 from .core.supersede import subject_of
@@ -341,8 +342,8 @@ async def export(c: C, namespace: Annotated[str, Query(pattern=NAMESPACE_PATTERN
 @router.post("/file")
 async def read_file(c: C, body: FileRequest) -> dict[str, str]:
     """A file of the Markdown ground truth; missing → empty text. A daily log shows only the
-    caller's namespaces (other lines are empty, so line numbers hold); MEMORY.md, curated by
-    people, is served whole; nothing else in the memory directory is served."""
+    caller's namespaces' memories, MEMORY.md only their sections (other lines are empty, so
+    line numbers hold); nothing else in the memory directory is served."""
     root = c.settings.memory_dir.resolve()
     rel = body.path.removeprefix("memory/")
     try:
@@ -357,7 +358,8 @@ async def read_file(c: C, body: FileRequest) -> dict[str, str]:
     if target.parent == root / "daily":
         return {"path": body.path, "text": scoped_text(text, body.scope())}
     if target == root / "MEMORY.md":
-        return {"path": body.path, "text": text}
+        return {"path": body.path,
+                "text": memory_md.scoped(text, body.scope(), c.settings.memory_md_namespace)}
     raise HTTPException(403, detail="only MEMORY.md and the daily logs (daily/*.md) are served")
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from totalrecall_schema import Memory, MemoryEvent
 
+from .core import memory_md as memory_file
 from .core.continuity import (
     SUMMARY_SUBCATEGORY,
     Turn,
@@ -30,12 +31,14 @@ class SessionContinuity:
     store: Store
     publisher: Publisher
 
-    def memory_md(self) -> str:
-        """The curated MEMORY.md (people write it; served whole, as `/memory/file` does)."""
+    def memory_md(self, scope: list[str]) -> str:
+        """The curated MEMORY.md (people write it) as the namespaces of `scope` may read it:
+        their own sections only (`core/memory_md.py`), as `/memory/file` serves it."""
         path = self.settings.memory_dir / "MEMORY.md"
         if not path.is_file():
             return ""
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = memory_file.shown(path.read_text(encoding="utf-8", errors="replace"), scope,
+                                 self.settings.memory_md_namespace)
         limit = self.settings.warm_memory_md_max_chars
         return text if len(text) <= limit else text[:limit].rsplit("\n", 1)[0] + "\n…"
 
@@ -52,7 +55,7 @@ class SessionContinuity:
                              for ns in scope)))
         chosen = essentials([m for ms in found for m in ms], limit)
         last = max((m for m in lasts if m is not None), key=lambda m: m.timestamp, default=None)
-        memory_md = self.memory_md()
+        memory_md = self.memory_md(scope)
         return {
             "since": since.isoformat(),
             "essentials": [{**_brief(m), "count": n} for m, n in chosen],

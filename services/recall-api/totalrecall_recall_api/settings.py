@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -9,6 +10,9 @@ from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 from totalrecall_schema import TierPolicy
 from totalrecall_schema.service_settings import ServiceSettings
+
+#: The indexer's setting of the namespace MEMORY.md's sections are indexed in by default.
+MEMORY_MD_NAMESPACE_ENV = "TR_INDEXER_MEMORY_MD_NAMESPACE"
 
 
 class Settings(ServiceSettings):
@@ -23,6 +27,12 @@ class Settings(ServiceSettings):
     #: verify`), and the namespace its entries are remembered in.
     ledger_path: Path = Field(default_factory=lambda data: _under_home(data, "ledger.jsonl"))
     ledger_namespace: str = Field(default="default", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    #: The namespace of MEMORY.md's sections that name none (`<!-- namespace: x -->`): the
+    #: indexer's `TR_INDEXER_MEMORY_MD_NAMESPACE`, read from its setting, never copied. The
+    #: bundle of `/memory/warm` and `/memory/file` show a namespace only its own sections.
+    memory_md_namespace: str = Field(
+        default_factory=lambda: os.environ.get(MEMORY_MD_NAMESPACE_ENV) or "default",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
     #: Python's cyclic garbage collector: allocations between collections of the youngest
     #: generation (Python's default is 700). A recall allocates thousands of short-lived

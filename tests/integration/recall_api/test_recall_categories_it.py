@@ -1,7 +1,7 @@
 """Category filters through the real pipeline: a family (`system.*`) recalls its categories by
 keywords (Postgres) and by vector (the embedder with the real model, the indexer's Zvec tiers),
 on a real nats-server and Postgres, all in this process; and the store's statements take a
-family's categories."""
+family's categories. Also: MEMORY.md's sections reach only their namespace's session start."""
 
 from __future__ import annotations
 
@@ -37,6 +37,16 @@ EVENTS: dict[str, tuple[str, str]] = {
     "err": ("error", "nginx: configuration error in sites-enabled, port 80"),
 }
 
+MEMORY_MD = """\
+# Memory
+- The NAS of the default namespace is at 10.0.0.5.
+
+## Alice
+<!-- namespace: alice -->
+- Alice's staging database listens on port 6543.
+"""
+
+
 @asynccontextmanager
 async def stack(nats_url: str, pg_dsn: str, topology: Topology, home: Path,
                 model_path: Path) -> AsyncIterator[httpx.AsyncClient]:
@@ -50,7 +60,8 @@ async def stack(nats_url: str, pg_dsn: str, topology: Topology, home: Path,
                                              retry_delay_s=0.3, background_tasks=False,
                                              embed_timeout_s=20.0))
     api = create_api(ApiSettings(**common, pg_dsn=pg_dsn, memory_dir=home / "memory",
-                                 embed_timeout_s=10.0, search_timeout_s=10.0))
+                                 embed_timeout_s=10.0, search_timeout_s=10.0,
+                                 memory_md_namespace="default"))
     async with AsyncExitStack() as stack:
         await stack.enter_async_context(embedder)
         await stack.enter_async_context(indexer)
@@ -78,6 +89,8 @@ async def recall(c: httpx.AsyncClient, query: str, **kw: Any) -> dict[str, dict[
 async def test_a_family_is_recalled_by_keywords_and_by_vector(
         nats_url: str, pg_dsn: str, topology: Topology, tr_home: Path,
         model_path: Path) -> None:
+    (tr_home / "memory").mkdir(parents=True, exist_ok=True)
+    (tr_home / "memory" / "MEMORY.md").write_text(MEMORY_MD)
     async with stack(nats_url, pg_dsn, topology, tr_home, model_path) as c:
         body = [{"id": i, "summary": s, "category": cat, "metadata": {"severity": "error"}}
                 for i, (cat, s) in EVENTS.items()]
@@ -109,6 +122,15 @@ async def test_a_family_is_recalled_by_keywords_and_by_vector(
         tl = await c.post("/memory/timeline", json={"hours": 24, "category": "system.*"})
         assert tl.status_code == 200, tl.text
         assert {m["id"] for m in tl.json()["memories"]} == {"svc", "proc", "disk"}
+
+        # MEMORY.md: the session start of another namespace shows none of the default's
+        # sections; the default's shows its own and not alice's.
+        other = (await c.post("/memory/warm", json={"namespace": "other"})).json()
+        assert other["bundle"]["memory_md"] == "" and "10.0.0.5" not in other["session_context"]
+        mine = (await c.post("/memory/warm", json={"namespace": "default"})).json()
+        assert "10.0.0.5" in mine["session_context"] and "6543" not in mine["session_context"]
+        alice = (await c.post("/memory/warm", json={"namespace": "alice"})).json()
+        assert "6543" in alice["session_context"] and "10.0.0.5" not in alice["session_context"]
 
 
 async def _all_stored(dsn: str) -> bool:

@@ -1,4 +1,5 @@
-"""`/memory/file` shows a daily log only as far as the caller's namespaces may read it."""
+"""`/memory/file` shows a daily log (and MEMORY.md) only as far as the caller's namespaces may
+read it."""
 
 from __future__ import annotations
 
@@ -102,8 +103,12 @@ async def test_the_namespace_defaults_to_default_and_can_add_readable_ones(
 
 
 async def test_only_memory_files_are_served(api: httpx.AsyncClient) -> None:
-    r = await api.post("/memory/file", json={"path": "MEMORY.md", "namespace": "alice"})
+    r = await api.post("/memory/file", json={"path": "MEMORY.md"})
     assert r.json()["text"] == "# evergreen\n"
+    # MEMORY.md's sections are the default namespace's: none of them is alice's to read (its
+    # line stays, empty; test_memory_md_scope.py).
+    r = await api.post("/memory/file", json={"path": "MEMORY.md", "namespace": "alice"})
+    assert r.json()["text"] == "\n"
     r = await api.post("/memory/file", json={"path": ".recovered/torn.md"})
     assert r.status_code == 403 and "bob" not in r.text
 
