@@ -20,7 +20,7 @@ from totalrecall_schema import Topology
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         parts = Path(str(item.fspath)).parts
-        for marker in ("unit", "integration", "e2e"):
+        for marker in ("unit", "integration", "e2e", "fleet"):
             if marker in parts:
                 item.add_marker(getattr(pytest.mark, marker))
 

@@ -124,12 +124,14 @@ async def _connect(url: str, probe: bool = True) -> Any:
     async def quiet(_exc: Exception) -> None:
         pass
 
-    # A cluster's nodes, comma-separated, each with its credentials (as the services take them).
-    servers = [u.strip() for u in url.split(",") if u.strip()]
+    from totalrecall_schema.nats_url import connect_options
+
+    # A cluster's nodes, comma-separated, with credentials (as the services take them).
+    opts = connect_options(url)
     if probe:  # (max_reconnect_attempts=0 would retry forever in nats-py 2.x)
-        return await nats.connect(servers=servers, connect_timeout=2, max_reconnect_attempts=1,
+        return await nats.connect(**opts, connect_timeout=2, max_reconnect_attempts=1,
                                   reconnect_time_wait=0.1, error_cb=quiet)
-    return await nats.connect(servers=servers, connect_timeout=3, error_cb=quiet)
+    return await nats.connect(**opts, connect_timeout=3, error_cb=quiet)
 
 
 async def _indexer_answers(settings: Any) -> bool:

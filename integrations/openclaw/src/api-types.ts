@@ -513,6 +513,19 @@ export interface components {
              */
             namespace?: string;
         };
+        /**
+         * Degraded
+         * @description A part of recall that answered without one of its sources: the memories are what the
+         *     others found (a recall never fails for a missing part).
+         */
+        Degraded: {
+            /** Component */
+            component: string;
+            /** Partitions */
+            partitions?: number[] | null;
+            /** Reason */
+            reason: string;
+        };
         /** FileRequest */
         FileRequest: {
             /**
@@ -829,6 +842,8 @@ export interface components {
         RecallResponse: {
             /** Alerts */
             alerts?: components["schemas"]["Alert"][];
+            /** Degraded */
+            degraded?: components["schemas"]["Degraded"][];
             /** Memories */
             memories: components["schemas"]["Memory"][];
             /**

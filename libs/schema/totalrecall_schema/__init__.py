@@ -3,6 +3,7 @@
 from .alerts import Alert, AlertsResponse
 from .api import (
     TIMEFRAMES,
+    Degraded,
     ExportedMemory,
     ForgetRequest,
     ForgetResponse,
@@ -39,7 +40,7 @@ from .rpc import (
 from .scrub import REDACTED, scrub_text, scrub_value
 from .taxonomy import CATEGORIES, Severity
 from .tiers import TierPolicy
-from .topology import Topology, ensure_streams
+from .topology import Topology, ensure_streams, ensure_streams_when_ready
 
 __all__ = [
     "CATEGORIES",
@@ -50,6 +51,7 @@ __all__ = [
     "Alert",
     "AlertsResponse",
     "DeadLetter",
+    "Degraded",
     "EmbedReply",
     "EmbedRequest",
     "EmbeddedEvent",
@@ -76,6 +78,7 @@ __all__ = [
     "VectorSearchReply",
     "VectorSearchRequest",
     "ensure_streams",
+    "ensure_streams_when_ready",
     "memory_key",
     "new_event_id",
     "scrub_text",

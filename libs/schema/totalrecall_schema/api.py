@@ -143,6 +143,18 @@ class OpenClawResult(BaseModel):
     source: str = "memory"
 
 
+class Degraded(BaseModel):
+    """A part of recall that answered without one of its sources: the memories are what the
+    others found (a recall never fails for a missing part)."""
+
+    #: `vector` (the embedder or the index), `bm25` (keywords), `rows`, `neighbours`, …
+    component: str
+    reason: str
+    #: Index partitions whose vector search had no answer (their memories were found by
+    #: keywords only); None: not a partition's doing.
+    partitions: list[int] | None = None
+
+
 class RecallResponse(BaseModel):
     memories: list[Memory]
     system_memory: str
@@ -152,6 +164,8 @@ class RecallResponse(BaseModel):
     #: The open alerts the block's `<system_alerts>` part shows (at most a few; all of them:
     #: `GET /memory/alerts`).
     alerts: list[Alert] = Field(default_factory=list)
+    #: What this recall had to do without (empty: nothing; see `Degraded`).
+    degraded: list[Degraded] = Field(default_factory=list)
 
 
 class TimelineRequest(BaseModel):

@@ -56,6 +56,11 @@ class VectorSearchReply(BaseModel):
     hits: list[VectorHit] = Field(default_factory=list)
     took_ms: dict[str, float] = Field(default_factory=dict)
     error: str | None = None
+    #: The index partitions the answer covers (an indexer's own; None: the whole index, as a
+    #: single indexer answers).
+    partitions: list[int] | None = None
+    #: Partitions no owner answered for in time (recall's merge of several answers).
+    missing_partitions: list[int] = Field(default_factory=list)
 
 
 class AdminRequest(BaseModel):

@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .nats_url import connect_options
+from .partitions import MAX_PARTITIONS
 from .topology import MAX_REPLICAS, Topology
 
 DEFAULT_HOME = "~/.local/share/totalrecall"
@@ -29,6 +31,12 @@ def default_replicas() -> int | str:
     create the streams, and must agree on their replica count); `TR_<SVC>_NATS_REPLICAS` still
     sets one service's."""
     return os.environ.get("TR_NATS_REPLICAS") or 1  # validated (and converted) as the field
+
+
+def default_partitions() -> int | str:
+    """`$TR_PARTITIONS`, else 1: every service of an installation must agree on it (the
+    embedder publishes by it, indexers consume by it, recall asks by it)."""
+    return os.environ.get("TR_PARTITIONS") or 1
 
 
 def default_home() -> Path:
@@ -52,6 +60,10 @@ class ServiceSettings(BaseSettings):
     #: the cluster of deploy/nats/cluster/. Default `$TR_NATS_REPLICAS`, else 1.
     nats_replicas: int = Field(default_factory=default_replicas, ge=1, le=MAX_REPLICAS,
                                validate_default=True)
+    #: Partitions of the vector index (`totalrecall_schema.partitions`): 1 for one indexer; with
+    #: more, each indexer owns some (`TR_INDEXER_PARTITIONS`). Default `$TR_PARTITIONS`, else 1.
+    partition_count: int = Field(default_factory=default_partitions, ge=1, le=MAX_PARTITIONS,
+                                 validate_default=True)
     #: /health and /metrics (each service sets its own port).
     http_host: str = "127.0.0.1"
     http_port: int
@@ -60,13 +72,31 @@ class ServiceSettings(BaseSettings):
 
     @property
     def nats_servers(self) -> list[str]:
-        """`nats_url` as nats-py's (and FastStream's) `servers` list."""
+        """`nats_url`'s servers, as given (credentials and all)."""
         return [u.strip() for u in self.nats_url.split(",") if u.strip()]
+
+    @property
+    def nats_connect(self) -> dict[str, Any]:
+        """`nats.connect`'s `servers` and credentials for `nats_url` (`nats_url.py`: the
+        credentials go to every server, the ones the cluster announces too)."""
+        return connect_options(self.nats_url)
+
+    def nats_broker_options(self) -> dict[str, Any]:
+        """FastStream's `NatsBroker` arguments for `nats_url` (as `nats_connect`)."""
+        opts = dict(self.nats_connect)
+        out: dict[str, Any] = {"servers": opts.pop("servers")}
+        if "user" in opts:
+            from faststream.security import SASLPlaintext
+
+            out["security"] = SASLPlaintext(username=opts["user"], password=opts["password"])
+        elif "token" in opts:
+            out["token"] = opts["token"]
+        return out
 
     @property
     def topology(self) -> Topology:
         return Topology(prefix=self.subject_prefix, stream_prefix=self.stream_prefix,
-                        replicas=self.nats_replicas)
+                        replicas=self.nats_replicas, partitions=self.partition_count)
 
     def section(self, config: type[C], **overrides: Any) -> C:
         """The core's config dataclass `config`, filled from the settings of the same names (so

@@ -17,10 +17,15 @@ from __future__ import annotations
 import contextlib
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 
 from .host import normalize_hostname
+from .partitions import MAX_PARTITIONS, partition_of
+
+if TYPE_CHECKING:
+    from .events import MemoryEvent
 
 #: How long JetStream remembers a Nats-Msg-Id for publish-side dedup.
 DUPLICATE_WINDOW_S = 600.0
@@ -80,10 +85,15 @@ class Topology:
     #: Servers each stream is kept on: 1 on a single machine, 3 on a cluster
     #: (`TR_NATS_REPLICAS`; deploy/nats/cluster/).
     replicas: int = 1
+    #: Partitions of the vector index (`partitions.py`, `TR_PARTITIONS`): 1 keeps the subjects
+    #: and the consumer of a single indexer; more give each its subject and durable consumer.
+    partitions: int = 1
 
     def __post_init__(self) -> None:
         if not 1 <= self.replicas <= MAX_REPLICAS:
             raise ValueError(f"replicas must be 1..{MAX_REPLICAS}, got {self.replicas}")
+        if not 1 <= self.partitions <= MAX_PARTITIONS:
+            raise ValueError(f"partitions must be 1..{MAX_PARTITIONS}, got {self.partitions}")
 
     @classmethod
     def for_test(cls, tag: str) -> Topology:
@@ -107,8 +117,38 @@ class Topology:
     def events_subject(self, category: str) -> str:
         return f"{self.prefix}.events.{category}"
 
-    def embedded_subject(self, category: str) -> str:
-        return f"{self.prefix}.embedded.{category}"
+    def embedded_subject(self, category: str, partition: int = 0) -> str:
+        """Where an embedded event of `category` in `partition` is published: one partition
+        keeps `<prefix>.embedded.<category>`; several put each in its own subtree,
+        `<prefix>.partition.<n>.embedded.<category>`, which its owner's consumer filters."""
+        if self.partitions == 1:
+            return f"{self.prefix}.embedded.{category}"
+        return f"{self.embedded_root(partition)}.{category}"
+
+    def embedded_subject_of(self, event: MemoryEvent) -> str:
+        """`embedded_subject` of `event`'s category and partition (its namespace and host)."""
+        return self.embedded_subject(event.category, self.partition_of(event))
+
+    def partition_of(self, event: MemoryEvent) -> int:
+        return partition_of(event.namespace, event.metadata.hostname, self.partitions)
+
+    def embedded_root(self, partition: int) -> str:
+        if not 0 <= partition < self.partitions:
+            raise ValueError(f"partition {partition} is not among 0..{self.partitions - 1}")
+        return f"{self.prefix}.partition.{partition}.embedded"
+
+    def embedded_filter(self, partition: int) -> str:
+        """The subjects of one partition's embedded events (its consumer's filter)."""
+        if self.partitions == 1:
+            return self.embedded_all
+        return f"{self.embedded_root(partition)}.>"
+
+    @property
+    def embedded_subjects(self) -> list[str]:
+        """The embedded stream's subjects."""
+        if self.partitions == 1:
+            return [self.embedded_all]
+        return [self.embedded_all, f"{self.prefix}.partition.*.embedded.>"]
 
     def dlq_subject(self, stage: str) -> str:
         return f"{self.prefix}.dlq.{stage}"
@@ -195,6 +235,16 @@ class Topology:
     embedder_durable: str = "embedder"
     indexer_durable: str = "indexer"
 
+    def indexer_durable_of(self, partition: int) -> str:
+        """The durable consumer of one partition (`indexer` when there is one)."""
+        if self.partitions == 1:
+            return self.indexer_durable
+        return f"{self.indexer_durable}-p{partition}"
+
+    @property
+    def indexer_durables(self) -> list[str]:
+        return [self.indexer_durable_of(p) for p in range(self.partitions)]
+
     def stream_configs(self) -> list[StreamConfig]:
         common = dict(
             storage=StorageType.FILE,
@@ -206,7 +256,7 @@ class Topology:
         return [
             StreamConfig(name=self.events_stream, subjects=self.event_subjects,
                          max_age=EVENTS_MAX_AGE_S, **common),  # type: ignore[arg-type]
-            StreamConfig(name=self.embedded_stream, subjects=[self.embedded_all],
+            StreamConfig(name=self.embedded_stream, subjects=self.embedded_subjects,
                          max_age=EVENTS_MAX_AGE_S, **common),  # type: ignore[arg-type]
             StreamConfig(name=self.dlq_stream, subjects=[self.dlq_all],
                          max_age=90 * 24 * 3600, **common),  # type: ignore[arg-type]
@@ -228,3 +278,31 @@ async def ensure_streams(js: object, topology: Topology) -> None:
                 await js.add_stream(cfg)  # type: ignore[attr-defined]
         else:
             await js.update_stream(cfg)  # type: ignore[attr-defined]
+
+
+async def ensure_streams_when_ready(js: object, topology: Topology, *, wait_s: float = 120.0,
+                                    every_s: float = 1.0) -> None:
+    """`ensure_streams`, retried while JetStream cannot answer yet (a cluster electing its meta
+    leader after a node died, or still forming) for up to `wait_s`: a service that starts then
+    waits for the cluster instead of exiting."""
+    import asyncio
+    import logging
+    import time
+
+    from nats.errors import NoRespondersError
+    from nats.errors import TimeoutError as NatsTimeout
+    from nats.js.errors import ServiceUnavailableError
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            await ensure_streams(js, topology)
+            return
+        except (NatsTimeout, NoRespondersError, ServiceUnavailableError, TimeoutError) as exc:
+            if time.monotonic() >= deadline:
+                raise
+            logging.getLogger("totalrecall.nats").warning(
+                "JetStream not answering yet (%s); the streams are made once it does",
+                type(exc).__name__)
+            await asyncio.sleep(every_s)
+

@@ -96,9 +96,9 @@ def build(settings: Settings, *, embedder_backend: EmbedBackend | None = None,
                           gpu_probe=gpu_probe, on_cache=metrics.cache_hook,
                           on_spread=metrics.spread_hook)
     responder = QueryResponder(
-        settings.nats_servers, settings.topology.rpc_embed_query,
+        settings.nats_connect, settings.topology.rpc_embed_query,
         lambda body: handle_query_rpc(body, engine, metrics).model_dump_json().encode())
     metrics.query_rpc_up.set_function(lambda: 1.0 if responder.connected else 0.0)
-    broker = NatsBroker(settings.nats_servers, log_level=logging.DEBUG)
+    broker = NatsBroker(**settings.nats_broker_options(), log_level=logging.DEBUG)
     return Container(settings=settings, metrics=metrics, engine=engine, broker=broker,
                      responder=responder)

@@ -182,7 +182,7 @@ async def handle_backfill(engine: Engine, journal: BackfillJournal, metrics: Met
         full = emb.model_copy(update=update)
         msg_id = f"{emb.event.key}:backfill"
         try:
-            await publish(topology.embedded_subject(emb.event.category),
+            await publish(topology.embedded_subject_of(emb.event),
                           full.model_dump_json().encode(),
                           {"Nats-Msg-Id": msg_id, **JSON_HEADERS}, topology.embedded_stream)
         except Exception as exc:

@@ -10,7 +10,7 @@ import sys
 import time
 from typing import Any
 
-from totalrecall_schema import ensure_streams
+from totalrecall_schema import ensure_streams_when_ready
 from totalrecall_worker import PullConsumer, PullSpec, confirm_subscriptions, consumer_backlog
 
 from .bootstrap import Container
@@ -48,7 +48,7 @@ class Lifecycle:
         if c.journal is not None:
             c.metrics.backfill_pending.set(len(c.journal))
         nc = await c.broker.connect()
-        await ensure_streams(nc.jetstream(), c.settings.topology)
+        await ensure_streams_when_ready(nc.jetstream(), c.settings.topology)
 
     async def serve(self) -> None:
         """After the broker started its subscribers: the query thread, the consumer, the loops."""

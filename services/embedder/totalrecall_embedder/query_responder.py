@@ -24,9 +24,9 @@ class QueryResponder:
     """Subscribes `subject` on its own connection and answers each request with
     `handle(request bytes) -> reply bytes` (blocking: runs on this thread)."""
 
-    def __init__(self, url: str | list[str], subject: str, handle: Callable[[bytes], bytes], *,
+    def __init__(self, connect: dict[str, Any], subject: str, handle: Callable[[bytes], bytes], *,
                  name: str = "totalrecall-embedder-query") -> None:
-        self.url, self.subject, self.handle, self.name = url, subject, handle, name
+        self.connect, self.subject, self.handle, self.name = connect, subject, handle, name
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -85,7 +85,7 @@ class QueryResponder:
             if msg.reply:
                 await msg.respond(reply)
 
-        nc = await nats.connect(servers=self.url, name=self.name, max_reconnect_attempts=-1,
+        nc = await nats.connect(**self.connect, name=self.name, max_reconnect_attempts=-1,
                                 reconnect_time_wait=1)
         try:
             await nc.subscribe(self.subject, cb=on_request)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import shutil
 from collections.abc import Awaitable, Callable
@@ -38,16 +39,21 @@ def nats_embed_fn(nc: Any, settings: Settings) -> EmbedFn:
 def nats_in_flight_fn(nc: Any, settings: Settings) -> Callable[[], Awaitable[int]]:
     """The indexer consumer's messages not acked yet (pending + ack-pending; 0 before the
     consumer exists)."""
-    topo = settings.topology
-
     async def in_flight() -> int:
         from nats.js.errors import NotFoundError
 
-        try:
-            return int(await consumer_backlog(nc, topo.embedded_stream, topo.indexer_durable))
-        except NotFoundError:
-            return 0
+        total = 0
+        for durable in own_durables(settings):
+            with contextlib.suppress(NotFoundError):
+                total += int(await consumer_backlog(nc, settings.topology.embedded_stream,
+                                                    durable))
+        return total
     return in_flight
+
+
+def own_durables(settings: Settings) -> list[str]:
+    """The durable consumers of the partitions this indexer owns."""
+    return [settings.topology.indexer_durable_of(p) for p in settings.own_partitions]
 
 
 async def refresh_runtime_gauges(nc: Any, settings: Settings, metrics: Metrics) -> None:
@@ -61,8 +67,9 @@ async def refresh_runtime_gauges(nc: Any, settings: Settings, metrics: Metrics) 
     if nc is None or not nc.is_connected:
         return
     try:
-        metrics.consumer_pending.set(
-            await consumer_backlog(nc, topo.embedded_stream, topo.indexer_durable))
+        backlog = [await consumer_backlog(nc, topo.embedded_stream, d)
+                   for d in own_durables(settings)]
+        metrics.consumer_pending.set(sum(backlog))
     except Exception as exc:  # consumer not created yet, NATS trouble
         log.debug("consumer info: %s", exc)
     try:

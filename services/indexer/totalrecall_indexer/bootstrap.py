@@ -48,10 +48,12 @@ def build_indexer(settings: Settings, metrics: Metrics | None = None,
                   pg: PgStore | None = None, tiers: ZvecTiers | None = None) -> Indexer:
     """The indexer over its three stores (Markdown logs, Postgres, Zvec tiers)."""
     metrics = metrics or Metrics()
+    own = settings.own_partitions
     return Indexer(
         markdown=MarkdownLog(settings.memory_dir,
                              on_repair=lambda _path, _reason: metrics.markdown_repairs.inc()),
-        pg=pg or PgStore(settings.pg_dsn, backend_nice=settings.pg_backend_nice),
+        pg=pg or PgStore(settings.pg_dsn, backend_nice=settings.pg_backend_nice,
+                         partitions=own if settings.partition_count > 1 else None),
         tiers=tiers or ZvecTiers(settings.zvec_dir, default_dim=settings.dim,
                                  optimize_threads=settings.optimize_threads,
                                  stall_s=settings.zvec_stall_s,
@@ -61,7 +63,7 @@ def build_indexer(settings: Settings, metrics: Metrics | None = None,
                                  build_idle=settings.build_idle,
                                  min_free_bytes=settings.zvec_min_free_bytes),
         metrics=metrics,
-        config=settings.section(IndexerConfig),
+        config=settings.section(IndexerConfig, own_partitions=own),
     )
 
 
@@ -69,4 +71,5 @@ def build(settings: Settings, *, indexer: Indexer | None = None,
           embed: EmbedFn | None = None) -> Container:
     """`indexer` and `embed` replace the real ones (tests)."""
     return Container(settings=settings, indexer=indexer or build_indexer(settings),
-                     broker=NatsBroker(settings.nats_servers, log_level=logging.DEBUG), embed=embed)
+                     broker=NatsBroker(**settings.nats_broker_options(), log_level=logging.DEBUG),
+                     embed=embed)

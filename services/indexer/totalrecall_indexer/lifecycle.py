@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 import nats
-from totalrecall_schema import ensure_streams
+from totalrecall_schema import ensure_streams_when_ready
 from totalrecall_worker import (
     ConcurrentResponder,
     PullConsumer,
@@ -36,13 +36,14 @@ class Lifecycle:
         self.c = c
         self.pg_connect_timeout_s = pg_connect_timeout_s
         s, topo = c.settings, c.settings.topology
-        self.consumer = PullConsumer(
+        # One durable consumer per partition owned: its only reader, so its only writer.
+        self.consumers = [PullConsumer(
             lambda: c.nc,
-            PullSpec(stream=topo.embedded_stream, subject=topo.embedded_all,
-                     durable=topo.indexer_durable, ack_wait_s=s.ack_wait_s,
+            PullSpec(stream=topo.embedded_stream, subject=topo.embedded_filter(p),
+                     durable=topo.indexer_durable_of(p), ack_wait_s=s.ack_wait_s,
                      max_ack_pending=20_000, batch_max=s.batch_size,
                      fetch_timeout_s=s.fetch_timeout_s),
-            self.on_embedded)
+            self.on_embedded) for p in s.own_partitions]
         # Vector search is on every recall's critical path: no FastStream there.
         self.search = ConcurrentResponder(topo.rpc_vector_search, self.answer_search,
                                           concurrency=SEARCH_CONCURRENCY)
@@ -57,9 +58,9 @@ class Lifecycle:
             log.warning("repaired torn daily logs after an unclean shutdown: %s", repaired)
         await self._start_postgres()
         await idx.load_tombstones()  # before the consumer starts: forgotten stays forgotten
-        c.nc = await nats.connect(servers=c.settings.nats_servers,
+        c.nc = await nats.connect(**c.settings.nats_connect,
                                   name="totalrecall-indexer-admin")
-        await ensure_streams(c.nc.jetstream(), c.settings.topology)
+        await ensure_streams_when_ready(c.nc.jetstream(), c.settings.topology)
         if c.embed is None:
             c.embed = nats_embed_fn(c.nc, c.settings)
         idx.reconciler.in_flight = nats_in_flight_fn(c.nc, c.settings)
@@ -105,7 +106,8 @@ class Lifecycle:
         # a tier short is re-indexed, and the service is not ready until it is.
         await maintenance.reconcile_once(c)
         runtime.start()
-        await runtime.consume(self.consumer)
+        for consumer in self.consumers:
+            await runtime.consume(consumer)
         # Always on (not a background nicety): a tier whose last HNSW build was interrupted
         # takes no writes until a build completed; ingest is redelivered meanwhile.
         runtime.spawn(maintenance.held_builds_loop(c), name="held builds")
@@ -148,7 +150,11 @@ class Lifecycle:
                                     self.c.settings.retry_delay_s)
 
     async def answer_search(self, body: bytes) -> bytes:
-        return (await handle_search(body, self.c.indexer)).model_dump_json().encode()
+        reply = await handle_search(body, self.c.indexer)
+        s = self.c.settings
+        if s.partition_count > 1:  # recall hears every partition's owner and merges
+            reply.partitions = list(s.own_partitions)
+        return reply.model_dump_json().encode()
 
     async def publish_progress(self, progress: dict[str, Any]) -> None:
         nc = self.c.nc
@@ -173,6 +179,7 @@ class Lifecycle:
         status = "ok" if pg_ok and nats_ok and not reindex and not held and not disk_low \
             else "degraded"
         body: dict[str, Any] = {"status": status, "postgres": pg_ok, "nats": nats_ok,
+                                "partitions": list(c.settings.own_partitions),
                                 "model": idx.tiers.model, "dim": idx.tiers.dim,
                                 "docs": {t: int(s["doc_count"]) for t, s in tiers.items()},
                                 "consistency": idx.reconciler.last}

@@ -39,7 +39,7 @@ async def rebuild(settings: Settings | None = None, *, use_embedder: bool = True
         await idx.load_tombstones()
         if embed is None and use_embedder:
             try:
-                nc = await nats.connect(servers=settings.nats_servers, connect_timeout=3,
+                nc = await nats.connect(**settings.nats_connect, connect_timeout=3,
                                         max_reconnect_attempts=1)
                 embed = nats_embed_fn(nc, settings)
             except Exception:

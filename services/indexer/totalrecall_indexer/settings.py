@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
+from totalrecall_schema.partitions import parse_partitions
 from totalrecall_schema.service_settings import ServiceSettings
 from totalrecall_schema.tiers import HOT_MAX_AGE_S, WARM_MAX_AGE_S
 
@@ -78,6 +79,15 @@ class Settings(ServiceSettings):
     #: differ; missing memories re-indexed, duplicates removed: `core/reconcile.py`). Always
     #: once at start; 0: only then.
     reconcile_interval_s: float = Field(default=300.0, ge=0)
+
+    # partitions
+    #: The index partitions this indexer owns and alone writes (`totalrecall_schema.partitions`):
+    #: `"0"`, `"0,2"`, `"0-3"`; empty or `all`: every one of `partition_count` (`TR_PARTITIONS`).
+    partitions: str = ""
+
+    @property
+    def own_partitions(self) -> tuple[int, ...]:
+        return parse_partitions(self.partitions, self.partition_count)
 
     # search
     search_ef: int = 128

@@ -196,7 +196,7 @@ def create_app(settings: Settings, *, publisher: Publisher | None = None,
 async def _connect(settings: Settings, stack: AsyncExitStack) -> dict[str, Any]:
     import asyncpg
     import nats
-    from totalrecall_schema import ensure_streams
+    from totalrecall_schema import ensure_streams_when_ready
 
     from .adapters import (
         GENERIC_PLANS,
@@ -213,12 +213,12 @@ async def _connect(settings: Settings, stack: AsyncExitStack) -> dict[str, Any]:
     async def _closed_cb() -> None:
         log.warning("NATS connection closed")
 
-    nc = await nats.connect(servers=settings.nats_servers, max_reconnect_attempts=-1,
+    nc = await nats.connect(**settings.nats_connect, max_reconnect_attempts=-1,
                             reconnect_time_wait=1,
                             closed_cb=_closed_cb, name="recall-api")
     stack.push_async_callback(nc.drain)
     js = nc.jetstream()
-    await ensure_streams(js, settings.topology)
+    await ensure_streams_when_ready(js, settings.topology)
     # Custom plans: asyncpg prepares every statement, and after five runs Postgres may switch
     # to a generic plan that cannot see the query's tsquery or which filters are NULL, so the
     # keyword search bitmap-scans every match instead of walking the newest ones.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
@@ -12,6 +13,7 @@ from datetime import time as dtime
 from typing import TYPE_CHECKING, TypeVar
 
 from totalrecall_schema import (
+    Degraded,
     Memory,
     OpenClawResult,
     RecallRequest,
@@ -104,6 +106,18 @@ SYSTEM_CATEGORIES = ("system.process", "system.service", "system.network", "syst
                      "error", "diagnosis")
 
 
+#: What the recall in progress had to do without (set by `RecallService.recall`; the tasks it
+#: starts share the list).
+_DEGRADED: contextvars.ContextVar[list[Degraded] | None] = contextvars.ContextVar(
+    "degraded", default=None)
+
+
+def _note_degraded(d: Degraded) -> None:
+    found = _DEGRADED.get()
+    if found is not None:
+        found.append(d)
+
+
 @dataclass
 class RecallService:
     settings: Settings
@@ -161,6 +175,15 @@ class RecallService:
             for tier, ms in reply.took_ms.items():
                 if tier in ("hot", "warm", "cold"):
                     self.metrics.stage(f"vector_{tier}", ms / 1000)
+            if reply.missing_partitions:
+                missing = reply.missing_partitions
+                self.metrics.degraded.labels("vector partition").inc()
+                _note_degraded(Degraded(
+                    component="vector", partitions=missing,
+                    reason=(f"no answer from the owner of index partition"
+                            f"{'s' if len(missing) > 1 else ''} "
+                            f"{', '.join(map(str, missing))}: keywords only for "
+                            f"{'them' if len(missing) > 1 else 'it'}")))
             return reply.hits
 
         hits = await search(tiers)
@@ -192,10 +215,26 @@ class RecallService:
         except Exception as exc:
             self.metrics.degraded.labels(component).inc()
             log.warning("recall without %s: %s", component, exc or type(exc).__name__)
+            _note_degraded(Degraded(component=component,
+                                    reason=(str(exc) or type(exc).__name__)[:300]))
             return []
 
     async def recall(self, req: RecallRequest, now: datetime | None = None) -> RecallResponse:
-        """`now`: the clock (tests pin it); the question is asked at `req.as_of`, else now."""
+        """`now`: the clock (tests pin it); the question is asked at `req.as_of`, else now.
+        The response lists what recall had to do without (`degraded`)."""
+        found: list[Degraded] = []
+        token = _DEGRADED.set(found)
+        try:
+            resp = await self._recall(req, now)
+        finally:
+            _DEGRADED.reset(token)
+        once: dict[tuple[str, str], Degraded] = {}
+        for d in found:  # one per component and reason (the namespaces searched each add one)
+            once.setdefault((d.component, d.reason), d)
+        resp.degraded = list(once.values())
+        return resp
+
+    async def _recall(self, req: RecallRequest, now: datetime | None) -> RecallResponse:
         t0 = time.perf_counter()
         clock = now or datetime.now(UTC)
         now = req.as_of or clock

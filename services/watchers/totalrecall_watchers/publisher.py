@@ -13,12 +13,12 @@ import logging
 import re
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import unquote, urlsplit
 
 import nats
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from totalrecall_schema import MemoryEvent, Topology, ensure_streams
+from totalrecall_schema.nats_url import connect_options
 
 from .core.spool import Spool
 from .metrics import Metrics
@@ -30,25 +30,6 @@ def loggable_url(url: str) -> str:
     """A NATS URL (or comma-separated list) without its user:password@ (compose puts the
     credentials in the URL, and the container's log is no place for them)."""
     return re.sub(r"//[^/@,]*@", "//", url)
-
-
-def connect_options(url: str) -> dict[str, Any]:
-    """`nats.connect`'s servers and credentials for a NATS URL, or a comma-separated list of a
-    cluster's: the user:password (or token) is taken out of the URLs and given as options,
-    because nats-py authenticates with a URL's own credentials only on that URL, and a server
-    the cluster announces (where it goes when its node dies) would be refused."""
-    servers: list[str] = []
-    auth: dict[str, Any] = {}
-    for part in (p.strip() for p in url.split(",")):
-        if not part:
-            continue
-        u = urlsplit(part)
-        if u.username is not None:
-            auth = ({"user": unquote(u.username), "password": unquote(u.password)}
-                    if u.password is not None else {"token": unquote(u.username)})
-            part = u._replace(netloc=u.netloc.rpartition("@")[2]).geturl()
-        servers.append(part)
-    return {"servers": servers, **auth}
 
 
 class Publisher(Protocol):

@@ -8,30 +8,19 @@ hosts; only the environment (free ports, test passwords) is the test's.
 
 from __future__ import annotations
 
-import os
-import shutil
-import signal
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig
-from totalrecall.infra import free_ports
-from totalrecall.infra.nats_server import nats_server_binary
-from totalrecall.infra.ports import http_ok
-from totalrecall.infra.process import spawn, stop
+from nats_cluster import NatsCluster
 from totalrecall_embedder.settings import Settings as EmbedderSettings
 from totalrecall_schema import MemoryEvent, Topology, ensure_streams
 from totalrecall_watchers.publisher import NatsPublisher
 from waiting import wait_for
 
-REPO = Path(__file__).resolve().parents[3]
-CLUSTER = REPO / "deploy" / "nats" / "cluster"
 TOPO = Topology(replicas=3)  # the production names: these servers are the test's own
 HOST_A, HOST_B = "a.lan", "b.lan"
 # A password that looks like a number: the quoting of the environment's values is tested too.
@@ -41,71 +30,9 @@ PASSWORDS = {"NATS_PASSWORD": "9e5c22", "NATS_ROUTE_PASSWORD": "route-pw",
 pytestmark = pytest.mark.timeout(300)
 
 
-@dataclass
-class Node:
-    name: str
-    port: int
-    http_port: int
-    cluster_port: int
-    store: Path
-    proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"nats://127.0.0.1:{self.port}"
-
-    def healthy(self, js_only: bool = True) -> bool:
-        query = "?js-enabled-only=true" if js_only else ""
-        return http_ok(f"http://127.0.0.1:{self.http_port}/healthz{query}")
-
-
-class Cluster:
+class Cluster(NatsCluster):
     def __init__(self, root: Path) -> None:
-        self.conf_dir = root / "conf"
-        self.conf_dir.mkdir(parents=True)
-        shutil.copy(CLUSTER / "node.conf", self.conf_dir / "node.conf")
-        users = subprocess.run([sys.executable, str(CLUSTER / "users.py"), HOST_A, HOST_B],
-                               capture_output=True, text=True, check=True).stdout
-        (self.conf_dir / "users.conf").write_text(users)
-        ports = free_ports(9)
-        self.nodes = [Node(f"nats-{i + 1}", *ports[3 * i:3 * i + 3], store=root / f"n{i + 1}")
-                      for i in range(3)]
-        self.root = root
-
-    def env(self, node: Node) -> dict[str, str]:
-        routes = ", ".join(f'"nats-route://route:{PASSWORDS["NATS_ROUTE_PASSWORD"]}'
-                           f'@127.0.0.1:{n.cluster_port}"' for n in self.nodes)
-        own = {"NATS_SERVER_NAME": node.name, "NATS_HOST": "127.0.0.1",
-               "NATS_PORT": str(node.port), "NATS_HTTP_PORT": str(node.http_port),
-               "NATS_CLUSTER_PORT": str(node.cluster_port), "NATS_STORE_DIR": str(node.store),
-               "NATS_ROUTES": f"[{routes}]", "NATS_USER": "services",
-               "NATS_ROUTE_USER": "route"}
-        quoted = {k: f'"{v}"' for k, v in {**own, **PASSWORDS}.items()
-                  if not k.endswith("PORT") and k != "NATS_ROUTES"}
-        return {"PATH": os.environ.get("PATH", ""), **own, **quoted}
-
-    def start(self, node: Node) -> None:
-        node.proc = spawn([nats_server_binary(), "-c", str(self.conf_dir / "node.conf")],
-                          log_path=self.root / f"{node.name}.log", env=self.env(node))
-
-    def kill(self, node: Node) -> None:
-        assert node.proc is not None
-        os.killpg(node.proc.pid, signal.SIGKILL)
-        node.proc.wait(timeout=10)
-        node.proc = None
-
-    def node(self, name: str) -> Node:
-        return next(n for n in self.nodes if n.name == name)
-
-    @property
-    def urls(self) -> list[str]:
-        return [n.url for n in self.nodes]
-
-    def stop(self) -> None:
-        for n in self.nodes:
-            if n.proc is not None:
-                stop(n.proc)
-                n.proc = None
+        super().__init__(root, [HOST_A, HOST_B], PASSWORDS)
 
 
 @pytest.fixture

@@ -91,7 +91,7 @@ class Plan:
                 # A new repeat needs a new Nats-Msg-Id (JetStream would drop the same id as a
                 # duplicate); a pure redelivery reuses the last one.
                 msg_id = base.msg_id if g.added == 0 else f"{base.key}:r{count}"
-                out.append(Outgoing(topology.embedded_subject(base.embedded.event.category),
+                out.append(Outgoing(topology.embedded_subject_of(base.embedded.event),
                                     msg_id, emb, g.sources, "repeat", g.dkey, base.first_ts,
                                     g.added))
                 continue
@@ -113,7 +113,7 @@ class Plan:
                 dim=len(vec) if vec is not None else None, repeat_count=count,
                 last_seen=g.last_seen if count > 1 else None, embedded_at=now)
             kind = "fallback" if vec is None else "reused" if g.reused else "embedded"
-            out.append(Outgoing(topology.embedded_subject(g.event.category), g.event.key, emb,
+            out.append(Outgoing(topology.embedded_subject_of(g.event), g.event.key, emb,
                                 g.sources, kind, g.dkey, g.event.timestamp, g.added))
         return out
 

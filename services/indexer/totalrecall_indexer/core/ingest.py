@@ -116,7 +116,7 @@ class IngestWriter:
             rec = LogRecord.from_embedded(ev)
             if not ok:
                 rec.model = None if ev.vector is None else ev.model
-            rows.append(PgRow(rec=rec, tier=tier, embedded=ok))
+            rows.append(PgRow(rec=rec, tier=tier, embedded=ok, part=st.part_of(ev.event)))
             if ok:
                 by_tier.setdefault(tier, []).append(zdoc(ev))
 

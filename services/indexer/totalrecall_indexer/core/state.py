@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from totalrecall_schema import MemoryEvent
+from totalrecall_schema.partitions import partition_of
 from totalrecall_schema.tiers import HOT_MAX_AGE_S, WARM_MAX_AGE_S
 
 from ..metrics import Metrics
@@ -43,6 +45,10 @@ class IndexerConfig:
     memory_md_namespace: str = "default"
     #: While MEMORY.md memories lack vectors (embedder down), try again this often.
     memory_md_retry_s: float = 60.0
+    #: The installation's index partitions (`totalrecall_schema.partitions`) and this
+    #: indexer's own (None: all of them).
+    partition_count: int = 1
+    own_partitions: tuple[int, ...] | None = None
 
 
 def now_ms() -> int:
@@ -75,6 +81,17 @@ class IndexState:
         self.builds_wanted = asyncio.Event()
         #: Set when `tiers.reindex` may have gained a tier: the app's loop runs `reindex_tiers`.
         self.reindex_wanted = asyncio.Event()
+
+    def part_of(self, event: MemoryEvent) -> int | None:
+        """The partition a memory is kept under in Postgres (None: the index is not
+        partitioned). A memory this indexer writes of its own accord (MEMORY.md) whose
+        partition it does not own stays in its first: what it writes, it answers for."""
+        cfg = self.cfg
+        if cfg.partition_count <= 1:
+            return None
+        part = partition_of(event.namespace, event.metadata.hostname, cfg.partition_count)
+        own = cfg.own_partitions
+        return part if own is None or part in own else own[0]
 
     def tier_for(self, ts_ms: int, now: int) -> str:
         return tier_for_age(ts_ms, now, self.cfg.hot_max_age_s, self.cfg.warm_max_age_s)

@@ -354,6 +354,14 @@ ALTER TABLE memories ADD COLUMN IF NOT EXISTS host text GENERATED ALWAYS AS (
         END)), '.'), '')) STORED;
 CREATE INDEX IF NOT EXISTS memories_ns_host_ts ON memories (namespace, host, ts);
 """),
+    # An index split into partitions (`totalrecall_schema.partitions`) has one indexer per
+    # partition writing this one table: each memory names its partition, and an indexer's
+    # queries over all memories (counts, consistency, re-index, retention, rebuild) see only
+    # its own. NULL: the index is not partitioned. No index: those queries read the table
+    # whole anyway, and ingest pays nothing for it.
+    (16, "the index partition each memory belongs to", """
+ALTER TABLE memories ADD COLUMN IF NOT EXISTS part smallint;
+"""),
 ]
 
 _ADVISORY_LOCK_ID = 0x7452_4D45  # "tRME"

@@ -47,17 +47,17 @@ WHERE u.key = ANY($1::text[]) AND m.namespace = u.namespace AND m.id = old.id
 
 _COLUMNS = ("key", "id", "namespace", "ts", "category", "subcategory", "actor", "source",
             "severity", "service", "tags", "summary", "detail", "metadata", "tier", "embedded",
-            "model", "repeat_count", "last_seen", "template")
+            "model", "repeat_count", "last_seen", "template", "part")
 
 _UPSERT_SQL = f"""
 INSERT INTO memories ({", ".join(_COLUMNS)})
 SELECT u.key, u.id, u.namespace, u.ts, u.category, u.subcategory, u.actor, u.source, u.severity,
        u.service, u.tags::text[], u.summary, u.detail, u.metadata, u.tier, u.embedded, u.model,
-       u.repeat_count, u.last_seen, u.template
+       u.repeat_count, u.last_seen, u.template, u.part
 FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[],
             $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
             $12::text[], $13::text[], $14::jsonb[], $15::text[], $16::bool[], $17::text[],
-            $18::int[], $19::timestamptz[], $20::text[])
+            $18::int[], $19::timestamptz[], $20::text[], $21::smallint[])
      AS u({", ".join(_COLUMNS)})
 ON CONFLICT (key) DO UPDATE SET
     id = EXCLUDED.id, namespace = EXCLUDED.namespace, ts = EXCLUDED.ts,
@@ -70,7 +70,7 @@ ON CONFLICT (key) DO UPDATE SET
     model = COALESCE(EXCLUDED.model, memories.model),
     repeat_count = GREATEST(memories.repeat_count, EXCLUDED.repeat_count),
     last_seen = GREATEST(memories.last_seen, EXCLUDED.last_seen),
-    template = EXCLUDED.template
+    template = EXCLUDED.template, part = EXCLUDED.part
 """
 
 
@@ -79,6 +79,8 @@ class PgRow:
     rec: LogRecord
     tier: str
     embedded: bool
+    #: The index partition it belongs to (None: the index is not partitioned).
+    part: int | None = None
 
 
 def is_data_error(exc: BaseException) -> bool:
@@ -99,7 +101,7 @@ def _columns(rows: Sequence[PgRow]) -> list[list[Any]]:
             ev.key, ev.id, ev.namespace, ev.timestamp, ev.category, ev.subcategory, ev.actor,
             ev.source, md.severity.value, md.service, list(md.tags), ev.summary, ev.detail,
             json.dumps(md.model_dump(mode="json")), row.tier, row.embedded, row.rec.model,
-            row.rec.repeat_count, row.rec.last_seen, template_hash(ev.summary),
+            row.rec.repeat_count, row.rec.last_seen, template_hash(ev.summary), row.part,
         )
         for col, val in zip(cols, values, strict=True):
             col.append(val)
@@ -133,8 +135,12 @@ _MAINTAINED = "memories, term_stats, namespace_stats"
 
 class PgStore:
     def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 4,
-                 backend_nice: int = 0) -> None:
+                 backend_nice: int = 0, partitions: tuple[int, ...] | None = None) -> None:
         self.dsn = dsn
+        #: The index partitions this indexer owns (None: the whole table is its own). Every
+        #: query over "all memories" (counts, re-index, consistency, retention, MEMORY.md,
+        #: rebuild) sees only these: other partitions are other indexers'.
+        self.partitions = partitions
         self._min = min_size
         self._max = max_size
         #: Nice value of the Postgres backends of the pool's connections, where the indexer may
@@ -172,6 +178,16 @@ class PgStore:
             await self.pool.close()
             self.pool = None
 
+    def _own(self, n: int) -> str:
+        """The condition "one of this indexer's partitions" as the query's parameter `$n`
+        (`_owned()` its value); true for every row when the index is not partitioned."""
+        if self.partitions is None:
+            return f"(${n}::smallint[] IS NULL)"
+        return f"part = ANY(${n}::smallint[])"
+
+    def _owned(self) -> list[int] | None:
+        return None if self.partitions is None else list(self.partitions)
+
     def _p(self) -> asyncpg.Pool:
         if self.pool is None:
             raise ConnectionError("postgres pool is not started")
@@ -188,8 +204,8 @@ class PgStore:
     async def keys_older_than(self, cutoff: datetime, limit: int) -> list[str]:
         """The oldest memories before `cutoff` (retention), never the curated MEMORY.md ones."""
         rows = await self._p().fetch(
-            "SELECT key FROM memories WHERE ts < $1 AND source <> 'MEMORY.md' ORDER BY ts LIMIT $2",
-            cutoff, limit)
+            "SELECT key FROM memories WHERE ts < $1 AND source <> 'MEMORY.md' "
+            f"AND {self._own(3)} ORDER BY ts LIMIT $2", cutoff, limit, self._owned())
         return [r["key"] for r in rows]
 
     async def vacuum_if_grown(self, min_new_rows: int) -> int:
@@ -301,12 +317,14 @@ class PgStore:
 
     async def count(self) -> int:
         async with self._p().acquire() as conn:
-            return int(await conn.fetchval("SELECT count(*) FROM memories"))
+            return int(await conn.fetchval(
+                f"SELECT count(*) FROM memories WHERE {self._own(1)}", self._owned()))
 
     async def counts_by_tier(self) -> dict[str, int]:
         async with self._p().acquire() as conn:
             rows = await conn.fetch(
-                "SELECT tier, embedded, count(*) AS n FROM memories GROUP BY tier, embedded")
+                "SELECT tier, embedded, count(*) AS n FROM memories "
+                f"WHERE {self._own(1)} GROUP BY tier, embedded", self._owned())
         out: dict[str, int] = {}
         for r in rows:
             name = r["tier"] if r["embedded"] else f"{r['tier']}_unembedded"
@@ -318,7 +336,8 @@ class PgStore:
         async with self._p().acquire() as conn:
             rows = await conn.fetch(
                 "SELECT key, id, namespace, ts, category, subcategory, summary, detail, tags, "
-                "embedded, model, metadata FROM memories WHERE source = $1", source)
+                f"embedded, model, metadata FROM memories WHERE source = $1 AND {self._own(2)}",
+                source, self._owned())
         out: dict[str, dict[str, Any]] = {}
         for r in rows:
             row = dict(r)
@@ -335,8 +354,8 @@ class PgStore:
             rows = await conn.fetch(
                 "SELECT key, id, namespace, ts, category, subcategory, severity, summary, detail "
                 "FROM memories WHERE tier = $1 AND embedded "
-                "AND model IS NOT DISTINCT FROM $2 AND key > $3 ORDER BY key LIMIT $4",
-                tier, model, after_key, limit)
+                f"AND model IS NOT DISTINCT FROM $2 AND key > $3 AND {self._own(5)} "
+                "ORDER BY key LIMIT $4", tier, model, after_key, limit, self._owned())
         return [dict(r) for r in rows]
 
     async def vector_counts(self, model: str | None) -> dict[str, int]:
@@ -344,7 +363,8 @@ class PgStore:
         async with self._p().acquire() as conn:
             rows = await conn.fetch(
                 "SELECT tier, count(*) AS n FROM memories WHERE embedded "
-                "AND model IS NOT DISTINCT FROM $1 GROUP BY tier", model)
+                f"AND model IS NOT DISTINCT FROM $1 AND {self._own(2)} GROUP BY tier",
+                model, self._owned())
         return {r["tier"]: int(r["n"]) for r in rows}
 
     async def key_tiers(self, model: str | None) -> dict[str, tuple[str, bool]]:
@@ -352,7 +372,7 @@ class PgStore:
         async with self._p().acquire() as conn:
             rows = await conn.fetch(
                 "SELECT key, tier, (embedded AND model IS NOT DISTINCT FROM $1) AS vec "
-                "FROM memories", model)
+                f"FROM memories WHERE {self._own(2)}", model, self._owned())
         return {r["key"]: (r["tier"], bool(r["vec"])) for r in rows}
 
     async def keys_in_tier(self, keys: Sequence[str], tier: str) -> set[str]:
@@ -364,4 +384,7 @@ class PgStore:
 
     async def truncate(self) -> None:
         async with self._p().acquire() as conn:
-            await conn.execute("TRUNCATE memories")
+            if self.partitions is None:
+                await conn.execute("TRUNCATE memories")
+            else:  # the other partitions are other indexers'
+                await conn.execute(f"DELETE FROM memories WHERE {self._own(1)}", self._owned())

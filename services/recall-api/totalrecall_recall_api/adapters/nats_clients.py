@@ -4,6 +4,7 @@ ingested events."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 
 from nats.aio.client import Client as NATS
@@ -20,6 +21,7 @@ from totalrecall_schema import (
     VectorSearchRequest,
 )
 
+from ..core.partitions import covered, merge_partition_replies
 from ..ports import PublishFailed
 
 
@@ -49,14 +51,51 @@ class NatsVectorIndex:
         self.deep_timeout = max(timeout, deep_timeout or timeout)
 
     async def search(self, request: VectorSearchRequest) -> VectorSearchReply:
-        """Hot-only searches get the short timeout; warm/cold ones the deep one."""
+        """Hot-only searches get the short timeout; warm/cold ones the deep one. A partitioned
+        index is asked once, on the same subject, and every partition's owner answers
+        (`_gather`)."""
         timeout = self.timeout if set(request.tiers) <= {"hot"} else self.deep_timeout
-        msg = await self.nc.request(self.topology.rpc_vector_search,
-                                    request.model_dump_json().encode(), timeout=timeout)
+        body = request.model_dump_json().encode()
+        if self.topology.partitions > 1:
+            return await self._gather(body, request.topk, timeout)
+        msg = await self.nc.request(self.topology.rpc_vector_search, body, timeout=timeout)
         reply = VectorSearchReply.model_validate_json(msg.data)
         if reply.error:
             raise UpstreamError(reply.error)
         return reply
+
+    async def _gather(self, body: bytes, topk: int, timeout: float) -> VectorSearchReply:
+        """Scatter-gather: the request goes out once, each indexer answers for the partitions
+        it owns, and the answers are merged as they come, until every partition is heard from
+        or the timeout. What no owner answered for is in `missing_partitions` (recall then has
+        keywords only for it); no answer at all, or only errors, is an error as before."""
+        inbox = self.nc.new_inbox()
+        sub = await self.nc.subscribe(inbox)
+        replies: list[VectorSearchReply] = []
+        want = set(range(self.topology.partitions))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        try:
+            await self.nc.publish(self.topology.rpc_vector_search, body, reply=inbox)
+            while not covered(replies) >= want:
+                left = deadline - loop.time()
+                if left <= 0:
+                    break
+                try:
+                    msg = await sub.next_msg(timeout=left)
+                except TimeoutError:
+                    break
+                replies.append(VectorSearchReply.model_validate_json(msg.data))
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+        merged = merge_partition_replies(replies, self.topology.partitions, topk)
+        if not merged.partitions:
+            errors = [r.error for r in replies if r.error]
+            if errors:
+                raise UpstreamError("; ".join(dict.fromkeys(errors)))
+            raise TimeoutError(f"no index partition answered in {timeout:.1f} s")
+        return merged
 
     async def admin(self, request: AdminRequest, timeout: float) -> AdminReply:
         msg = await self.nc.request(self.topology.rpc_index_admin,
@@ -90,15 +129,20 @@ class JetStreamPublisher:
 
     async def lag(self) -> dict[str, int | None]:
         topo = self.topology
-        stages = (("embedder", topo.events_stream, topo.embedder_durable),
-                  ("indexer", topo.embedded_stream, topo.indexer_durable))
+        stages = (("embedder", topo.events_stream, [topo.embedder_durable]),
+                  ("indexer", topo.embedded_stream, topo.indexer_durables))
 
-        async def pending(stream: str, durable: str) -> int | None:
+        async def one(stream: str, durable: str) -> int | None:
             try:
                 info = await self.js.consumer_info(stream, durable, timeout=1.0)
             except Exception:  # not created yet, or NATS away: unknown, not zero
                 return None
             return (info.num_pending or 0) + (info.num_ack_pending or 0)
 
-        found = await asyncio.gather(*(pending(stream, durable) for _, stream, durable in stages))
+        async def pending(stream: str, durables: list[str]) -> int | None:
+            found = await asyncio.gather(*(one(stream, d) for d in durables))
+            # Every partition's consumer: one unknown makes the whole stage unknown.
+            return None if any(n is None for n in found) else sum(n or 0 for n in found)
+
+        found = await asyncio.gather(*(pending(stream, ds) for _, stream, ds in stages))
         return {name: n for (name, _, _), n in zip(stages, found, strict=True)}
