@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.bootstrapped
 PYPROJECTS := $(wildcard libs/*/pyproject.toml cli/pyproject.toml services/*/pyproject.toml integrations/*/pyproject.toml) requirements-dev.txt eval/requirements.txt
 
-.PHONY: bootstrap run test test-plugin test-unit test-integration test-e2e chaos bench bench-peers eval lint typecheck compose-check compose-smoke clean
+.PHONY: bootstrap run test test-plugin test-unit test-integration test-e2e chaos bench bench-peers eval lint typecheck compose-check compose-smoke fleet-smoke clean
 
 bootstrap: $(STAMP)
 
@@ -36,6 +36,13 @@ test-e2e: bootstrap
 ## hour or more), then the table in docs/reliability.md (also when a row fails)
 chaos: bootstrap
 	$(BIN)/pytest --chaos-full -m chaos --basetemp=$${TMPDIR:-/tmp}/totalrecall-chaos tests/chaos; status=$$?; \
+	$(BIN)/python -m tests.chaos.report; exit $$status
+
+## fleet-smoke: many machines, one memory: a 3-node NATS cluster (R3), 3 hosts with their own
+## credentials, 2 embedders, 2 indexer partitions, 2 recall APIs; a NATS node, an embedder and
+## an indexer killed mid-stream (tests/fleet; ~5 min), then the table in docs/reliability.md
+fleet-smoke: bootstrap
+	TR_CHAOS_FULL=1 $(BIN)/pytest -p no:cacheprovider tests/fleet; status=$$?; \
 	$(BIN)/python -m tests.chaos.report; exit $$status
 
 ## bench: performance figures

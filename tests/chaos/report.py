@@ -55,9 +55,16 @@ ROWS: dict[str, str] = {
         "refuses to start / 401",
     "sustained load: recall at 50 req/s while ingesting 200 events/s for 10 minutes":
         "p99 within the budget, no growth in memory or consumer lag",
+    "a fleet (`make fleet-smoke`): 3-node NATS cluster with R3 streams, 3 hosts with their own "
+    "credentials streaming 10,000 events, 2 embedders, 2 indexer partitions, 2 recall APIs; one "
+    "NATS node, one embedder and one indexer killed -9 mid-stream":
+        "every event stored exactly once (Postgres, its partition's Zvec and Markdown), none "
+        "dead-lettered; recall says which partition is missing meanwhile, never a 5xx; both "
+        "APIs recall each host's events by host; a host cannot publish as another",
 }
 
 COMMANDS = ("make chaos    # the full rows (pytest --chaos-full -m chaos tests/chaos), then this table",
+            "make fleet-smoke    # the fleet row (pytest tests/fleet), then this table",
             "python -m tests.chaos.report    # the table again from tests/chaos/results/")
 
 

@@ -242,6 +242,11 @@ class Topology:
         return f"{self.indexer_durable}-p{partition}"
 
     @property
+    def partition_owners_bucket(self) -> str:
+        """The key-value bucket of the partitions' leases (the indexer's `partition_lease.py`)."""
+        return f"{self.stream_prefix}_PARTITION_OWNERS"
+
+    @property
     def indexer_durables(self) -> list[str]:
         return [self.indexer_durable_of(p) for p in range(self.partitions)]
 

@@ -8,11 +8,13 @@ import contextlib
 import errno
 import json
 import logging
+import os
 import time
 from typing import Any
 
 import nats
 from totalrecall_schema import ensure_streams_when_ready
+from totalrecall_schema.host import local_host
 from totalrecall_worker import (
     ConcurrentResponder,
     PullConsumer,
@@ -24,6 +26,7 @@ from . import maintenance
 from .adapters import nats_embed_fn, nats_in_flight_fn
 from .bootstrap import Container
 from .handlers import handle_embedded_batch, handle_search
+from .partition_lease import EX_SOFTWARE, LeaseLost, PartitionLeases
 
 log = logging.getLogger("totalrecall.indexer")
 
@@ -44,6 +47,8 @@ class Lifecycle:
                      max_ack_pending=20_000, batch_max=s.batch_size,
                      fetch_timeout_s=s.fetch_timeout_s),
             self.on_embedded) for p in s.own_partitions]
+        #: The partitions' leases (an index of several partitions only).
+        self.leases: PartitionLeases | None = None
         # Vector search is on every recall's critical path: no FastStream there.
         self.search = ConcurrentResponder(topo.rpc_vector_search, self.answer_search,
                                           concurrency=SEARCH_CONCURRENCY)
@@ -106,8 +111,14 @@ class Lifecycle:
         # a tier short is re-indexed, and the service is not ready until it is.
         await maintenance.reconcile_once(c)
         runtime.start()
-        for consumer in self.consumers:
-            await runtime.consume(consumer)
+        if s.partition_count > 1:  # a partition's consumer is read by its lease holder only
+            self.leases = PartitionLeases(
+                c.nc.jetstream(), s.topology, s.own_partitions,
+                owner=f"{local_host().hostname}:{s.home}", lease_s=s.partition_lease_s)
+            runtime.spawn(self._lease_then_consume(), name="partition leases")
+        else:
+            for consumer in self.consumers:
+                await runtime.consume(consumer)
         # Always on (not a background nicety): a tier whose last HNSW build was interrupted
         # takes no writes until a build completed; ingest is redelivered meanwhile.
         runtime.spawn(maintenance.held_builds_loop(c), name="held builds")
@@ -127,10 +138,25 @@ class Lifecycle:
         runtime.spawn(maintenance.reconcile_loop(c), name="consistency check")
         runtime.ready = True
 
+    async def _lease_then_consume(self) -> None:
+        assert self.leases is not None
+        leases, runtime = self.leases, self.c.runtime
+        try:
+            await leases.acquire()
+        except LeaseLost as exc:
+            log.critical("%s while taking the others: exiting", exc)
+            os._exit(EX_SOFTWARE)
+        runtime.every(leases.lease_s / 3, leases.renew_or_exit, what="partition lease renewal")
+        for consumer in self.consumers:
+            await runtime.consume(consumer)
+
     async def shutdown(self) -> None:
         self.c.runtime.halt()
         await self.search.stop()
         await self.c.runtime.stop()
+        if self.leases is not None:  # after the consumers: the next owner need not wait
+            with contextlib.suppress(Exception):
+                await self.leases.release()
 
     async def close(self) -> None:
         """After the broker closed: the connection and the stores, under the write lock."""
@@ -153,7 +179,9 @@ class Lifecycle:
         reply = await handle_search(body, self.c.indexer)
         s = self.c.settings
         if s.partition_count > 1:  # recall hears every partition's owner and merges
-            reply.partitions = list(s.own_partitions)
+            # Only the partitions it holds the lease of: a standby answers for none.
+            reply.partitions = (sorted(self.leases.held) if self.leases is not None
+                                else list(s.own_partitions))
         return reply.model_dump_json().encode()
 
     async def publish_progress(self, progress: dict[str, Any]) -> None:
@@ -198,7 +226,11 @@ class Lifecycle:
         half-filled tier ask this, not `/health`."""
         if not self.c.runtime.ready:
             return {"ready": False, "waiting_for": {"start": "starting"}}, 503
-        waiting = self.c.indexer.not_ready
+        waiting = dict(self.c.indexer.not_ready)
+        leases = self.leases
+        if leases is not None and len(leases.held) < len(leases.partitions):
+            waiting["partitions"] = (f"waiting for the lease of partitions held by another "
+                                     f"indexer: {leases.waiting or 'not taken yet'}")
         if waiting:
             return {"ready": False, "waiting_for": waiting}, 503
         return {"ready": True}, 200

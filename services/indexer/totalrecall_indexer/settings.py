@@ -85,6 +85,10 @@ class Settings(ServiceSettings):
     #: `"0"`, `"0,2"`, `"0-3"`; empty or `all`: every one of `partition_count` (`TR_PARTITIONS`).
     partitions: str = ""
 
+    #: A partition's lease (`partition_lease.py`) lapses this long after its holder stopped
+    #: renewing it (a crash): another indexer configured with it may then take it over.
+    partition_lease_s: float = Field(default=15.0, ge=3.0)
+
     @property
     def own_partitions(self) -> tuple[int, ...]:
         return parse_partitions(self.partitions, self.partition_count)

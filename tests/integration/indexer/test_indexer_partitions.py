@@ -140,3 +140,67 @@ async def test_two_partitions_two_writers_one_merged_answer(
         md = _markdown_keys(procs[p].home)
         assert len(md) == len(set(md)) == per_part[p]
         assert {owner[k] for k in md} == {p}
+
+
+async def _ready(proc: IndexerProcess) -> tuple[int, dict[str, Any]]:
+    import httpx
+
+    async with httpx.AsyncClient() as http:
+        r = await http.get(f"http://127.0.0.1:{proc.port}/ready", timeout=5)
+        return r.status_code, r.json()
+
+
+async def test_a_partition_has_one_writer_and_a_standby_takes_over(
+        nats_url: str, pg_dsn: str, topology: Topology, tmp_path: Path) -> None:
+    """Two indexers configured with the same partition: the second waits for its lease (not
+    ready, reading nothing) while the first lives, and takes over once the first was killed."""
+    import nats
+
+    topo = dataclasses.replace(topology, partitions=2)
+    nc = await nats.connect(nats_url)
+    await ensure_streams(nc.jetstream(), topo)
+    procs = [IndexerProcess(nats_url=nats_url, pg_dsn=pg_dsn, home=tmp_path / f"idx{i}",
+                            topology=topo, log_path=tmp_path / f"indexer{i}.log",
+                            partition_count=2, partitions="0", fetch_timeout_s=0.3,
+                            memory_md_poll_s=0, partition_lease_s=3)
+             for i in range(2)]
+    vecs = unit_vectors(120, seed=5)
+    events = [e for e in _events(vecs)
+              if partition_of(e.event.namespace, e.event.metadata.hostname, 2) == 0]
+    first, second = events[: len(events) // 2], events[len(events) // 2:]
+    conn = await asyncpg.connect(pg_dsn)
+
+    async def stored(n: int) -> bool:
+        return int(await conn.fetchval("SELECT count(*) FROM memories")) >= n
+    try:
+        for p in procs:
+            p.home.mkdir()
+        await procs[0].start().wait_healthy()
+        await wait_for(lambda: _is_ready(procs[0]), timeout=60, what="the first owner ready")
+        await procs[1].start().wait_healthy()
+        status, body = await _ready(procs[1])
+        assert status == 503 and "partitions" in body["waiting_for"], body
+
+        await _publish(nc.jetstream(), topo, first)
+        await wait_for(lambda: stored(len(first)), timeout=60, what="the first half stored")
+        assert len(_markdown_keys(procs[0].home)) == len(first)
+        assert _markdown_keys(procs[1].home) == []  # the standby wrote nothing
+
+        procs[0].kill9()
+        await wait_for(lambda: _is_ready(procs[1]), timeout=60, what="the standby taking over")
+        await _publish(nc.jetstream(), topo, second)
+        await wait_for(lambda: stored(len(events)), timeout=60, what="the second half stored")
+        assert sorted(_markdown_keys(procs[1].home)) == sorted(e.event.key for e in second)
+        assert procs[1].log_count("is their only writer") == 1
+    finally:
+        for p in procs:
+            p.stop()
+        await conn.close()
+        await nc.close()
+
+
+async def _is_ready(proc: IndexerProcess) -> bool:
+    try:
+        return (await _ready(proc))[0] == 200
+    except Exception:
+        return False
