@@ -48,22 +48,25 @@ class Node:
     cluster_port: int
     store: Path
     proc: subprocess.Popen[bytes] | None = None
+    #: The address it listens on (clients, routes, monitoring).
+    bind: str = "127.0.0.1"
 
     @property
     def url(self) -> str:
-        return f"nats://127.0.0.1:{self.port}"
+        return f"nats://{self.bind}:{self.port}"
 
     def healthy(self, js_only: bool = True) -> bool:
         query = "?js-enabled-only=true" if js_only else ""
-        return http_ok(f"http://127.0.0.1:{self.http_port}/healthz{query}")
+        return http_ok(f"http://{self.bind}:{self.http_port}/healthz{query}")
 
 
 class NatsCluster:
     """`passwords`: the services' (`NATS_PASSWORD`), the routes' (`NATS_ROUTE_PASSWORD`) and
-    each host's (`host_password_variable`)."""
+    each host's (`host_password_variable`). `bind`: the address the nodes listen on (loopback,
+    or a bridge's that simulated hosts in network namespaces reach: `tests/netns.py`)."""
 
     def __init__(self, root: Path, hosts: list[str], passwords: dict[str, str],
-                 size: int = 3) -> None:
+                 size: int = 3, bind: str = "127.0.0.1") -> None:
         self.conf_dir = root / "conf"
         self.conf_dir.mkdir(parents=True)
         self.passwords = passwords
@@ -72,14 +75,16 @@ class NatsCluster:
                                capture_output=True, text=True, check=True).stdout
         (self.conf_dir / "users.conf").write_text(users)
         ports = free_ports(3 * size)
-        self.nodes = [Node(f"nats-{i + 1}", *ports[3 * i:3 * i + 3], store=root / f"n{i + 1}")
+        self.nodes = [Node(f"nats-{i + 1}", *ports[3 * i:3 * i + 3], store=root / f"n{i + 1}",
+                           bind=bind)
                       for i in range(size)]
+        self.bind = bind
         self.root = root
 
     def env(self, node: Node) -> dict[str, str]:
         routes = ", ".join(f'"nats-route://route:{self.passwords["NATS_ROUTE_PASSWORD"]}'
-                           f'@127.0.0.1:{n.cluster_port}"' for n in self.nodes)
-        own = {"NATS_SERVER_NAME": node.name, "NATS_HOST": "127.0.0.1",
+                           f'@{self.bind}:{n.cluster_port}"' for n in self.nodes)
+        own = {"NATS_SERVER_NAME": node.name, "NATS_HOST": self.bind,
                "NATS_PORT": str(node.port), "NATS_HTTP_PORT": str(node.http_port),
                "NATS_CLUSTER_PORT": str(node.cluster_port), "NATS_STORE_DIR": str(node.store),
                "NATS_ROUTES": f"[{routes}]", "NATS_USER": "services",
@@ -108,13 +113,13 @@ class NatsCluster:
     def services_url(self, first: Node | None = None) -> str:
         """NATS_URL as a service of the cluster sets it: every node, with the credentials."""
         order = ([first] if first else []) + [n for n in self.nodes if n is not first]
-        return ",".join(f"nats://services:{self.passwords['NATS_PASSWORD']}@127.0.0.1:{n.port}"
+        return ",".join(f"nats://services:{self.passwords['NATS_PASSWORD']}@{self.bind}:{n.port}"
                         for n in order)
 
     def host_url(self, host: str) -> str:
         """NATS_URL of a remote host's watchers: every node, with that host's credentials."""
         user, pw = host_user(host), self.passwords[host_password_variable(host)]
-        return ",".join(f"nats://{user}:{pw}@127.0.0.1:{n.port}" for n in self.nodes)
+        return ",".join(f"nats://{user}:{pw}@{self.bind}:{n.port}" for n in self.nodes)
 
     def stop(self) -> None:
         for n in self.nodes:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import json
 import os
 import subprocess
@@ -30,8 +31,10 @@ from typing import Any
 import asyncpg
 import httpx
 import nats
+import netns
 import pytest
 from nats_cluster import NatsCluster, host_password_variable, host_user
+from netns import HostNetworks
 from service_process import ServiceProcess
 from totalrecall.infra.process import spawn, stop
 from totalrecall_indexer.core.daily_format import parse_daily
@@ -64,9 +67,13 @@ def _service(name: str, module: str, prefix: str, home: Path, log: Path,
 
 
 class Fleet:
-    def __init__(self, root: Path, pg_dsn: str, model_path: Path) -> None:
+    def __init__(self, root: Path, pg_dsn: str, model_path: Path,
+                 nets: HostNetworks | None) -> None:
         self.root = root
-        self.cluster = NatsCluster(root / "nats", list(HOSTS), PASSWORDS)
+        #: The hosts' own network namespaces (root only), else processes on loopback.
+        self.nets = nets
+        self.cluster = NatsCluster(root / "nats", list(HOSTS), PASSWORDS,
+                                   bind=nets.bridge_ip if nets else "127.0.0.1")
         url = self.cluster.services_url()
         logs = root / "logs"
         self.embedders = [
@@ -94,8 +101,9 @@ class Fleet:
         per = -(-EVENTS // len(HOSTS))
         for i, host in enumerate(HOSTS):
             first, count = i * per, min(per, EVENTS - i * per)
+            inside = self.nets.prefix(i) if self.nets else []
             self.hosts.append(spawn(
-                [sys.executable, str(HERE / "host_stream.py"), "--host", host,
+                [*inside, sys.executable, str(HERE / "host_stream.py"), "--host", host,
                  "--nats-url", self.cluster.host_url(host), "--first", str(first),
                  "--count", str(count), "--spool", str(self.root / f"spool-{host}"),
                  "--rate", "60"],
@@ -124,13 +132,18 @@ def expected_events() -> dict[str, MemoryEvent]:
 
 @pytest.fixture
 def fleet(tmp_path: Path, pg_dsn: str, model_path: Path) -> Iterator[Fleet]:
-    f = Fleet(tmp_path, pg_dsn, model_path)
-    for n in f.cluster.nodes:
-        f.cluster.start(n)
-    try:
-        yield f
-    finally:
-        f.stop()
+    with contextlib.ExitStack() as stack:
+        # Each host in a network namespace of its own where this may (root), reaching the
+        # cluster over a bridge as another machine would; else a process on loopback.
+        nets = stack.enter_context(HostNetworks(len(HOSTS))) if netns.available() is None \
+            else None
+        f = Fleet(tmp_path, pg_dsn, model_path, nets)
+        for n in f.cluster.nodes:
+            f.cluster.start(n)
+        try:
+            yield f
+        finally:
+            f.stop()
 
 
 @pytest.fixture
@@ -183,7 +196,10 @@ ROW = next(r for r in ROWS if r.startswith("a fleet"))
 async def test_fleet_streams_through_kills_and_stores_each_event_once(
         fleet: Fleet, admin: Any, pg_dsn: str) -> None:
     """The run is recorded as a row of docs/reliability.md, held or not (`record`)."""
-    figures: dict[str, Any] = {"events": EVENTS}
+    figures: dict[str, Any] = {
+        "events": EVENTS,
+        "hosts as": "network namespaces" if fleet.nets else
+                    f"processes on loopback ({netns.available()})"}
     try:
         await _fleet_run(fleet, admin, pg_dsn, figures)
     except BaseException as exc:
