@@ -1,4 +1,4 @@
-"""Generalisation folds over a result's per-question scores (issue 17, part 5).
+"""Generalisation folds over a result's per-question scores.
 
 A ranking change tuned on the dev questions can gain there and lose on questions it was not tuned
 on. So every result is also reported on folds: LoCoMo leave-one-conversation-out (the metric on

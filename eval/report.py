@@ -42,7 +42,7 @@ TITLES = {"locomo": "LoCoMo (dev, 5 conversations)",
                          "watchers)"}
 
 #: A line under a dataset's table: what is known beyond this run.
-NOTES = {"logqa": "Held-out LogQA questions (not in shared/, issue 17): plain BM25 gets Hit@1 0.71 / "
+NOTES = {"logqa": "Held-out LogQA questions (not in the published data): plain BM25 gets Hit@1 0.71 / "
                   "Hit@5 0.90 / Hit@10 0.94 there; the target is Hit@1 ≥ 0.85, Hit@5 ≥ 0.97."}
 
 

@@ -21,7 +21,7 @@ sdist (PyPI's `gguf` is too old for the vendored convert script):
 
 The result is verified by loading it with llama_cpp (384 dims, a known related / unrelated
 sentence pair) in a subprocess, then moved into place atomically. Re-running is a no-op while the
-GGUF matches its recorded sha256. See ../shared/docs/embedding.md for the measurements behind this.
+GGUF matches its recorded sha256.
 """
 
 from __future__ import annotations

@@ -247,7 +247,7 @@ class EmbeddedEvent(BaseModel):
     repeat_count: int = Field(default=1, ge=1)
     last_seen: datetime | None = None
     embedded_at: datetime = Field(default_factory=utcnow)
-    # Retired (issue 21): the embedder no longer computes a second "technical" vector (the
+    # Retired: the embedder no longer computes a second "technical" vector (the
     # indexer never used it). Still accepted so that messages of older embedders decode;
     # never written again.
     technical_vector: list[float] | None = Field(default=None, exclude=True, deprecated=True)

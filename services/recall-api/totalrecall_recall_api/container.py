@@ -63,7 +63,7 @@ class Container:
             reply = await self.index.admin(AdminRequest(verb="stats"), timeout=2.0)
             result = reply.result if reply.ok and isinstance(reply.result, dict) else {}
             # Answering is not enough: a tier whose writes are held or that is being refilled
-            # from Postgres (after a crash, issue 25) is not ready yet.
+            # from Postgres (after a crash) is not ready yet.
             not_ready = sorted({*(result.get("writes_held") or {}), *(result.get("reindex") or {})})
             if not_ready:
                 raise RuntimeError(f"zvec tiers not writable/complete yet: {', '.join(not_ready)}")

@@ -1,5 +1,5 @@
 """Is the state disk (where `$TOTALRECALL_HOME` lives) full? Ingest says 507 and health says
-"degraded" with where and how much is free (issue 19's disk-full chaos row)."""
+"degraded" with where and how much is free (the disk-full chaos row)."""
 
 from __future__ import annotations
 

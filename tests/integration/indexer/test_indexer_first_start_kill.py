@@ -1,4 +1,4 @@
-"""Issue 25: the indexer killed with SIGKILL during its *first* start (before, while and after it
+"""The indexer killed with SIGKILL during its *first* start (before, while and after it
 creates its Zvec collections), with events waiting in JetStream, comes back at the next start and
 indexes everything: every event once in Postgres, in Zvec and in the Markdown.
 

@@ -111,7 +111,7 @@ async def test_unopenable_tier_is_quarantined_and_reindexed(settings: Settings,
 
 async def test_tier_killed_during_its_creation_is_quarantined(settings: Settings,
                                                               harness: Harness) -> None:
-    """Issue 25: a kill inside `create_and_open` leaves LOCK, del.0, idmap.0 and a segment
+    """A kill inside `create_and_open` leaves LOCK, del.0, idmap.0 and a segment
     folder but no manifest; zvec then raises KeyError('Failed to find the version file') at
     every start. The indexer must start anyway: the tier is moved aside, started empty and
     counted."""

@@ -1,5 +1,5 @@
 """The supervisor restarts nats-server whose JetStream store failed on a full disk, once there is
-room again (issue 19's disk-full chaos row: nats-server 2.15 keeps the write error otherwise)."""
+room again (the disk-full chaos row: nats-server 2.15 keeps the write error otherwise)."""
 
 from __future__ import annotations
 

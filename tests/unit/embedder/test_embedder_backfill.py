@@ -154,7 +154,7 @@ async def test_events_carry_no_technical_vector_and_old_messages_still_decode(
     (e,) = sent_by_id(pub).values()
     raw = json.loads(e.model_dump_json())
     assert "technical_vector" not in raw and "technical_model" not in raw
-    # a message of an older embedder (issue 21 retired the field) is still read, then dropped
+    # a message of an older embedder (the field is retired) is still read, then dropped
     raw.update(technical_vector=[0.5] * 4, technical_model="tech:1")
     old = EmbeddedEvent.model_validate_json(json.dumps(raw))
     assert old.vector == e.vector and "technical_vector" not in old.model_dump_json()

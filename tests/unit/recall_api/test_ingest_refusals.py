@@ -1,4 +1,4 @@
-"""Ingest refused with a reason (issue 19, the disk-full chaos row): when JetStream does not
+"""Ingest refused with a reason (the disk-full chaos row): when JetStream does not
 confirm the events, the client hears 503 "not stored … retry", or 507 when the state disk is
 full — never a bare 500."""
 

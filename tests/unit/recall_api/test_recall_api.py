@@ -317,7 +317,7 @@ async def test_health_details_need_the_token(world: FakeWorld) -> None:
 
 async def test_health_is_degraded_while_an_indexer_tier_is_not_writable(
         world: FakeWorld) -> None:
-    """Issue 25: the indexer answering is not enough; a held or refilling tier is not ready."""
+    """The indexer answering is not enough; a held or refilling tier is not ready."""
     class Held(FakeWorld):
         async def admin(self, request: AdminRequest, timeout: float) -> AdminReply:
             return AdminReply(ok=True, result={"writes_held": {"cold": "build interrupted"},

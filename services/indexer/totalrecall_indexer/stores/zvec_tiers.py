@@ -200,7 +200,7 @@ class ZvecTiers:
             self.cols[tier] = zvec.open(str(path))
         # zvec raises RuntimeError for a damaged segment but KeyError for a collection
         # killed inside `create_and_open` (LOCK, del.0, idmap.0, a segment folder, no
-        # manifest: "Failed to find the version file", issue 25): both are quarantined.
+        # manifest: "Failed to find the version file"): both are quarantined.
         except (RuntimeError, KeyError, ValueError, OSError) as exc:
             if "lock" in str(exc).lower():  # another process holds it: not ours to fix
                 raise
