@@ -82,20 +82,33 @@ def _check(home: Path) -> dict[str, object]:
         tried = {"none": {}, "wrong": {"Authorization": f"Bearer {uuid.uuid4().hex}"},
                  "not bearer": {"Authorization": token},
                  "prefix": {"Authorization": f"Bearer {token[:-1]}"}}
-        endpoints = [("post", "/memory/recall", {"query": secret_words, "namespace": ns}),
-                     ("post", "/memory/ingest", {"summary": "forged", "namespace": ns}),
-                     ("post", "/memory/timeline", {"hours": 24, "namespace": ns}),
-                     ("get", "/memory/stats", None)]
+        bodies = {"/memory/recall": {"query": secret_words, "namespace": ns},
+                  "/memory/ingest": {"summary": "forged", "namespace": ns},
+                  "/memory/timeline": {"hours": 24, "namespace": ns}}
+        # Every operation the API declares (its schema is public), not a chosen few.
+        schema = httpx.get(f"{url}/openapi.json", timeout=30).json()
+        endpoints = [(method, path.replace("{", "x").replace("}", ""), bodies.get(path, {}))
+                     for path, ops in schema["paths"].items() for method in ops
+                     if method in ("get", "post", "put", "delete", "patch")
+                     and path not in ("/health", "/memory/health")]
         codes: list[int] = []
         for label, headers in tried.items():
             for method, path, body in endpoints:
-                r = httpx.request(method, url + path, json=body, headers=headers, timeout=30)
+                r = httpx.request(method, url + path, json=body if method != "get" else None,
+                                  headers=headers, timeout=30)
                 codes.append(r.status_code)
                 if r.status_code != 401 or secret_words in r.text:
                     failures.append(f"{label} token on {path}: {r.status_code} {r.text[:200]!r}")
         figures["bad_token_requests"] = f"{len(tried)} kinds (none, wrong, not Bearer, prefix) x "\
-            f"{len(endpoints)} endpoints, off loopback"
+            f"{len(endpoints)} operations (every one in /openapi.json), off loopback"
         figures["answered_401"] = f"{codes.count(401)}/{len(codes)}"
+        # The public paths: answered without a token, and holding nothing of the memory.
+        public = ["/metrics", "/openapi.json", "/docs", "/redoc", "/ui/", "/ui/app.js"]
+        for path in public:
+            r = httpx.get(url + path, timeout=30)
+            if r.status_code == 401 or secret_words in r.text or ns in r.text:
+                failures.append(f"public {path}: {r.status_code}, shows the memory or namespace")
+        figures["public_without_token"] = ", ".join(public)
         # Liveness without a token: the status code only, none of the details.
         h = httpx.get(f"{url}/memory/health", timeout=10)
         figures["health_without_token"] = h.status_code

@@ -70,6 +70,22 @@ class _TooLarge(Exception):
     pass
 
 
+#: What answers without the bearer token, off loopback too: nothing of it holds a memory, a
+#: namespace's name or a secret. The API's schema and its documentation pages; the web page's
+#: static files (a browser cannot send a token when it loads a page: the page asks for it and
+#: sends it with every call, `ui_files.py`); `/metrics` (counts and latencies per endpoint,
+#: stage, tier and alert rule: what a Prometheus on the private network scrapes). `/health` and
+#: `/memory/health` answer a probe without a token with their status only. Any other path,
+#: a route added later included, needs the token.
+PUBLIC_PATHS = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc",
+                          "/metrics"})
+PUBLIC_PREFIXES = ("/ui/",)
+
+
+def is_public(path: str) -> bool:
+    return path in PUBLIC_PATHS or path == "/ui" or path.startswith(PUBLIC_PREFIXES)
+
+
 class AuthAndCount:
     """Bearer-token check and request counting, as plain ASGI (Starlette's `@app.middleware`
     runs each request through extra tasks and memory streams: a measurable share of a recall's
@@ -85,7 +101,7 @@ class AuthAndCount:
         path: str = scope["path"]
         state = scope.setdefault("state", {})
         state["authenticated"] = True
-        if self.expected is not None and (path.startswith("/memory/") or path == "/health"):
+        if self.expected is not None and not is_public(path):
             given = dict(scope.get("headers", [])).get(b"authorization", b"")
             if not hmac.compare_digest(given, self.expected):
                 if path in ("/health", "/memory/health"):
