@@ -9,7 +9,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 #: The rules that raise alerts (recall-api `core/alerts.py`).
-AlertRule = Literal["disk_filling", "unit_failing", "process_crashing", "service_idle"]
+AlertRule = Literal["disk_filling", "unit_failing", "process_crashing", "service_idle",
+                    "reclaimable_space"]
 AlertState = Literal["open", "resolved"]
 
 

@@ -20,7 +20,8 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "system.service": ("start", "stop", "restart", "fail", "status_change"),
     "system.process": ("spawn", "crash", "oom_kill", "high_cpu", "high_mem", "exit"),
     "system.network": ("connect", "disconnect", "dns_fail", "firewall_change", "address_change"),
-    "system.storage": ("mount", "unmount", "space_warning", "permission", "inode_warning"),
+    "system.storage": ("mount", "unmount", "space_warning", "permission", "inode_warning",
+                       "reclaimable"),
     "system.hardware": ("usb_attach", "usb_detach", "gpu_change", "sensor_alert", "battery"),
     # Memory, swap, PSI stalls or load past a threshold (the pressure watcher), and back.
     "system.pressure": ("memory", "swap", "cpu", "io", "load", "recovered"),

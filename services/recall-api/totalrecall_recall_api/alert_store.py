@@ -32,7 +32,7 @@ ORDER BY ts DESC LIMIT $4"""
 _STORAGE_SQL = f"""
 SELECT {_FIELDS} FROM memories
 WHERE namespace = $1 AND category = 'system.storage'
-  AND subcategory IN ('space_warning', 'inode_warning', 'unmount') AND ts >= $2
+  AND subcategory IN ('space_warning', 'inode_warning', 'unmount', 'reclaimable') AND ts >= $2
 ORDER BY ts DESC LIMIT $3"""
 
 # Each unit's newest state event (services watcher: `active` in the metadata; journal: fail).

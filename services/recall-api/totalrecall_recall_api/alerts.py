@@ -36,7 +36,8 @@ def thresholds(settings: Settings) -> Thresholds:
                       unit_window=timedelta(hours=settings.alerts_unit_window_h),
                       crash_count=settings.alerts_crash_count,
                       crash_window=timedelta(hours=settings.alerts_crash_window_h),
-                      idle_days=settings.alerts_idle_days)
+                      idle_days=settings.alerts_idle_days,
+                      reclaimable_bytes=settings.alerts_reclaimable_bytes)
 
 
 def _now() -> datetime:
@@ -88,7 +89,8 @@ class AlertMonitor:
             for a in alerts:
                 if a.state == "open":
                     per_rule[a.rule] = per_rule.get(a.rule, 0) + 1
-        for rule in ("disk_filling", "unit_failing", "process_crashing", "service_idle"):
+        for rule in ("disk_filling", "unit_failing", "process_crashing", "service_idle",
+                     "reclaimable_space"):
             self.metrics.alerts_open.labels(rule).set(per_rule.get(rule, 0))
 
     def open_alerts(self, namespaces: Sequence[str]) -> list[Alert]:

@@ -203,6 +203,9 @@ class Settings(ServiceSettings):
     alerts_crash_window_h: float = Field(default=24.0, gt=0)
     # service_idle: a running unit with no event about it for this many days (0: off).
     alerts_idle_days: float = Field(default=21.0, ge=0)
+    # reclaimable_space: the newest measure of what could be freed (the watchers' reclaimable
+    # report: caches, the journal, old generations) at least this many bytes; advice only.
+    alerts_reclaimable_bytes: int = Field(default=2 * 2**30, ge=0)
     # At most this many event rows per rule read per namespace and run (the newest).
     alerts_max_rows: int = Field(default=5000, ge=10)
 

@@ -25,7 +25,7 @@ from .settings import Settings
 log = logging.getLogger("totalrecall_watchers")
 
 WATCHER_NAMES = ("process", "journal", "services", "storage", "filesystem", "network", "nixos",
-                 "packages", "sessions", "timers", "hardware", "pressure")
+                 "packages", "sessions", "timers", "hardware", "pressure", "reclaimable")
 
 
 def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher], list[str]]:
@@ -38,6 +38,7 @@ def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher]
     from .core.packages import PackagesWatcher
     from .core.pressure import PressureWatcher
     from .core.process import ProcessThresholds, ProcessWatcher
+    from .core.reclaimable import ReclaimableWatcher
     from .core.sessions import SessionsWatcher
     from .core.storage import StorageWatcher
     from .core.systemd import ServicesWatcher, TimersWatcher
@@ -63,6 +64,7 @@ def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher]
         "timers": lambda: TimersWatcher(ctx, interval_s=s.timers.interval_s),
         "hardware": lambda: HardwareWatcher(ctx, s.hardware),
         "pressure": lambda: PressureWatcher(ctx, s.pressure),
+        "reclaimable": lambda: ReclaimableWatcher(ctx, s.reclaimable),
     }
     enabled: list[Watcher] = []
     disabled: list[str] = []

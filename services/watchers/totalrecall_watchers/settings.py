@@ -162,6 +162,21 @@ class HardwareSettings(WatcherSettings):
     sysfs_root: str = "/sys"
 
 
+class ReclaimableSettings(WatcherSettings):
+    """What could be freed (core/reclaimable.py): caches, the journal, old generations. Measured,
+    never deleted."""
+
+    interval_s: float = Field(default=3600.0, gt=0)
+    #: The filesystem root the places are under (tests: a tree of their own).
+    root: str = "/"
+    #: No event while the total is under this.
+    min_total_bytes: int = Field(default=512 * 2**20, ge=0)
+    #: A new event once the total moved by this fraction since the last one.
+    change_fraction: float = Field(default=0.25, gt=0)
+    #: Files looked at per place at most (a size beyond is a lower bound).
+    max_files: int = Field(default=500_000, gt=0)
+
+
 class PressureSettings(WatcherSettings):
     """System pressure (core/pressure.py): memory, swap, PSI and load; a threshold of 0 switches
     its check off."""
@@ -239,6 +254,7 @@ class Settings(ServiceSettings):
     packages: PackagesSettings = Field(default_factory=PackagesSettings)
     hardware: HardwareSettings = Field(default_factory=HardwareSettings)
     pressure: PressureSettings = Field(default_factory=PressureSettings)
+    reclaimable: ReclaimableSettings = Field(default_factory=ReclaimableSettings)
     rate_limit: RateLimitSettings = Field(default_factory=RateLimitSettings)
     spool: SpoolSettings = Field(default_factory=SpoolSettings)
 

@@ -82,6 +82,8 @@ class Thresholds:
     crash_count: int = 3
     crash_window: timedelta = timedelta(hours=24)
     idle_days: float = 21.0
+    #: reclaimable_space opens at this many reclaimable bytes (0: off).
+    reclaimable_bytes: int = 2 * 2**30
 
 
 def _str(v: Any) -> str | None:
@@ -298,12 +300,72 @@ def service_idle(states: Sequence[EventRow], last_activity: Mapping[str, datetim
     return alerts
 
 
+# --- space that could be freed ------------------------------------------------------------------
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def reclaimable_space(rows: Sequence[EventRow], filling: Sequence[Alert],
+                      t: Thresholds) -> list[Alert]:
+    """The newest reclaimable report (`system.storage/reclaimable`: what caches, the journal and
+    old generations hold, measured by the watchers) at `reclaimable_bytes` or more: one advice,
+    its biggest items with the command that frees each. Advice only: nothing is deleted. A
+    warning while a filesystem is filling, else info; resolved once a report says less."""
+    if t.reclaimable_bytes <= 0:
+        return []
+    reports = sorted((r for r in rows if r.category == "system.storage"
+                      and r.subcategory == "reclaimable"), key=lambda r: r.ts)
+    if not reports:
+        return []
+    newest = reports[-1]
+    total = newest.metadata.get("total_bytes")
+    if not isinstance(total, int):
+        return []
+    items = [i for i in newest.metadata.get("items") or [] if isinstance(i, dict)]
+    subject = _str(newest.metadata.get("host")) or "this machine"
+    if total < t.reclaimable_bytes:
+        before = [r for r in reports[:-1] if isinstance(r.metadata.get("total_bytes"), int)
+                  and r.metadata["total_bytes"] >= t.reclaimable_bytes]
+        if not before:
+            return []
+        return [Alert(id=f"reclaimable_space:{subject}", rule="reclaimable_space",
+                      subject=subject, namespace=newest.namespace, state="resolved",
+                      severity="info", text=_one_line(newest.summary),
+                      first_seen=before[0].ts, last_seen=before[-1].ts, count=len(before),
+                      resolved_at=newest.ts, evidence=_evidence([before[-1], newest]))]
+    parts = []
+    for i in sorted(items, key=lambda i: -int(i.get("bytes") or 0))[:3]:
+        size = _human(int(i.get("bytes") or 0)) if i.get("count") is None \
+            else f"{i['count']} old generations"
+        parts.append(f"{i.get('what')} {size} (`{i.get('command')}`)")
+    open_disks = [a.subject for a in filling if a.state == "open"]
+    text = f"{_human(total)} could be freed: {'; '.join(parts)}. Advice only: nothing is deleted"
+    if open_disks:
+        text += f"; {', '.join(open_disks)} is filling"
+    episode = [newest]
+    for r in reversed(reports[:-1]):  # the reports at or over the mark, back to the last under
+        if not isinstance(r.metadata.get("total_bytes"), int) \
+                or r.metadata["total_bytes"] < t.reclaimable_bytes:
+            break
+        episode.insert(0, r)
+    return [Alert(id=f"reclaimable_space:{subject}", rule="reclaimable_space", subject=subject,
+                  namespace=newest.namespace, severity="warning" if open_disks else "info",
+                  text=_one_line(text, 300), first_seen=episode[0].ts, last_seen=newest.ts,
+                  count=len(episode), evidence=_evidence([newest]))]
+
+
 def detect(rows: Sequence[EventRow], states: Sequence[EventRow],
            last_activity: Mapping[str, datetime], now: datetime, t: Thresholds) -> list[Alert]:
     """Every rule over one namespace's rows: open alerts first, the most severe and newest
     first; each id once."""
-    found = [*disk_filling(rows, now, t), *unit_failing(rows, now, t),
-             *process_crashing(rows, now, t), *service_idle(states, last_activity, now, t)]
+    filling = disk_filling(rows, now, t)
+    found = [*filling, *unit_failing(rows, now, t), *process_crashing(rows, now, t),
+             *service_idle(states, last_activity, now, t),
+             *reclaimable_space(rows, filling, t)]
     return sort_alerts(found)
 
 
