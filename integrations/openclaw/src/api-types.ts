@@ -474,7 +474,7 @@ export interface components {
              * Rule
              * @enum {string}
              */
-            rule: "disk_filling" | "unit_failing" | "process_crashing" | "service_idle";
+            rule: "disk_filling" | "unit_failing" | "process_crashing" | "service_idle" | "reclaimable_space";
             /**
              * Severity
              * @default warning
