@@ -92,6 +92,10 @@ class FilesystemSettings(WatcherSettings):
     coalesce_s: float = 60.0
     debounce_ms: int = 500
     force_polling: bool = False
+    #: Say which process, user and command wrote a file (fanotify: root only; not for
+    #: deletions), marking at most `writers_max_dirs` directories of the watched trees.
+    writers: bool = True
+    writers_max_dirs: int = Field(default=10_000, gt=0)
     ignore_dirs: list[str] = Field(default_factory=lambda: [
         ".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv", ".mypy_cache",
         ".pytest_cache", ".ruff_cache", ".cache", ".direnv", "build", "dist", "target", "result",
@@ -124,6 +128,8 @@ class PackagesSettings(WatcherSettings):
     #: dpkg/apt: the log tailed from a persisted offset (rotation to `<log>.1` followed).
     dpkg: bool = True
     dpkg_log: str = "/var/log/dpkg.log"
+    #: apt's history (the command and user behind a dpkg change); "" to leave it.
+    apt_history: str = "/var/log/apt/history.log"
     #: pip: environments (venv/prefix roots or site-packages directories) diffed against a
     #: snapshot. None: `/usr/local/lib/python3*/*-packages` and `~/.local/lib/python3*/...`.
     pip: bool = True

@@ -58,6 +58,7 @@ async def test_dpkg_log_operations_reach_jetstream(nats_url: str, topology: Topo
         log.write_text("")
     settings = make_settings(nats_url, topology, tr_home, enable=("packages",))
     settings.packages = PackagesSettings(interval_s=0.2, dpkg_log=str(log), pip=False, npm=False,
+                                         apt_history=str(tmp_path / "apt-history.log"),
                                          state_file=str(tr_home / "packages.json"))
     async with running(settings) as app:
         status = app.state.runner.status["packages"]

@@ -112,7 +112,8 @@ def test_snapshot_diff() -> None:
 
 def watcher(tmp_path: Path, **kw: object) -> PackagesWatcher:
     settings = PackagesSettings(**{"dpkg_log": str(tmp_path / "dpkg.log"), "pip": False,
-                                   "npm": False, **kw})
+                                   "npm": False,
+                                   "apt_history": str(tmp_path / "apt-history.log"), **kw})
     return PackagesWatcher(EventContext(hostname="box", clock=FakeClock()), settings,
                            tmp_path / "state" / "packages.json")
 
@@ -183,3 +184,21 @@ def test_pip_is_read_only_when_its_directory_changed(tmp_path: Path,
     (e,) = w.poll()
     assert e.summary == f"pip in {site}: installed tr-demo 1.0"
     assert w.poll() == [] and w.poll() == [] and len(reads) == 4
+
+
+def test_a_dpkg_change_names_the_apt_command_that_asked(tmp_path: Path) -> None:
+    (tmp_path / "apt-history.log").write_text(
+        "\nStart-Date: 2026-11-25  11:00:00\nCommandline: apt-get install nginx\n"
+        "Requested-By: alice (1000)\nInstall: nginx:amd64 (1.22.1-9)\n"
+        "End-Date: 2026-11-25  11:00:09\n")
+    w = watcher(tmp_path)
+    (tmp_path / "dpkg.log").write_text("")
+    assert w.poll() == []
+    with open(tmp_path / "dpkg.log", "a") as f:
+        f.write("2026-11-25 11:00:05 install nginx:amd64 <none> 1.22.1-9\n"
+                "2026-11-25 11:00:06 status installed nginx:amd64 1.22.1-9\n")
+    [ev] = w.poll()
+    assert ev.summary == ("apt/dpkg: installed nginx 1.22.1-9 (by `apt-get install nginx`, "
+                          "requested by alice)")
+    md = ev.metadata.model_dump()
+    assert md["command"] == "apt-get install nginx" and md["requested_by"] == "alice (1000)"

@@ -2,7 +2,9 @@
 
 Skips temp/editor files, VCS internals and build output; repeated changes of one path within
 `coalesce_s` become one event. A new directory's entries are read when it appears: what was
-made in it before the watch reached it is never notified.
+made in it before the watch reached it is never notified. As root, a created or modified file's
+event says which process, user and command wrote it (`file_actors.py`, fanotify; best effort:
+not for deletions).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from totalrecall_schema import MemoryEvent
 
 from .base import Emit, EventContext, Unavailable, Watcher, human_bytes
+from .file_actors import FileActors
 
 if TYPE_CHECKING:
     from ..settings import FilesystemSettings
@@ -63,8 +66,10 @@ class FileChangeTracker:
     """Pure: batches of (change, path) → events, with coalescing per path."""
 
     def __init__(self, ctx: EventContext, path_filter: PathFilter, coalesce_s: float,
-                 source: str = "filesystem") -> None:
+                 source: str = "filesystem", actors: FileActors | None = None) -> None:
         self.ctx = ctx
+        #: Who wrote a file (None: not known here).
+        self.actors = actors
         self.filter = path_filter
         self.coalesce_s = coalesce_s
         self.source = source
@@ -83,6 +88,8 @@ class FileChangeTracker:
                 continue
             by_path.setdefault(path, set()).add(kind)
         for path in [p for p, kinds in by_path.items() if "create" in kinds]:
+            if self.actors is not None and os.path.isdir(path):
+                self.actors.mark(path)  # its files' writers too, from now on
             for entry in self._entries_of_new_dir(path):
                 by_path.setdefault(entry, {"create"})
         events: list[MemoryEvent] = []
@@ -145,7 +152,16 @@ class FileChangeTracker:
         if p.suffix:
             lines.append(f"extension: {p.suffix}")
         tags = ["file", kind] + ([p.suffix.lstrip(".")] if p.suffix else [])
-        return self.ctx.event(self.source, "file", kind, f"{VERB[kind]} {path}",
+        summary = f"{VERB[kind]} {path}"
+        writer = self.actors.writer_of(path) if self.actors is not None and kind != "delete" \
+            else None
+        if writer is not None:
+            summary += f" by {writer.words()}"
+            lines.append(f"changed by: {writer.words()}")
+            if writer.cmdline:
+                lines.append(f"command: {writer.cmdline}")
+            extra["changed_by"] = writer.metadata()
+        return self.ctx.event(self.source, "file", kind, summary,
                               detail="\n".join(lines), path=path, tags=tags, **extra)
 
 
@@ -161,6 +177,8 @@ class FilesystemWatcher(Watcher):
                                  ignore_paths=[*settings.ignore_paths,
                                                os.path.realpath(os.path.expanduser(home))])
         self.tracker = FileChangeTracker(ctx, self.filter, settings.coalesce_s, self.name)
+        #: Whether a file event can say who wrote it (shown in /health).
+        self.writers_note: str | None = None
 
     def _paths(self) -> tuple[list[str], list[str]]:
         present = [p for p in self.settings.paths if os.path.exists(p)]
@@ -171,18 +189,47 @@ class FilesystemWatcher(Watcher):
         present, missing = self._paths()
         if not present:
             return "none of the configured paths exist: " + (", ".join(missing) or "(none set)")
-        self.note = ("not watched (missing): " + ", ".join(missing)) if missing else None
+        notes = [("not watched (missing): " + ", ".join(missing)) if missing else None,
+                 self.writers_note]
+        self.note = "; ".join(n for n in notes if n) or None
         return None
 
     def stats(self) -> dict[str, int]:
-        return {"coalesced": self.tracker.coalesced, "filtered": self.tracker.filtered}
+        out = {"coalesced": self.tracker.coalesced, "filtered": self.tracker.filtered}
+        if self.tracker.actors is not None:
+            out["writer_events"] = self.tracker.actors.events
+        return out
+
+    async def _start_actors(self, roots: list[str]) -> None:
+        if not self.settings.writers:
+            return
+        actors = FileActors(max_dirs=self.settings.writers_max_dirs)
+        try:
+            await asyncio.to_thread(actors.start, roots)
+        except Unavailable as exc:
+            self.writers_note = f"who changed a file is not known here: {exc}"
+            self.note = "; ".join(n for n in (self.note, self.writers_note) if n)
+            return
+        self.tracker.actors = actors
+        self.writers_note = (f"writers known (fanotify) in {len(actors.marked)} directories; "
+                             "not for deletions")
+        self.note = "; ".join(n for n in (self.note, self.writers_note) if n)
 
     async def run(self, emit: Emit, stop: asyncio.Event) -> None:
-        import watchfiles
-
         present, _ = self._paths()
         if not present:
             raise Unavailable("none of the configured paths exist")
+        await self._start_actors(present)
+        try:
+            await self._watch(present, emit, stop)
+        finally:
+            if self.tracker.actors is not None:
+                await asyncio.to_thread(self.tracker.actors.stop)
+                self.tracker.actors = None
+
+    async def _watch(self, present: list[str], emit: Emit, stop: asyncio.Event) -> None:
+        import watchfiles
+
         async for changes in watchfiles.awatch(
                 *present, watch_filter=self.filter, stop_event=stop,
                 debounce=self.settings.debounce_ms, step=50,

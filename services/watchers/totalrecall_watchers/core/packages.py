@@ -10,6 +10,10 @@ packages (snapshots), as `system.package` install / upgrade / remove events.
 * pip: no log. Each configured environment (a venv/prefix or a site-packages directory) is read
   with `importlib.metadata` (no subprocess) and diffed against the persisted snapshot.
 * npm: `npm ls -g --json --depth=0`, diffed the same way; skipped when npm is absent.
+* Who asked: a dpkg change that apt made carries apt's `Commandline` (`apt-get install nginx`)
+  and `Requested-By` (the user who ran it through sudo) from `/var/log/apt/history.log`, the run
+  whose start and end enclose the change and that lists the package (`apt_runs`). A pip or npm
+  change carries no command: neither keeps a log of what asked for it.
 
 The state (offset, pending dpkg operations, snapshots) is written at the start of the NEXT poll,
 after the runner has published or spooled this poll's events: a crash in between re-reads the
@@ -36,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from totalrecall_schema import MemoryEvent
 
 from .base import EventContext, Watcher
+from .scrub import scrub_extra
 
 if TYPE_CHECKING:
     from ..settings import PackagesSettings
@@ -121,6 +126,69 @@ class DpkgLog:
         return PackageChange("dpkg", action, name, new if action != "remove" else None,
                              old if action != "install" else None, arch=arch or None,
                              at=at, origin=" ".join(op) + "\x00" + line.strip())
+
+
+@dataclass(frozen=True)
+class AptRun:
+    """One entry of apt's history log: what command changed which packages, when, for whom."""
+
+    start: datetime
+    end: datetime | None
+    command: str
+    requested_by: str | None
+    packages: frozenset[str]
+
+    def covers(self, c: PackageChange, slack_s: float = 5.0) -> bool:
+        if c.at is None:
+            return False
+        end = self.end or self.start
+        within = (self.start.timestamp() - slack_s <= c.at.timestamp()
+                  <= end.timestamp() + slack_s)
+        return within and (not self.packages or c.package in self.packages)
+
+
+_APT_PKG = re.compile(r"(?:^|,\s*)([A-Za-z0-9.+\-]+)(?::[a-z0-9]+)?\s*\(")
+
+
+def _apt_time(value: str) -> datetime | None:
+    try:
+        return datetime.strptime(" ".join(value.split()), "%Y-%m-%d %H:%M:%S").astimezone(UTC)
+    except ValueError:
+        return None
+
+
+def apt_runs(text: str) -> list[AptRun]:
+    """apt's history log (`Start-Date`, `Commandline`, `Requested-By`, `Install`/`Upgrade`/
+    `Remove`/`Purge`/`Downgrade`/`Reinstall`, `End-Date`, a blank line between runs)."""
+    runs: list[AptRun] = []
+    for block in re.split(r"\n\s*\n", text):
+        fields: dict[str, str] = {}
+        for line in block.splitlines():
+            key, sep, value = line.partition(": ")
+            if sep:
+                fields[key.strip()] = value.strip()
+        start = _apt_time(fields.get("Start-Date", ""))
+        if start is None:
+            continue
+        pkgs = set()
+        for key in ("Install", "Upgrade", "Remove", "Purge", "Downgrade", "Reinstall"):
+            pkgs.update(_APT_PKG.findall(fields.get(key, "")))
+        runs.append(AptRun(start, _apt_time(fields.get("End-Date", "")),
+                           scrub_extra(fields.get("Commandline", ""))[:500],
+                           fields.get("Requested-By") or None, frozenset(pkgs)))
+    return runs
+
+
+def read_tail(path: Path, max_bytes: int = 512 * 1024) -> str:
+    """The last `max_bytes` of a file ("" when unreadable): recent runs only."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - max_bytes))
+            return fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 @dataclass
@@ -250,6 +318,8 @@ class PackagesWatcher(Watcher):
         self._seen: dict[str, tuple[Any, ...]] = {}
         self._settled: dict[str, tuple[Any, ...] | None] = {}
         self._npm_root: str | None = None
+        #: dpkg change (origin) → the apt run that made it, for the poll being built.
+        self._runs: dict[str, AptRun] = {}
 
     def _load(self) -> dict[str, Any]:
         try:
@@ -373,9 +443,23 @@ class PackagesWatcher(Watcher):
         self._dirty = True
         return changes
 
+    def _asked_by(self, changes: list[PackageChange]) -> dict[str, AptRun]:
+        """origin → the apt run that made each dpkg change (read only when there are some)."""
+        dpkg = [c for c in changes if c.manager == "dpkg" and c.at is not None]
+        if not dpkg or not self.s.apt_history:
+            return {}
+        runs = apt_runs(read_tail(Path(self.s.apt_history)))
+        out: dict[str, AptRun] = {}
+        for c in dpkg:
+            run = next((r for r in reversed(runs) if r.covers(c)), None)
+            if run is not None:
+                out[c.origin] = run
+        return out
+
     def _events(self, changes: list[PackageChange]) -> list[MemoryEvent]:
         """One event per change; more than `max_individual` changes of one manager and
         environment in one poll (an `apt upgrade`) become one summary event."""
+        self._runs = self._asked_by(changes)
         groups: dict[tuple[str, str], list[PackageChange]] = {}
         for c in changes:
             groups.setdefault((c.manager, c.environment), []).append(c)
@@ -386,6 +470,22 @@ class PackagesWatcher(Watcher):
             else:
                 events.append(self._summary(group))
         return events
+
+    def _with_command(self, summary: str, detail: str, extra: dict[str, Any],
+                      group: list[PackageChange]) -> tuple[str, str]:
+        """The command (and the user) that asked for these changes, when apt says."""
+        runs = self._runs
+        run = next((runs[c.origin] for c in group if c.origin in runs), None)
+        if run is None or not run.command:
+            return summary, detail
+        extra["command"] = run.command
+        detail += f"\ncommand: {run.command}"
+        by = ""
+        if run.requested_by:
+            extra["requested_by"] = run.requested_by
+            detail += f"\nrequested by: {run.requested_by}"
+            by = f", requested by {run.requested_by.split(' (')[0]}"
+        return f"{summary} (by `{run.command[:120]}`{by})", detail
 
     def _id(self, origin: str) -> str:
         digest = hashlib.sha256(f"{self.ctx.hostname}\x00{origin}".encode()).hexdigest()
@@ -406,6 +506,7 @@ class PackagesWatcher(Watcher):
                   + (f"\nenvironment: {c.environment}" if c.environment else ""))
         extra: dict[str, Any] = {k: v for k, v in {"version": c.version, "old_version": c.old_version,
                                     "arch": c.arch, "environment": c.environment}.items() if v}
+        summary, detail = self._with_command(summary, detail, extra, [c])
         event = self.ctx.event(
             self.name, "system.package", c.action, summary, detail=detail,
             tags=["package", c.manager, c.action], manager=c.manager, package=c.package,
@@ -424,6 +525,7 @@ class PackagesWatcher(Watcher):
                                  "count": len(group)}
         if group[0].environment:
             extra["environment"] = group[0].environment
+        summary, detail = self._with_command(summary, detail, extra, group)
         event = self.ctx.event(
             self.name, "system.package", action, f"{summary}: {names}", detail=detail,
             tags=["package", group[0].manager, action], manager=group[0].manager, **extra)
