@@ -25,6 +25,8 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "system.hardware": ("usb_attach", "usb_detach", "gpu_change", "sensor_alert", "battery"),
     # Memory, swap, PSI stalls or load past a threshold (the pressure watcher), and back.
     "system.pressure": ("memory", "swap", "cpu", "io", "load", "recovered"),
+    # Container lifecycle, health and disk use of podman and docker (the containers watcher).
+    "system.container": ("start", "stop", "exit", "die", "oom", "health", "disk"),
     "diagnosis": ("investigation", "root_cause", "resolution", "workaround"),
     "file": ("create", "modify", "delete", "move", "permission_change"),
     "approval": ("requested", "granted", "denied"),

@@ -103,7 +103,7 @@ async def _nothing() -> list[Row]:
 
 SYSTEM_CATEGORIES = ("system.process", "system.service", "system.network", "system.storage",
                      "system.hardware", "system.pressure", "system.package", "system.config",
-                     "error", "diagnosis")
+                     "error", "diagnosis", "system.container")
 
 
 #: What the recall in progress had to do without (set by `RecallService.recall`; the tasks it

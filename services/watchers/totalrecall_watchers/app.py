@@ -25,11 +25,13 @@ from .settings import Settings
 log = logging.getLogger("totalrecall_watchers")
 
 WATCHER_NAMES = ("process", "journal", "services", "storage", "filesystem", "network", "nixos",
-                 "packages", "sessions", "timers", "hardware", "pressure", "reclaimable")
+                 "packages", "sessions", "timers", "hardware", "pressure", "reclaimable",
+                 "containers")
 
 
 def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher], list[str]]:
     """The enabled watchers (in priority order) and the names of the disabled ones."""
+    from .core.containers import ContainersWatcher
     from .core.filesystem import FilesystemWatcher
     from .core.hardware import HardwareWatcher
     from .core.journal import JournalWatcher
@@ -64,6 +66,7 @@ def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher]
         "timers": lambda: TimersWatcher(ctx, interval_s=s.timers.interval_s),
         "hardware": lambda: HardwareWatcher(ctx, s.hardware),
         "pressure": lambda: PressureWatcher(ctx, s.pressure),
+        "containers": lambda: ContainersWatcher(ctx, s.containers),
         "reclaimable": lambda: ReclaimableWatcher(ctx, s.reclaimable),
     }
     enabled: list[Watcher] = []

@@ -8,6 +8,7 @@ Examples: `TR_WATCHERS_PROCESS__INTERVAL_S=1`, `TR_WATCHERS_PROCESS__CPU_PERCENT
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 from pydantic_settings import SettingsConfigDict
@@ -213,6 +214,48 @@ class PressureSettings(WatcherSettings):
     proc_root: str = "/proc"
 
 
+Engine = Literal["podman", "docker"]
+ContainerEvent = Literal["start", "stop", "exit", "die", "oom", "health"]
+
+
+class ContainersSettings(WatcherSettings):
+    """Containers of podman and docker (core/containers.py): lifecycle events followed as they
+    happen (`<engine> events`), disk use (`<engine> system df`) every `interval_s`."""
+
+    #: How often disk use is read (the lifecycle events are followed, not polled).
+    interval_s: float = Field(default=600.0, gt=0)
+    #: Each is used when its CLI exists and answers `version`.
+    engines: list[Engine] = Field(default_factory=lambda: list(get_args(Engine)))
+    #: The CLI of an engine when it is not the engine's name on PATH, e.g. `{"docker":
+    #: "/usr/local/bin/docker"}`.
+    cli: dict[str, str] = Field(default_factory=dict)
+    #: The lifecycle events reported (`disk` is switched by `disk`).
+    events: list[ContainerEvent] = Field(default_factory=lambda: list(get_args(ContainerEvent)))
+    #: The same event of the same container (name, kind, exit code / health) once per window.
+    dedup_window_s: float = Field(default=300.0, ge=0)
+    #: How long a docker `oom` event waits for the `die` that usually follows (one event).
+    oom_wait_s: float = Field(default=5.0, ge=0)
+    #: The kernel log looked up for the OOM kill of a container dying with 137 ("": never).
+    kernel_log: str = "/dev/kmsg"
+    #: Labels kept in an event's metadata (compose project/service, pod, systemd unit).
+    labels: list[str] = Field(default_factory=lambda: [
+        "com.docker.compose.project", "com.docker.compose.service", "io.podman.compose.project",
+        "com.docker.stack.namespace", "io.kubernetes.pod.name", "io.kubernetes.pod.namespace",
+        "PODMAN_SYSTEMD_UNIT"])
+    #: Disk use: an event when an engine's total or reclaimable bytes cross these (decimal GB,
+    #: 0: off), once per crossing (re-armed below threshold × rearm_factor), or when one kind's
+    #: size (images, containers, volumes, build cache) changed by `disk_change_fraction` of it
+    #: and at least `disk_min_change_gb` since the last report.
+    disk: bool = True
+    disk_total_gb: float = Field(default=50.0, ge=0)
+    disk_reclaimable_gb: float = Field(default=5.0, ge=0)
+    disk_change_fraction: float = Field(default=0.25, ge=0)
+    disk_min_change_gb: float = Field(default=1.0, ge=0)
+    rearm_factor: float = Field(default=0.8, gt=0, le=1)
+    #: `version`, `system df` and `container inspect` are given this long.
+    command_timeout_s: float = Field(default=60.0, gt=0)
+
+
 class RateLimitSettings(BaseModel):
     """Token buckets: design budget 50–200 events/hour at steady state, bursts allowed."""
 
@@ -260,6 +303,7 @@ class Settings(ServiceSettings):
     packages: PackagesSettings = Field(default_factory=PackagesSettings)
     hardware: HardwareSettings = Field(default_factory=HardwareSettings)
     pressure: PressureSettings = Field(default_factory=PressureSettings)
+    containers: ContainersSettings = Field(default_factory=ContainersSettings)
     reclaimable: ReclaimableSettings = Field(default_factory=ReclaimableSettings)
     rate_limit: RateLimitSettings = Field(default_factory=RateLimitSettings)
     spool: SpoolSettings = Field(default_factory=SpoolSettings)
