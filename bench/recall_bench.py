@@ -1,4 +1,5 @@
-"""Recall latency over HTTP with N memories stored (issue target: p50 ≤ 15 ms, p99 ≤ 50 ms at 100k).
+"""Recall latency over HTTP with N memories stored, and as a ratio to its floor: llama.cpp alone
+embedding the same questions in the same run (targets p50 ≤ 2×, p99 ≤ 4×; `bench/floor.py`).
 
 Starts the real stack (`totalrecall run` on free ports), seeds N synthetic OS memories, waits until
 they are searchable and indexed, then times automatic recalls over HTTP and prints the figures,
@@ -34,6 +35,7 @@ import numpy as np
 from totalrecall.launcher import launched_stack
 from totalrecall_schema import EmbeddedEvent, EmbedReply, EmbedRequest, MemoryEvent, Topology
 
+from bench.floor import Floor, embedding_floor, ratio_lines
 from bench.machine import describe
 
 SERVICES = ["nginx", "postgresql", "docker", "sshd", "NetworkManager", "bluetooth", "cups",
@@ -268,17 +270,25 @@ def _line(what: str, lat: list[float]) -> str:
 
 def _report(lat: list[float], n: int, queries: int, metrics: str,
             prompt_lat: list[float] | None = None, prompt_metrics: str | None = None,
-            spread: tuple[float, float] | None = None) -> None:
+            spread: tuple[float, float] | None = None,
+            floors: tuple[Floor, Floor | None] | None = None) -> None:
     print(describe())
     print(_line(f"automatic recall over HTTP, {n} memories, {queries} queries", lat))
     for stage, text in _stage_quantiles(metrics).items():
         print(f"  stage {stage:<11} mean {text}")
+    if floors is not None:
+        for line in ratio_lines(f"recall at {n} memories", lat, floors[0]):
+            print(line)
     if prompt_lat:
         sizes = sorted(len(q) for q in _prompts(len(prompt_lat)))
         print(_line(f"whole prompts instead ({len(prompt_lat)} of {sizes[0]}-{sizes[-1]} characters, "
                     f"median {sizes[len(sizes) // 2]})", prompt_lat))
         for stage, text in _stage_quantiles(prompt_metrics or "", metrics).items():
             print(f"  stage {stage:<11} mean {text}")
+        if floors is not None and floors[1] is not None:
+            for line in ratio_lines(f"recall of whole prompts at {n} memories", prompt_lat,
+                                    floors[1]):
+                print(line)
         if spread is not None:
             print(f"  embedder: {spread[0]:.0f} long prompts on its parallel threads, "
                   f"{spread[1]:.0f} on one (something else was running)")
@@ -326,6 +336,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.url:
         return _running_stack(args, rng)
     args.n = args.n if args.n is not None else 20_000
+    # The floor first, on a quiet machine: llama.cpp alone embedding the very texts asked.
+    questions = [ALL_QUERIES[i % len(ALL_QUERIES)] for i in range(args.queries)]
+    floors = (embedding_floor(questions),
+              embedding_floor(_prompts(args.prompts)) if args.prompts else None)
     with tempfile.TemporaryDirectory(prefix="tr-bench-") as tmp, \
             launched_stack(Path(tmp) / "home", extra_env={
                 # Re-check the HNSW index often, so the measurement runs on a complete index.
@@ -358,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         emb = httpx.get(f"http://127.0.0.1:{stack.ports['embedder']}/metrics", timeout=30).text
         name = "totalrecall_embedder_query_spread_total"
         spread = (_counter(emb, name, outcome="spread"), _counter(emb, name, outcome="busy"))
-    _report(lat, args.n, args.queries, metrics, prompt_lat, prompt_metrics, spread)
+    _report(lat, args.n, args.queries, metrics, prompt_lat, prompt_metrics, spread, floors)
     return 0
 
 

@@ -1,0 +1,67 @@
+"""The floor of a recall: llama.cpp alone embedding the same questions, in this process, on the
+same machine and in the same run as the recall figures it divides.
+
+`embedding_floor(texts)` embeds each text once with 1 and with 2 threads (after a warm-up) and
+keeps, per statistic, the better of the two: what the hardware needs to embed the question at
+all. `ratio_lines` prints recall ÷ floor beside the targets.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def pct(xs: Sequence[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+@dataclass(frozen=True)
+class Floor:
+    p50: float
+    p99: float
+    per_threads: dict[int, tuple[float, float]]  # threads -> (p50, p99)
+
+    def describe(self) -> str:
+        each = ", ".join(f"{t} thread{'s' if t > 1 else ''} p50 {a:.1f} / p99 {b:.1f} ms"
+                         for t, (a, b) in sorted(self.per_threads.items()))
+        return f"p50 {self.p50:.1f} ms, p99 {self.p99:.1f} ms (best of: {each})"
+
+
+def embedding_floor(texts: Sequence[str], model_path: Path | None = None,
+                    threads: Sequence[int] = (1, 2)) -> Floor:
+    from totalrecall.paths import default_model_path
+    from totalrecall_embedder.core.backend import LlamaBackend
+
+    model = model_path or default_model_path()
+    per: dict[int, tuple[float, float]] = {}
+    for t in threads:
+        backend = LlamaBackend(model, n_threads=t)
+        try:
+            for w in texts[:5]:
+                backend.embed([w])
+            lat = []
+            for text in texts:
+                t0 = time.perf_counter()
+                backend.embed([text])
+                lat.append((time.perf_counter() - t0) * 1000)
+        finally:
+            backend.close()
+        per[t] = (statistics.median(lat), pct(lat, 0.99))
+    return Floor(min(a for a, _ in per.values()), min(b for _, b in per.values()), per)
+
+
+def ratio_lines(what: str, lat: Sequence[float], floor: Floor, p50_target: float = 2.0,
+                p99_target: float = 4.0) -> list[str]:
+    p50, p99 = statistics.median(lat), pct(lat, 0.99)
+    r50, r99 = p50 / floor.p50, p99 / floor.p99
+
+    def mark(r: float, target: float) -> str:
+        return "met" if r <= target else "not met"
+    return [f"{what} ÷ its floor (llama.cpp alone on the same texts, {floor.describe()}):",
+            f"  p50 {p50:.1f} ms = {r50:.2f}× (target ≤ {p50_target}×: {mark(r50, p50_target)}),"
+            f" p99 {p99:.1f} ms = {r99:.2f}× (target ≤ {p99_target}×: {mark(r99, p99_target)})"]
