@@ -122,7 +122,9 @@ def test_a_finished_session_is_summarised_and_the_next_one_starts_with_it(stack:
     # The turns as the plugin's auto-capture stores them.
     r = stack.post("/memory/flush", {"sessionId": session, "namespace": ns, "messages": messages})
     assert r.status_code == 200 and r.json()["accepted"] == 4, r.text
-    wait_for(lambda: _stored(stack, ns) >= 4 or None, 90, "the session's turns indexed")
+    # The turns and what they concluded (the fix), each a memory.
+    n = 4 + len(r.json()["derived"])
+    wait_for(lambda: _stored(stack, ns) >= n or None, 90, "the session's turns indexed")
 
     end = stack.post("/memory/session/end", {"sessionId": session, "namespace": ns})
     assert end.status_code == 200 and end.json()["stored"], end.text

@@ -631,6 +631,11 @@ export interface components {
             /** Accepted */
             accepted: number;
             /**
+             * Derived
+             * @description ids of the memories derived from the conversation turns given (their conclusions), stored with them; not counted in accepted/duplicates
+             */
+            derived?: string[];
+            /**
              * Duplicates
              * @default 0
              */

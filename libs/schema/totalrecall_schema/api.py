@@ -53,6 +53,13 @@ class IngestResponse(BaseModel):
     ids: list[str]
     accepted: int
     duplicates: int = 0
+    #: The memories derived from the conversation turns given (what they concluded: diagnoses,
+    #: fixes, the user's decisions, preferences and corrections), published with them; not
+    #: counted in `accepted` or `duplicates`.
+    derived: list[str] = Field(
+        default_factory=list,
+        description="ids of the memories derived from the conversation turns given (their "
+                    "conclusions), stored with them; not counted in accepted/duplicates")
 
 
 class RecallRequest(BaseModel):

@@ -12,6 +12,7 @@ from . import statedisk
 from .admission import Admission
 from .alerts import AlertMonitor
 from .citations import Citations
+from .conclusions import ConclusionExtractor
 from .learning import PatternLearner
 from .ledger import Ledger
 from .metrics import Metrics
@@ -46,6 +47,7 @@ class Container:
                                    self.metrics.recalls_in_flight)
         self.learner = PatternLearner(self.settings, self.store, self.publisher)
         self.continuity = SessionContinuity(self.settings, self.store, self.publisher)
+        self.conclusions = ConclusionExtractor(self.metrics, self.settings.conclusions_enable)
 
     async def health(self) -> dict[str, dict[str, Any]]:
         async def check(name: str, coro: Any) -> tuple[str, dict[str, Any]]:

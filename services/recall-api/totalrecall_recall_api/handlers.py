@@ -44,6 +44,7 @@ from .citations import scoped_text
 from .container import Container
 from .core import memory_md
 from .core.categories import UnknownCategory, categories_of
+from .core.conclusions import extract
 from .core.continuity import Turn
 from .core.supersede import subject_of
 from .ports import Exporter, KeywordStatistics, PipelineLag, PublishFailed
@@ -136,9 +137,13 @@ def _to_event(e: IngestEvent, *, actor: str, category: str, subcategory: str) ->
         raise HTTPException(422, detail=str(exc)) from None
 
 
-async def _publish(c: Container, events: list[MemoryEvent]) -> IngestResponse:
+async def _publish(c: Container, events: list[MemoryEvent],
+                   derived: list[MemoryEvent] | None = None) -> IngestResponse:
+    """`derived`: memories derived from `events` (their conclusions), published in the same
+    call after them; the answer counts `events` alone and lists the derived ids apart."""
+    derived = [d for d in derived or [] if d.key not in {e.key for e in events}]
     try:
-        duplicates = await c.publisher.publish(events)
+        published = await c.publisher.publish([*events, *derived])
     except PublishFailed as exc:
         # Not stored: a clear refusal the client can retry with the same ids (idempotent).
         full = statedisk.disk_full(c.settings.memory_dir)
@@ -149,11 +154,12 @@ async def _publish(c: Container, events: list[MemoryEvent]) -> IngestResponse:
         raise HTTPException(503, detail=f"not stored: the event stream did not confirm the "
                                         f"events ({exc}); retry with the same ids",
                             headers={"Retry-After": "5"}) from None
-    for e in events:
+    for e in [*events, *derived]:
         c.metrics.ingested.labels(e.category).inc()
-    c.metrics.ingest_duplicates.inc(sum(duplicates))
+    duplicates = published[:len(events)]
+    c.metrics.ingest_duplicates.inc(sum(published))
     return IngestResponse(ids=[e.id for e in events], accepted=len(events),
-                          duplicates=sum(duplicates))
+                          duplicates=sum(duplicates), derived=[d.id for d in derived])
 
 
 @router.post("/ingest", response_model=IngestResponse)
@@ -167,7 +173,8 @@ async def ingest(c: C, body: Annotated[IngestEvent | list[IngestEvent], Body()])
                                         "per request")
     events = [_to_event(e, actor="system", category="conversation", subcategory="general")
               for e in items]
-    return await _publish(c, events)
+    # What the conversation turns among them concluded: memories of their own, stored with them.
+    return await _publish(c, events, c.conclusions.derive(events))
 
 
 @router.post("/store", response_model=IngestResponse)
@@ -394,9 +401,16 @@ def _content_text(content: str | list[Any]) -> str:
 async def flush(c: C, body: FlushRequest) -> IngestResponse:
     """Save the messages about to be compacted away (idempotent per session + content)."""
     events: list[MemoryEvent] = []
+    roles: list[str | None] = []
     for msg in body.messages:
         text = " ".join(_content_text(msg.content).split())
-        if len(text) < 12 or msg.role not in ("user", "assistant"):
+        if msg.role not in ("user", "assistant"):
+            continue
+        # A short message says nothing worth a memory, unless the user decides something in it
+        # ("Stop.", "Approved."): then it is the turn its decision is derived from.
+        if len(text) < 12 and not (c.settings.conclusions_enable and msg.role == "user"
+                                   and any(x.rule.category == "approval"
+                                           for x in extract(text, "user"))):
             continue
         digest = hashlib.sha256(f"{body.sessionId}\x00{msg.role}\x00{text}".encode()).hexdigest()
         summary = f"{msg.role}: {text}"
@@ -407,9 +421,11 @@ async def flush(c: C, body: FlushRequest) -> IngestResponse:
             # `session`, not `session_id`: the secret scrubber blanks any `session_id` value
             # (a web session's cookie), which put every flushed conversation in one thread.
             metadata={"tags": ["flush"], "session": body.sessionId}))
+        roles.append(msg.role)
     if not events:
         return IngestResponse(ids=[], accepted=0)
-    return await _publish(c, events)
+    # What the turns concluded (the plugin's auto-capture comes this way too).
+    return await _publish(c, events, c.conclusions.derive(events, roles))
 
 
 @router.post("/warm")

@@ -27,6 +27,12 @@ class Metrics:
                                 "Events accepted by ingest/store/flush", ["category"], registry=r)
         self.ingest_duplicates = Counter("totalrecall_recall_ingest_duplicates_total",
                                          "Ingested events JetStream already had", registry=r)
+        self.conclusions = Counter("totalrecall_recall_conclusions_total",
+                                   "Memories derived from conversation turns, per rule "
+                                   "(core/conclusions.py)", ["rule"], registry=r)
+        self.conclusion_errors = Counter("totalrecall_recall_conclusion_errors_total",
+                                         "Turns whose conclusions could not be extracted (the "
+                                         "turn is stored without them)", registry=r)
         self.recalls_shed = Counter("totalrecall_recall_shed_total",
                                     "Recalls refused (503) for want of a slot in time", registry=r)
         self.recalls_in_flight = Gauge("totalrecall_recall_in_flight",

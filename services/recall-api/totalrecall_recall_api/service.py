@@ -29,6 +29,8 @@ from .citations import Citations
 from .core.answer_type import answer_type_first
 from .core.categories import categories_of, category_list
 from .core.classify import QueryClass, classify
+from .core.conclusions import asked_first, derived_first
+from .core.conclusions import profile as stated_profile
 from .core.fusion import (
     Candidate,
     Weights,
@@ -340,10 +342,12 @@ class RecallService:
         cached = self._profiles.get(namespace)
         if ttl > 0 and cached is not None and time.monotonic() - cached[0] < ttl:
             return list(cached[1])
-        # Superseded patterns (an old preference, a schedule learned again) are left out.
-        n = self.settings.profile_max_patterns
-        found = [m for m in await self.store.recent(namespace, None, "user_pattern", 4 * n)
-                 if not superseded(m)][:n]
+        # Superseded patterns (an old preference, a schedule learned again) are left out; of
+        # the preferences and corrections stated in conversation, the newest few.
+        s = self.settings
+        n = s.profile_max_patterns
+        rows = await self.store.recent(namespace, None, "user_pattern", max(4 * n, 64))
+        found = stated_profile([m for m in rows if not superseded(m)], n, s.profile_max_stated)
         if ttl > 0:
             if len(self._profiles) >= 1024:  # bounded: namespaces are few, but never grow unbounded
                 self._profiles.clear()
@@ -475,16 +479,21 @@ class RecallService:
         # function) before one that cannot answer it; an identifier the question names verbatim
         # ranks its memories before all; memories of one template tie but for noise: the one the
         # question names, else the newest.
-        ranked = named_first(answer_type_first(
-            ranked, req.query, lambda c: by_key[c.key].summary if c.key in by_key else c.text),
-            req.query)
+        ranked = answer_type_first(
+            ranked, req.query, lambda c: by_key[c.key].summary if c.key in by_key else c.text)
+        # A question about what was concluded ("what was the fix for …", "what does the user
+        # prefer for …"): those memories first (`core/conclusions.py`).
+        ranked = named_first(asked_first(ranked, req.query), req.query)
+        # A memory derived from a turn (what it concluded) just before that turn.
+        ranked = self._derived_first(ranked, by_key)
         # A host the question names: its memories before the others' (`core/hosts.py`).
         ranked = hosts_first(ranked, about_hosts, lambda key: hostname_of(by_key[key].metadata)
                              if key in by_key else None)
         ranked = order_repeats(await self._newest_repeats(ranked, by_key, req, p.since, until, k,
                                                           allowed), req.query)
         t_mmr = time.perf_counter()
-        chosen = mmr(ranked, k, s.mmr_lambda)
+        # Diversity may have chosen a turn before its conclusion: the conclusion still leads.
+        chosen = self._derived_first(mmr(ranked, k, s.mmr_lambda), by_key)
         self.metrics.stage("mmr", time.perf_counter() - t_mmr)
         out: list[Memory] = []
         for c in chosen:
@@ -498,6 +507,38 @@ class RecallService:
             scores = {name: round(v, 4) for name, v in c.components.items()}
             m.metadata = {**m.metadata, "_scores": scores}
             out.append(m)
+        return out
+
+    @staticmethod
+    def _derived_first(ranked: list[Candidate], by_key: dict[str, Row]) -> list[Candidate]:
+        """The conclusions drawn from a turn (`core/conclusions.py`) rank just before the turn
+        when it ranks above them: the conclusion answers, the turn is its context. A moved
+        memory takes the turn's score (and a hair more), so later sorts keep the order."""
+        turn_of: dict[str, str] = {}
+        for c in ranked:
+            m = by_key.get(c.key)
+            if m is None:
+                continue
+            turn = m.metadata.get("derived_from")
+            if isinstance(turn, str) and turn:
+                turn_of[c.key] = memory_key(m.namespace, turn)
+        if not turn_of:
+            return ranked
+        order = derived_first([c.key for c in ranked], turn_of)
+        if order == [c.key for c in ranked]:
+            return ranked
+        by_cand = {c.key: c for c in ranked}
+        out = [by_cand[k] for k in order]
+        floor: dict[str, float] = {}  # a turn → the score its conclusions before it need
+        for c in reversed(out):  # the conclusions moved stand right before their turn
+            turn = turn_of.get(c.key)
+            if turn is not None and turn in floor and c.score <= floor[turn]:
+                lift = floor[turn] - c.score + 1e-6
+                c.components["derived"] = round(lift, 6)
+                c.score += lift
+            if turn is not None and turn in floor:
+                floor[turn] = c.score
+            floor.setdefault(c.key, c.score)
         return out
 
     @staticmethod

@@ -125,6 +125,13 @@ class Settings(ServiceSettings):
     profile_cache_s: float = 5.0
     #: At most this many user patterns (the newest current ones) in the block.
     profile_max_patterns: int = Field(default=8, ge=0, le=50)
+    #: Of those, at most this many preferences and corrections the user stated in a conversation
+    #: (memories derived from turns, core/conclusions.py), the newest: the learned patterns keep
+    #: their places.
+    profile_max_stated: int = Field(default=3, ge=0, le=50)
+    #: What a conversation concluded (diagnoses, fixes, the user's decisions, preferences and
+    #: corrections) becomes memories of its own at ingest and flush (core/conclusions.py).
+    conclusions_enable: bool = True
     #: The hosts a namespace's memories happened on (a question naming one ranks its memories
     #: first; the block names hosts once there are several) are read at most this often per
     #: namespace (s): a new machine is seen within this time. 0: read on every recall.

@@ -110,7 +110,7 @@ async def test_ingest_is_durable_with_msg_id_and_dedups(settings: Settings, topo
             "summary": "nginx failed: port 80 already in use", "id": "evt-1",
             "category": "system.service", "tags": ["nginx", "port"], "namespace": "ns1"})
         assert r.status_code == 200, r.text
-        assert r.json() == {"ids": ["evt-1"], "accepted": 1, "duplicates": 0}
+        assert r.json() == {"ids": ["evt-1"], "accepted": 1, "duplicates": 0, "derived": []}
 
         # The PubAck was awaited before answering: the message is in the stream now.
         msg = await js.get_last_msg(topology.events_stream, subject)

@@ -120,6 +120,16 @@ def _line(m: Memory, now: datetime, show_host: bool = False) -> str:
     return f"[{when}] ({label}) {_safe(raw)}"
 
 
+def _profile_line(p: Memory) -> str:
+    """A user pattern; one the user stated in a conversation (derived from their turn,
+    `core/conclusions.py`) says so, since its text is theirs ("I prefer …")."""
+    text = _sanitized(" ".join(p.summary.split()))
+    if p.metadata.get("derived_from"):
+        kind = "correction" if p.subcategory == "correction" else "preference"
+        return f"- The user said ({kind}): {text}"
+    return f"- {text}"
+
+
 def system_memory_block(memories: Sequence[Memory], now: datetime,
                         profile: Sequence[Memory] = (), show_hosts: bool = False) -> str:
     """`show_hosts`: each line names the host its event happened on (several are known)."""
@@ -130,7 +140,7 @@ def system_memory_block(memories: Sequence[Memory], now: datetime,
     lines += [_line(m, now, show_hosts) for m in memories]
     if profile:
         lines.append("<user_profile>")
-        lines += [f"- {_sanitized(' '.join(p.summary.split()))}" for p in profile]
+        lines += [_profile_line(p) for p in profile]
         lines.append("</user_profile>")
     lines.append("</system_memory>")
     return "\n".join(lines)
