@@ -19,7 +19,8 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "system.config": ("nixos_option", "edit", "rebuild", "generation"),
     "system.service": ("start", "stop", "restart", "fail", "status_change"),
     "system.process": ("spawn", "crash", "oom_kill", "high_cpu", "high_mem", "exit"),
-    "system.network": ("connect", "disconnect", "dns_fail", "firewall_change", "address_change"),
+    "system.network": ("connect", "disconnect", "dns_fail", "firewall_change", "address_change",
+                       "listen", "unlisten"),
     "system.storage": ("mount", "unmount", "space_warning", "permission", "inode_warning",
                        "reclaimable"),
     "system.hardware": ("usb_attach", "usb_detach", "gpu_change", "sensor_alert", "battery"),
@@ -30,7 +31,11 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "diagnosis": ("investigation", "root_cause", "resolution", "workaround"),
     "file": ("create", "modify", "delete", "move", "permission_change"),
     "approval": ("requested", "granted", "denied"),
-    "security": ("login", "sudo", "capability_grant", "sandbox_violation"),
+    # The security watcher's (auth log, firewall) and the sessions watcher's (login, logout).
+    "security": ("login", "logout", "sudo", "sudo_failure", "su", "su_failure", "auth_failure",
+                 "account_locked", "user_added", "user_removed", "user_modified", "group_added",
+                 "group_removed", "group_modified", "group_membership", "password_change",
+                 "firewall", "capability_grant", "sandbox_violation"),
     "error": ("application", "system", "kernel", "agent"),
     "cron": ("scheduled", "executed", "failed", "skipped"),
     # `correction`: the user correcting what was said ("actually, it's port 6543"), derived from

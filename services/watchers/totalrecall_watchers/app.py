@@ -26,26 +26,31 @@ log = logging.getLogger("totalrecall_watchers")
 
 WATCHER_NAMES = ("process", "journal", "services", "storage", "filesystem", "network", "nixos",
                  "packages", "sessions", "timers", "hardware", "pressure", "reclaimable",
-                 "containers")
+                 "containers", "security", "ports", "firewall")
 
 
 def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher], list[str]]:
     """The enabled watchers (in priority order) and the names of the disabled ones."""
     from .core.containers import ContainersWatcher
     from .core.filesystem import FilesystemWatcher
+    from .core.firewall import FirewallWatcher
     from .core.hardware import HardwareWatcher
     from .core.journal import JournalWatcher
     from .core.network import NetworkWatcher
     from .core.nixos import NixosWatcher
     from .core.packages import PackagesWatcher
+    from .core.ports import PortsWatcher
     from .core.pressure import PressureWatcher
     from .core.process import ProcessThresholds, ProcessWatcher
     from .core.reclaimable import ReclaimableWatcher
+    from .core.security import SecurityWatcher
     from .core.sessions import SessionsWatcher
     from .core.storage import StorageWatcher
     from .core.systemd import ServicesWatcher, TimersWatcher
 
     s = settings
+    # The journal watcher leaves the auth lines the security watcher reports (while it runs).
+    security = SecurityWatcher(ctx, s.security) if s.security.enabled else None
     factories: dict[str, Any] = {
         "process": lambda: ProcessWatcher(ctx, interval_s=s.process.interval_s,
                                           thresholds=ProcessThresholds(
@@ -55,7 +60,8 @@ def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher]
                                               rearm_factor=s.process.rearm_factor,
                                               max_cmdline_chars=s.process.max_cmdline_chars),
                                           exit_status=s.process.exit_status),
-        "journal": lambda: JournalWatcher(ctx, s.journal),
+        "journal": lambda: JournalWatcher(ctx, s.journal,
+                                          claim=security.claims if security else None),
         "services": lambda: ServicesWatcher(ctx, interval_s=s.services.interval_s),
         "storage": lambda: StorageWatcher(ctx, s.storage),
         "filesystem": lambda: FilesystemWatcher(ctx, s.filesystem),
@@ -68,6 +74,9 @@ def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher]
         "pressure": lambda: PressureWatcher(ctx, s.pressure),
         "containers": lambda: ContainersWatcher(ctx, s.containers),
         "reclaimable": lambda: ReclaimableWatcher(ctx, s.reclaimable),
+        "security": lambda: security,
+        "ports": lambda: PortsWatcher(ctx, s.ports),
+        "firewall": lambda: FirewallWatcher(ctx, s.firewall),
     }
     enabled: list[Watcher] = []
     disabled: list[str] = []

@@ -256,6 +256,59 @@ class ContainersSettings(WatcherSettings):
     command_timeout_s: float = Field(default=60.0, gt=0)
 
 
+class SecuritySettings(WatcherSettings):
+    """sudo, su, failed logins, users and groups from the auth log (core/security.py)."""
+
+    #: Follow journald's auth and authpriv facilities (every priority) when there is one.
+    journald: bool = True
+    command: list[str] = Field(default_factory=lambda: [
+        "journalctl", "--follow", "--output=json", "--lines=0", "SYSLOG_FACILITY=4",
+        "SYSLOG_FACILITY=10"])
+    #: Skip the "is there a journal at all" check (tests run a fake command).
+    skip_availability_check: bool = False
+    #: Text auth logs, tailed only without journald.
+    log_files: list[str] = Field(default_factory=lambda: ["/var/log/auth.log",
+                                                          "/var/log/secure"])
+    log_poll_s: float = Field(default=0.5, gt=0)
+    #: Identical lines of one process within this window are one event.
+    dedup_window_s: float = Field(default=60.0, ge=0)
+    #: This many failures of one remote host (else user) within the window are one error
+    #: event, the rest of the window one more; over `global_burst_threshold` of all sources
+    #: the same for all of them (0: off).
+    burst_window_s: float = Field(default=60.0, gt=0)
+    burst_threshold: int = Field(default=5, ge=0)
+    global_burst_threshold: int = Field(default=20, ge=0)
+    #: An account change is attributed to the sudo that ran its tool this long before.
+    attribution_window_s: float = Field(default=120.0, ge=0)
+    max_command_chars: int = Field(default=500, ge=32)
+
+
+class PortsSettings(WatcherSettings):
+    """Listening sockets appearing and going away (core/ports.py)."""
+
+    interval_s: float = Field(default=30.0, gt=0)
+    #: Bound UDP sockets too (off: resolvers and clients bind ephemeral ones all the time).
+    udp: bool = False
+    #: Ports never reported.
+    ignore_ports: list[int] = Field(default_factory=list)
+    max_cmdline_chars: int = Field(default=300, ge=32)
+
+
+class FirewallSettings(WatcherSettings):
+    """Firewall rule changes (core/firewall.py): `nft`, else `iptables-save`."""
+
+    interval_s: float = Field(default=60.0, gt=0)
+    #: `auto` (nft when it works, else iptables-save), `nft` or `iptables`.
+    tool: str = Field(default="auto", pattern="^(auto|nft|iptables)$")
+    nft_command: list[str] = Field(default_factory=lambda: ["nft", "--stateless", "list",
+                                                            "ruleset"])
+    iptables_commands: list[list[str]] = Field(default_factory=lambda: [["iptables-save"],
+                                                                        ["ip6tables-save"]])
+    timeout_s: float = Field(default=15.0, gt=0)
+    #: Rule lines shown in an event's detail (the summary names the first three).
+    max_diff_lines: int = Field(default=40, ge=1)
+
+
 class RateLimitSettings(BaseModel):
     """Token buckets: design budget 50–200 events/hour at steady state, bursts allowed."""
 
@@ -303,6 +356,9 @@ class Settings(ServiceSettings):
     packages: PackagesSettings = Field(default_factory=PackagesSettings)
     hardware: HardwareSettings = Field(default_factory=HardwareSettings)
     pressure: PressureSettings = Field(default_factory=PressureSettings)
+    security: SecuritySettings = Field(default_factory=SecuritySettings)
+    ports: PortsSettings = Field(default_factory=PortsSettings)
+    firewall: FirewallSettings = Field(default_factory=FirewallSettings)
     containers: ContainersSettings = Field(default_factory=ContainersSettings)
     reclaimable: ReclaimableSettings = Field(default_factory=ReclaimableSettings)
     rate_limit: RateLimitSettings = Field(default_factory=RateLimitSettings)

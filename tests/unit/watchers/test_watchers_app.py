@@ -108,4 +108,4 @@ def test_default_watchers_build_and_disabled_ones_show(monkeypatch: pytest.Monke
     assert w["filesystem"]["state"] == "unavailable"
     assert set(w) == {"process", "journal", "services", "storage", "filesystem", "network",
                       "nixos", "packages", "sessions", "timers", "hardware", "pressure",
-                      "reclaimable", "containers"}
+                      "reclaimable", "containers", "security", "ports", "firewall"}

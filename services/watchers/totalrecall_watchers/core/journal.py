@@ -20,6 +20,7 @@ import logging
 import re
 import shutil
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,8 @@ _UNIT_FAIL = re.compile(r"(?i)\b(failed with result|failed to start|main process
                         r"code=|start request repeated too quickly|entered failed state)")
 _OOM = re.compile(r"(?i)out of memory: killed process (\d+) \(([^)]*)\)")
 MAX_DEDUP_KEYS = 5000
+#: `(identifier, message) → True` when another watcher reports that entry.
+Claim = Callable[[str, str], bool]
 
 
 def normalise(message: str) -> str:
@@ -59,18 +62,76 @@ def _field(entry: dict[str, Any], name: str) -> str | None:
     return str(v)
 
 
+def journald_reason(enabled: bool, command: list[str], skip_check: bool = False) -> str | None:
+    """None when journald can be followed with `command`, else why not."""
+    if not enabled:
+        return "journald disabled in the settings"
+    if not command or shutil.which(command[0]) is None:
+        return f"{command[0] if command else 'journalctl'} not found on PATH"
+    if skip_check:
+        return None
+    journals = [p for d in JOURNAL_DIRS if d.is_dir() for p in d.rglob("*.journal*")]
+    if not journals:
+        return ("no systemd journal on this machine (no journal files under "
+                + ", ".join(str(d) for d in JOURNAL_DIRS) + ")")
+    return None
+
+
+async def follow_lines(command: list[str], on_line: Callable[[bytes], Awaitable[None]],
+                       stop: asyncio.Event) -> None:
+    """Run `command` (`journalctl --follow …`) and hand each line of its output to `on_line`
+    until `stop`; when it ends by itself: `Unavailable` (no journal) or RuntimeError."""
+    proc = await asyncio.create_subprocess_exec(
+        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        stdin=asyncio.subprocess.DEVNULL, limit=1 << 20)
+    assert proc.stdout is not None and proc.stderr is not None
+    stop_task = asyncio.create_task(stop.wait())
+    try:
+        while True:
+            read = asyncio.create_task(proc.stdout.readline())
+            done, _ = await asyncio.wait({read, stop_task}, return_when=asyncio.FIRST_COMPLETED)
+            if stop_task in done:
+                read.cancel()
+                return
+            line = read.result()
+            if not line:
+                break
+            await on_line(line)
+        err = (await proc.stderr.read(2000)).decode("utf-8", "replace").strip()
+        rc = await proc.wait()
+        if rc != 0 and ("not been booted with systemd" in err or "No journal" in err):
+            raise Unavailable(err.splitlines()[0])
+        raise RuntimeError(f"{command[0]} exited with {rc}: {err[:300]}")
+    finally:
+        stop_task.cancel()
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 5)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+
+
 class JournalParser:
     """Pure: one JSON line → an event (or None), with the dedup window."""
 
     def __init__(self, ctx: EventContext, *, max_priority: int = 4,
-                 dedup_window_s: float = 300.0, source: str = "journal") -> None:
+                 dedup_window_s: float = 300.0, source: str = "journal",
+                 claim: Claim | None = None) -> None:
         self.ctx = ctx
         self.max_priority = max_priority
         self.window = dedup_window_s
         self.source = source
+        #: Entries another watcher reports (the security watcher's sudo, su and PAM lines):
+        #: skipped here, counted in `claimed`.
+        self.claim = claim
         self._seen: OrderedDict[tuple[str, str, str], float] = OrderedDict()
         self.deduplicated = 0
         self.skipped = 0
+        self.claimed = 0
         self.parse_errors = 0
 
     def parse(self, line: str | bytes) -> MemoryEvent | None:
@@ -99,6 +160,9 @@ class JournalParser:
         unit = (_field(entry, "_SYSTEMD_UNIT") or _field(entry, "UNIT")
                 or _field(entry, "USER_UNIT") or _field(entry, "_SYSTEMD_USER_UNIT"))
         ident = _field(entry, "SYSLOG_IDENTIFIER") or _field(entry, "_COMM") or unit or "journal"
+        if self.claim is not None and self.claim(ident, message):
+            self.claimed += 1
+            return None
         transport = _field(entry, "_TRANSPORT")
         # A journal may hold other machines' entries (systemd-journal-remote, a syslog file
         # gathering them): each is its host's event, and two hosts' same message are two.
@@ -163,27 +227,19 @@ class JournalParser:
 class JournalWatcher(Watcher):
     name = "journal"
 
-    def __init__(self, ctx: EventContext, settings: JournalSettings) -> None:
+    def __init__(self, ctx: EventContext, settings: JournalSettings, *,
+                 claim: Claim | None = None) -> None:
         super().__init__(ctx)
         self.settings = settings
         self.parser = JournalParser(ctx, max_priority=settings.max_priority,
-                                    dedup_window_s=settings.dedup_window_s, source=self.name)
+                                    dedup_window_s=settings.dedup_window_s, source=self.name,
+                                    claim=claim)
         self.journald = False
         self.tails: list[LogTail] = []
 
     def _journald_reason(self) -> str | None:
-        cmd = self.settings.command
-        if not self.settings.journald:
-            return "journald disabled in the settings"
-        if not cmd or shutil.which(cmd[0]) is None:
-            return f"{cmd[0] if cmd else 'journalctl'} not found on PATH"
-        if self.settings.skip_availability_check:
-            return None
-        journals = [p for d in JOURNAL_DIRS if d.is_dir() for p in d.rglob("*.journal*")]
-        if not journals:
-            return ("no systemd journal on this machine (no journal files under "
-                    + ", ".join(str(d) for d in JOURNAL_DIRS) + ")")
-        return None
+        return journald_reason(self.settings.journald, self.settings.command,
+                               self.settings.skip_availability_check)
 
     def check_available(self) -> str | None:
         """journald when there is one; text logs: the application ones always, the syslog
@@ -210,6 +266,7 @@ class JournalWatcher(Watcher):
     def stats(self) -> dict[str, int]:
         p = self.parser
         return {"deduplicated": p.deduplicated, "parse_errors": p.parse_errors,
+                "claimed": p.claimed,
                 "log_lines": sum(t.lines for t in self.tails)}
 
     def close(self) -> None:
@@ -262,38 +319,9 @@ class JournalWatcher(Watcher):
                          + f" (no journald: {exc})")
 
     async def _follow_journal(self, emit: Emit, stop: asyncio.Event) -> None:
-        proc = await asyncio.create_subprocess_exec(
-            *self.settings.command, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL, limit=1 << 20)
-        assert proc.stdout is not None and proc.stderr is not None
-        stop_task = asyncio.create_task(stop.wait())
-        try:
-            while True:
-                read = asyncio.create_task(proc.stdout.readline())
-                done, _ = await asyncio.wait({read, stop_task},
-                                             return_when=asyncio.FIRST_COMPLETED)
-                if stop_task in done:
-                    read.cancel()
-                    return
-                line = read.result()
-                if not line:
-                    break
-                event = self.parser.parse(line)
-                if event is not None:
-                    await emit(event)
-            err = (await proc.stderr.read(2000)).decode("utf-8", "replace").strip()
-            rc = await proc.wait()
-            if rc != 0 and ("not been booted with systemd" in err or "No journal" in err):
-                raise Unavailable(err.splitlines()[0])
-            raise RuntimeError(f"{self.settings.command[0]} exited with {rc}: {err[:300]}")
-        finally:
-            stop_task.cancel()
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.terminate()
-                try:
-                    await asyncio.wait_for(proc.wait(), 5)
-                except TimeoutError:
-                    with contextlib.suppress(ProcessLookupError):
-                        proc.kill()
-                    await proc.wait()
+        async def on_line(line: bytes) -> None:
+            event = self.parser.parse(line)
+            if event is not None:
+                await emit(event)
+
+        await follow_lines(self.settings.command, on_line, stop)

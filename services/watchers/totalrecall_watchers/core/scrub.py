@@ -44,6 +44,20 @@ _EXTRA: list[tuple[re.Pattern[str], str]] = [
      r"\1" + REDACTED),
     (re.compile(r"(\bredis-cli\b[^\n]*?\s-a\s+)\S+"), r"\1" + REDACTED),
     (re.compile(r"(\bhtpasswd\s+-\w*b\w*\s+\S+\s+\S+\s+)\S+"), r"\1" + REDACTED),
+    # Secrets of command lines as sudo logs them (a text: its argv joined by spaces).
+    (re.compile(r"(\bwpa_passphrase\s+\S+\s+)\S+"), r"\1" + REDACTED),  # wpa_passphrase SSID PSK
+    (re.compile(r"(\bsmbclient\b[^\n]*?\s(?:-U|--user)[\s=]+[^\s%]+%)\S+"), r"\1" + REDACTED),
+    (re.compile(r"(\bldap\w+\b[^\n]*?\s-w\s+)\S+"), r"\1" + REDACTED),  # ldapsearch -w PASSWORD
+    (re.compile(r"(\b(?:useradd|usermod)\b[^\n]*?\s-p\s+)\S+"), r"\1" + REDACTED),  # a hash
+    (re.compile(r"(\b(?:zip|unzip)\b[^\n]*?\s-P\s+)\S+"), r"\1" + REDACTED),
+    (re.compile(r"(\bssh-keygen\b[^\n]*?\s-[NP]\s+)(?!'')\S+"), r"\1" + REDACTED),
+    (re.compile(r"(\bnmcli\b[^\n]*?\s(?:password|psk|wifi-sec\.psk|802-11-wireless-security\.psk"
+                r"|802-1x\.password)\s+)\S+"), r"\1" + REDACTED),
+    # echo SECRET | sudo -S / passwd --stdin / chpasswd / docker login --password-stdin …
+    (re.compile(r"(\b(?:echo|printf)\s+(?:-\w+\s+)?)('[^']*'|\"[^\"]*\"|[^\s|;&]+)(?=\s*\|\s*"
+                r"(?:sudo\s+(?:-\w+\s+)*-\w*S|\S*passwd\b[^|\n]*--stdin|\S*chpasswd\b"
+                r"|\S*cryptsetup\b|\S+\s+login\b[^|\n]*--password-stdin|\S+[^|\n]*-pass\s+stdin))"),
+     r"\1" + REDACTED),
     # ENV-style assignment of a secret-named variable (FOO_TOKEN=…, MY_AUTH=…).
     (re.compile(r"\b([A-Z][A-Z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|PASS|KEY|AUTH|CREDENTIALS?)"
                 r"[A-Z0-9_]*=)(?!\[REDACTED)\S+"), r"\1" + REDACTED),
@@ -57,6 +71,9 @@ _SECRET_NEXT_ARG_ANY = {"--password", "--passwd", "--pass", "--token", "--secret
 _SECRET_NEXT_ARG_BY_PROG = {
     "redis-cli": {"-a"}, "sshpass": {"-p"}, "mysql": {"-p"}, "mysqldump": {"-p"},
     "mariadb": {"-p"}, "smbclient": {"-U"}, "openssl": {"-passin", "-passout", "-pass", "-k"},
+    "useradd": {"-p"}, "usermod": {"-p"}, "ldapsearch": {"-w"}, "ldapmodify": {"-w"},
+    "ldapadd": {"-w"}, "ldapdelete": {"-w"}, "ldappasswd": {"-w", "-s"}, "zip": {"-P"},
+    "unzip": {"-P"}, "ssh-keygen": {"-N", "-P"},
 }
 
 
@@ -70,10 +87,8 @@ def scrub_extra(text: str) -> str:
     return text
 
 
-def scrub_cmdline(argv: list[str], max_chars: int = 1000) -> str:
-    """Join an argv into one line with secret arguments redacted, then `scrub_extra` it."""
-    if not argv:
-        return ""
+def _redact_argv(argv: list[str]) -> list[str]:
+    """The arguments, each `scrub_extra`ed, with those that follow a secret flag redacted."""
     prog = os.path.basename(argv[0])
     by_prog = _SECRET_NEXT_ARG_BY_PROG.get(prog, set())
     out: list[str] = []
@@ -89,14 +104,51 @@ def scrub_cmdline(argv: list[str], max_chars: int = 1000) -> str:
         elif low.startswith("--") and "=" not in arg and _SECRET_WORD.search(low[2:]) \
                 and not low.endswith(("-file", "-path", "-dir", "-command", "-cmd")):
             redact_next = True  # --db-password VALUE, --github-token VALUE
-        out.append(_quote(scrub_extra(arg)))
+        out.append(scrub_extra(arg))
     if prog == "htpasswd" and len(out) > 2 and any(
             a.startswith("-") and "b" in a for a in argv[1:-1]):
         out[-1] = REDACTED  # htpasswd -b FILE USER PASSWORD
+    return out
+
+
+def scrub_cmdline(argv: list[str], max_chars: int = 1000) -> str:
+    """Join an argv into one line with secret arguments redacted, then `scrub_extra` it."""
+    if not argv:
+        return ""
+    line = scrub_extra(" ".join(_quote(a) for a in _redact_argv(argv)))
+    if len(line) > max_chars:
+        line = line[: max_chars - 1] + "…"
+    return line
+
+
+def scrub_command_text(command: str, max_chars: int = 1000) -> str:
+    """A command line known only as text (sudo's `COMMAND=`, its argv joined by spaces):
+    the argv rules applied to its words, per program for each program a shell line runs
+    (`sh -c "mysql -p … | tee"`, `env TOKEN=… cmd`), then `scrub_extra`."""
+    if not command.strip():
+        return ""
+    words = command.split(" ")
+    out: list[str] = []
+    start = 0
+    for i, w in enumerate([*words, "|"]):
+        # A new program starts after a shell separator, and after `env`/`sudo`/`sh -c` words.
+        if w in ("|", "||", "&&", ";", "-c") or w.endswith(";") or i == len(words):
+            seg = words[start:i]
+            seg_start = next((k for k, a in enumerate(seg) if a and "=" not in a
+                              and os.path.basename(a) not in _WRAPPERS
+                              and not (a.startswith("-") and k > 0)), 0)
+            out += [*seg[:seg_start], *(_redact_argv(seg[seg_start:]) if seg[seg_start:] else [])]
+            if i < len(words):
+                out.append(w)
+            start = i + 1
     line = scrub_extra(" ".join(out))
     if len(line) > max_chars:
         line = line[: max_chars - 1] + "…"
     return line
+
+
+_WRAPPERS = {"env", "sudo", "nice", "nohup", "time", "timeout", "ionice", "stdbuf", "doas",
+             "sh", "bash", "dash", "zsh", "exec", "xargs"}
 
 
 def _quote(arg: str) -> str:

@@ -1,0 +1,499 @@
+"""Security watcher: sudo, su, failed logins, new users and groups, from the auth log.
+
+Sources, like the journal watcher's: journald (`journalctl --follow` of the auth and authpriv
+facilities, every priority: a successful sudo is a notice, a new user an info) when the machine
+has it, else the text auth logs (`/var/log/auth.log` on Debian/Ubuntu, `/var/log/secure` on
+Fedora/RHEL), tailed with `LogTail`. Each line is read by `authlog.classify`; what it recognises
+becomes a `security/<kind>` event, the rest is ignored (and left to the journal watcher).
+
+* Failures (`sudo_failure`, `su_failure`, `auth_failure`) are warnings, one event each, until a
+  burst: the `burst_threshold`-th failure of one remote host (else one user) within
+  `burst_window_s` is one error event, the later ones of that window are counted and told in one
+  more event when the window ends; over `global_burst_threshold` failures of any source in a
+  window (a distributed attack) the same happens for all of them together.
+* Account changes (users, groups, memberships) are warnings; who made them is the account
+  tool's own word (`gpasswd`: "by root"), else the user whose sudo ran that tool just before
+  (within `attribution_window_s`), else journald's login uid of the process.
+* Command lines (sudo's `COMMAND=`, pkexec's) are scrubbed as argv (`scrub_command_text`).
+* Identical lines of one process within `dedup_window_s` are one event (a line read twice).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import pwd
+from collections import Counter, OrderedDict, deque
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from totalrecall_schema import MemoryEvent, Severity
+from totalrecall_schema.templates import exact_form
+
+from .authlog import ACCOUNT_TOOLS, AuthRecord, classify
+from .base import Emit, EventContext, Unavailable, Watcher
+from .journal import follow_lines, journald_reason
+from .log_files import LogTail, text_entry
+from .scrub import scrub_command_text
+
+if TYPE_CHECKING:
+    from ..settings import SecuritySettings
+
+log = logging.getLogger(__name__)
+
+MAX_DEDUP_KEYS = 5000
+#: Groups whose members administer the machine: a new member is said to be one.
+PRIVILEGED_GROUPS = frozenset({"sudo", "wheel", "admin", "root", "adm", "docker", "lxd",
+                               "libvirt", "disk", "shadow", "systemd-journal", "kvm"})
+ACCOUNT_KINDS = frozenset({"user_added", "user_removed", "user_modified", "group_added",
+                           "group_removed", "group_modified", "group_membership",
+                           "password_change"})
+#: Tools whose sudo may be the author of an account change (besides ACCOUNT_TOOLS).
+_ACCOUNT_COMMANDS = ACCOUNT_TOOLS | {"vipw", "vigr", "visudo"}
+
+
+def claims(ident: str, message: str) -> bool:
+    """True for a line the security watcher reports (or deliberately drops as a companion)."""
+    return classify(ident, message) is not None
+
+
+def _field(entry: dict[str, Any], name: str) -> str | None:
+    v = entry.get(name)
+    if v is None:
+        return None
+    if isinstance(v, list):  # binary fields come as byte arrays
+        if v and all(isinstance(b, int) for b in v):
+            return bytes(v).decode("utf-8", "replace")
+        v = v[0] if v else ""
+    return str(v)
+
+
+@dataclass
+class _Burst:
+    """Failures of one source (a remote host, a user, or all: `*`) in one window."""
+
+    start: float
+    first_at: datetime
+    last_at: datetime
+    count: int = 0
+    reported: bool = False  # the burst event went out: later failures are only counted
+    suppressed: int = 0
+    users: Counter[str] = field(default_factory=Counter)
+    hosts: Counter[str] = field(default_factory=Counter)
+    services: Counter[str] = field(default_factory=Counter)
+    origin: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _Sudo:
+    at: float
+    host: str
+    user: str
+    program: str
+    command: str
+
+
+def _top(c: Counter[str], n: int = 5) -> str:
+    return ", ".join(f"{k} ({v})" if v > 1 else k for k, v in c.most_common(n))
+
+
+def _program(command: str) -> str:
+    """The program a sudo command line runs (past `env`, `sh -c`)."""
+    words = [w for w in command.split() if "=" not in w and not w.startswith("-")]
+    for w in words:
+        base = os.path.basename(w)
+        if base not in ("env", "sh", "bash", "dash", "zsh", "nice", "nohup", "timeout"):
+            return base
+    return os.path.basename(words[0]) if words else ""
+
+
+def _uid_name(uid: str | None) -> str | None:
+    if not uid or not uid.isdigit() or int(uid) >= 4294967295:
+        return None
+    try:
+        return pwd.getpwuid(int(uid)).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+class SecurityParser:
+    """Pure but for the clock: entries → events, with dedup, bursts and attribution."""
+
+    def __init__(self, ctx: EventContext, settings: SecuritySettings, *,
+                 source: str = "security") -> None:
+        self.ctx = ctx
+        self.s = settings
+        self.source = source
+        self._seen: OrderedDict[tuple[str, ...], float] = OrderedDict()
+        self._bursts: dict[str, _Burst] = {}
+        self._sudo: deque[_Sudo] = deque(maxlen=200)
+        self.deduplicated = 0
+        self.companions = 0
+        self.burst_suppressed = 0
+        self.parse_errors = 0
+
+    # --- input ----------------------------------------------------------------------------
+    def parse(self, line: str | bytes) -> list[MemoryEvent]:
+        """One `journalctl -o json` line."""
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            self.parse_errors += 1
+            return []
+        if not isinstance(entry, dict):
+            self.parse_errors += 1
+            return []
+        return self.parse_entry(entry)
+
+    def parse_entry(self, entry: dict[str, Any], *, log_file: str | None = None
+                    ) -> list[MemoryEvent]:
+        message = (_field(entry, "MESSAGE") or "").strip()
+        ident = _field(entry, "SYSLOG_IDENTIFIER") or _field(entry, "_COMM") or ""
+        rec = classify(ident, message)
+        if rec is None and ": pam_" in message:  # "gdm-password]: pam_unix(…": a bracket in
+            ident, _, message = message.partition(": ")  # the name: no syslog identifier
+            ident = ident.rsplit(" ", 1)[-1]
+            rec = classify(ident, message)
+        events = self.flush()
+        if rec is None:
+            return events
+        if not rec.kind:
+            self.companions += 1
+            return events
+        origin = self.ctx.origin(_field(entry, "_HOSTNAME"), _field(entry, "_MACHINE_ID"))
+        pid = _field(entry, "_PID")
+        now = self.ctx.clock.monotonic()
+        if not rec.failure or pid:  # a failure without a pid is always counted: a burst
+            key = (origin.get("host", ""), ident, pid or "", exact_form(message))
+            last = self._seen.get(key)
+            if last is not None and now - last < self.s.dedup_window_s:
+                self.deduplicated += 1
+                return events
+            self._seen[key] = now
+            self._seen.move_to_end(key)
+            while len(self._seen) > MAX_DEDUP_KEYS:
+                self._seen.popitem(last=False)
+        extra: dict[str, Any] = {**origin}
+        if pid and pid.isdigit():
+            extra["pid"] = int(pid)
+        if log_file is not None:
+            extra["log_file"] = log_file
+        host = origin.get("host", "")
+        if rec.kind in ("sudo", "sudo_failure") and rec.command and rec.user:
+            self._sudo.append(_Sudo(now, host, rec.user, _program(rec.command), rec.command))
+        via = None
+        if rec.kind in ACCOUNT_KINDS and rec.by in (None, "root"):
+            via = self._attribute(rec, host, now, _field(entry, "_AUDIT_LOGINUID"))
+        if rec.failure:
+            events += self._failure(rec, message, ident, extra)
+        else:
+            events.append(self._event(rec, message, ident, extra, via=via))
+        return events
+
+    def _attribute(self, rec: AuthRecord, host: str, now: float,
+                   loginuid: str | None) -> str | None:
+        """Who made an account change: the sudo that ran the tool, else the login uid."""
+        names = {n for n in (rec.target, rec.group) if n}
+        best: _Sudo | None = None
+        for s in reversed(self._sudo):
+            if now - s.at > self.s.attribution_window_s:
+                break
+            if s.host != host or s.program not in _ACCOUNT_COMMANDS:
+                continue
+            # Its command names the account or group, or runs the very tool that logged it.
+            if any(n in s.command.split() or f"{n}:" in s.command for n in names) \
+                    or s.program == rec.service:
+                best = s
+                break
+        if best is not None:
+            rec.by = best.user
+            return "sudo"
+        name = _uid_name(loginuid)
+        if name and name != rec.by:
+            rec.by = name
+            return "login uid"
+        return None
+
+    # --- bursts ---------------------------------------------------------------------------
+    def _burst_key(self, rec: AuthRecord) -> str:
+        if rec.remote_host:
+            return f"host {rec.remote_host}"
+        return f"user {rec.user or rec.target or '?'}"
+
+    def _failure(self, rec: AuthRecord, message: str, ident: str,
+                 extra: dict[str, Any]) -> list[MemoryEvent]:
+        now = self.ctx.clock.monotonic()
+        wall = self.ctx.clock.now()
+        states = []
+        for key in (self._burst_key(rec), "*"):
+            b = self._bursts.get(key)
+            if b is None:
+                b = self._bursts[key] = _Burst(now, wall, wall,
+                                               origin={k: v for k, v in extra.items()
+                                                       if k in ("host", "machine_id")})
+            b.count += 1
+            b.last_at = wall
+            b.users[rec.user or rec.target or "?"] += 1
+            if rec.remote_host:
+                b.hosts[rec.remote_host] += 1
+            b.services[rec.service or ident] += 1
+            states.append((key, b))
+        (key, own), (_, every) = states
+        if every.reported or own.reported:
+            (every if every.reported else own).suppressed += 1
+            self.burst_suppressed += 1
+            return []
+        if every.count >= self.s.global_burst_threshold > 0:
+            every.reported = True
+            return [self._burst_event("*", every, rec, extra, first=True)]
+        if own.count >= self.s.burst_threshold > 0:
+            own.reported = True
+            return [self._burst_event(key, own, rec, extra, first=True)]
+        return [self._event(rec, message, ident, extra)]
+
+    def flush(self) -> list[MemoryEvent]:
+        """The windows that ended: one event each for the failures they only counted."""
+        now = self.ctx.clock.monotonic()
+        out = []
+        for key, b in list(self._bursts.items()):
+            if now - b.start < self.s.burst_window_s:
+                continue
+            del self._bursts[key]
+            if b.suppressed:
+                out.append(self._burst_event(key, b, None, dict(b.origin), first=False))
+        return out
+
+    def _burst_event(self, key: str, b: _Burst, rec: AuthRecord | None, extra: dict[str, Any],
+                     *, first: bool) -> MemoryEvent:
+        window = f"{self.s.burst_window_s:g} s"
+        who = "from all sources" if key == "*" else f"from {key.removeprefix('host ')}" \
+            if key.startswith("host ") else f"for {key.removeprefix('user ')}"
+        services = ", ".join(b.services)
+        kinds = "failed logins or sudo/su attempts" if key == "*" else \
+            ("failed logins" if rec is None or rec.kind == "auth_failure" else
+             f"{rec.kind.replace('_', ' ')}s")
+        if first:
+            summary = (f"Burst of {kinds}: {b.count} authentication failures {who} within "
+                       f"{window} (users: {_top(b.users)}; {services}); further ones this window "
+                       "are counted, not reported one by one")
+        else:
+            summary = (f"{kinds.capitalize()} {who} went on: {b.suppressed} more authentication "
+                       f"failures in the {window} window (users: {_top(b.users)}; {services})")
+        detail = "\n".join([
+            f"failures in the window: {b.count}",
+            f"not reported one by one: {b.suppressed}" if not first else "",
+            f"window: {b.first_at.isoformat(timespec='seconds')} … "
+            f"{b.last_at.isoformat(timespec='seconds')}",
+            f"users: {_top(b.users, 20)}",
+            f"remote hosts: {_top(b.hosts, 20)}" if b.hosts else "",
+            f"services: {services}"]).replace("\n\n", "\n")
+        sub = rec.kind if rec is not None else "auth_failure"
+        if rec is None and key != "*" and len(b.services) == 1:
+            svc = next(iter(b.services))
+            sub = {"sudo": "sudo_failure", "su": "su_failure"}.get(svc, "auth_failure")
+        meta = dict(extra)
+        meta.update(burst=True, count=b.count if first else b.suppressed, window_s=
+                    self.s.burst_window_s, users=list(b.users)[:20], success=False)
+        if b.hosts:
+            meta["remote_hosts"] = list(b.hosts)[:20]
+        if key != "*" and key.startswith("host "):
+            meta["remote_host"] = key.removeprefix("host ")
+        elif key != "*":
+            meta["user"] = key.removeprefix("user ")
+        return self.ctx.event(self.source, "security", sub, summary, detail=detail,
+                              severity=Severity.ERROR, tags=["security", "auth", "burst"],
+                              service=services or None, **meta)
+
+    # --- one event ------------------------------------------------------------------------
+    def _event(self, rec: AuthRecord, message: str, ident: str, extra: dict[str, Any], *,
+               via: str | None = None) -> MemoryEvent:
+        command = scrub_command_text(rec.command, self.s.max_command_chars) \
+            if rec.command else None
+        tty = f" on {rec.tty}" if rec.tty else ""
+        frm = f" from {rec.remote_host}" if rec.remote_host else ""
+        by = f" by {rec.by}" + (f" (via {via})" if via else "") if rec.by else ""
+        user, target = rec.user or "an unknown user", rec.target or "?"
+        sev = Severity.WARNING
+        k = rec.kind
+        d = rec.details
+        if k == "sudo":
+            tool = rec.service or "sudo"
+            summary = f"{user} ran a command as {target} with {tool}{tty}: {command}"
+            sev = Severity.INFO
+        elif k == "sudo_failure":
+            tool = rec.service or "sudo"
+            reason = rec.reason or "refused"
+            verb = "refused" if "NOT" in reason or "not allowed" in reason else "failed"
+            summary = (f"{tool} {verb} for {user}: {reason} (to run as {target}{tty})"
+                       + (f": {command}" if command else ""))
+        elif k == "su":
+            summary = f"{user} switched to user {target} with su{tty}"
+            sev = Severity.INFO
+        elif k == "su_failure":
+            summary = (f"su failed: {user} could not switch to user {target}{tty} "
+                       f"({rec.reason or 'authentication failure'})")
+        elif k == "auth_failure":
+            svc = rec.service or ident
+            if svc == "sshd":
+                nouser = " (no such user)" if d.get("invalid_user") else ""
+                summary = f"Failed SSH login for {user}{nouser}{frm} ({d.get('method')})"
+            elif svc == "polkit":
+                summary = f"Failed authentication of {user} in polkit: {rec.reason}"
+            else:
+                summary = (f"Failed login (authentication failure) for {user} via {svc}"
+                           f"{tty}{frm}" + (f": {rec.reason}" if rec.reason and
+                                            rec.reason.lower() != "authentication failure"
+                                            else ""))
+        elif k == "account_locked":
+            summary = f"Account {user} locked after too many failed logins ({rec.service})"
+            sev = Severity.ERROR
+        elif k == "user_added":
+            parts = [f"{n} {d[key]}" for n, key in (("UID", "uid"), ("GID", "gid"),
+                                                     ("home", "home"), ("shell", "shell"))
+                     if key in d]
+            summary = f"New user account {target} added" + (
+                f" ({', '.join(parts)})" if parts else "") + by
+        elif k == "user_removed":
+            summary = f"User account {target} removed{by}"
+        elif k == "user_modified":
+            summary = f"User account {target} changed: {d.get('change', 'modified')}{by}"
+        elif k == "group_added":
+            gid = f" (GID {d['gid']})" if "gid" in d else ""
+            summary = f"New group {rec.group} added{gid}{by}"
+        elif k == "group_removed":
+            summary = f"Group {rec.group} removed{by}"
+        elif k == "group_modified":
+            summary = f"Group changed: {d.get('change', '')}{by}"
+        elif k == "group_membership":
+            admin = " (an administrative group)" if rec.group in PRIVILEGED_GROUPS else ""
+            action = d.get("action")
+            if action == "set":
+                summary = f"Members of group {rec.group}{admin} set to {d.get('members')}{by}"
+            else:
+                word = "added to" if action == "added" else "removed from"
+                summary = f"User {target} {word} group {rec.group}{admin}{by}"
+        elif k == "password_change":
+            summary = f"Password of user {target} changed{by}"
+            sev = Severity.WARNING if target == "root" else Severity.INFO
+        else:  # pragma: no cover - every kind of authlog is above
+            summary = f"{ident}: {message[:300]}"
+        success = not rec.failure
+        lines = [message[:4000] if not command else
+                 message[:4000].replace(rec.command or "", command)]
+        for label, value in (("user", rec.user), ("target user", rec.target),
+                             ("group", rec.group), ("command", command), ("tty", rec.tty),
+                             ("working directory", rec.cwd), ("remote host", rec.remote_host),
+                             ("service", rec.service), ("reason", rec.reason),
+                             ("attempts", rec.attempts), ("by", rec.by), ("attributed via", via),
+                             ("success", success)):
+            if value is not None:
+                lines.append(f"{label}: {value}")
+        lines += [f"{key}: {value}" for key, value in d.items()]
+        lines.append(f"identifier: {ident}")
+        meta: dict[str, Any] = {"identifier": ident, "success": success, **extra}
+        for key, value in (("user", rec.user), ("target_user", rec.target),
+                           ("group", rec.group), ("command", command), ("tty", rec.tty),
+                           ("cwd", rec.cwd), ("remote_host", rec.remote_host),
+                           ("reason", rec.reason), ("attempts", rec.attempts),
+                           ("by_user", rec.by), ("attributed_via", via)):
+            if value is not None:
+                meta[key] = value
+        for key, value in d.items():
+            meta.setdefault(key, value)
+        if k == "group_membership" and rec.group in PRIVILEGED_GROUPS:
+            meta["privileged_group"] = True
+        tags = ["security", k] + (["failure"] if rec.failure else []) + (
+            [rec.service] if rec.service else [])
+        return self.ctx.event(self.source, "security", k, summary, detail="\n".join(lines),
+                              severity=sev, actor=rec.user or rec.by or "system",
+                              service=rec.service, tags=tags, **meta)
+
+
+class SecurityWatcher(Watcher):
+    name = "security"
+
+    def __init__(self, ctx: EventContext, settings: SecuritySettings) -> None:
+        super().__init__(ctx)
+        self.settings = settings
+        self.parser = SecurityParser(ctx, settings, source=self.name)
+        self.journald = False
+        self.tails: list[LogTail] = []
+        #: Set once a source is found: from then on the journal watcher leaves these lines.
+        self.active = False
+
+    def claims(self, ident: str, message: str) -> bool:
+        """For the journal watcher: True for a line this watcher reports (while it runs)."""
+        return self.active and claims(ident, message)
+
+    def check_available(self) -> str | None:
+        s = self.settings
+        reason = journald_reason(s.journald, s.command, s.skip_availability_check)
+        self.journald = reason is None
+        wanted = [] if self.journald else [LogTail(p, application=False) for p in s.log_files]
+        known = {t.path: t for t in self.tails}
+        self.tails = [known.get(t.path, t) for t in wanted if t.available()]
+        for t in self.tails:
+            t.prime()
+        if not self.journald and not self.tails:
+            return f"{reason}; no auth log to tail" + (
+                f" (none of {', '.join(s.log_files)} exists)" if s.log_files else "")
+        self.note = "sources: " + ", ".join(
+            (["journald (auth, authpriv)"] if self.journald else [])
+            + [str(t.path) for t in self.tails])
+        if not self.journald:
+            self.note += f" (no journald: {reason})"
+        self.active = True
+        return None
+
+    def stats(self) -> dict[str, int]:
+        p = self.parser
+        return {"deduplicated": p.deduplicated, "companion_lines": p.companions,
+                "burst_suppressed": p.burst_suppressed, "parse_errors": p.parse_errors}
+
+    def close(self) -> None:
+        for t in self.tails:
+            t.close()
+
+    async def run(self, emit: Emit, stop: asyncio.Event) -> None:
+        jobs = [asyncio.create_task(self._tail_and_flush(emit, stop))]
+        if self.journald:
+            jobs.append(asyncio.create_task(self._follow(emit, stop)))
+        try:
+            done, _ = await asyncio.wait(jobs, return_when=asyncio.FIRST_EXCEPTION)
+            for job in done:
+                job.result()
+        finally:
+            for job in jobs:
+                job.cancel()
+            for job in jobs:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await job
+
+    async def _tail_and_flush(self, emit: Emit, stop: asyncio.Event) -> None:
+        """The text logs' new lines, and the burst windows that ended (also with journald)."""
+        while not stop.is_set():
+            for tail in self.tails:
+                for line in tail.read_lines():
+                    entry = text_entry(line, tail.ident)
+                    if entry is not None:
+                        for event in self.parser.parse_entry(entry, log_file=str(tail.path)):
+                            await emit(event)
+            for event in self.parser.flush():
+                await emit(event)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.settings.log_poll_s)
+
+    async def _follow(self, emit: Emit, stop: asyncio.Event) -> None:
+        async def on_line(line: bytes) -> None:
+            for event in self.parser.parse(line):
+                await emit(event)
+
+        try:
+            await follow_lines(self.settings.command, on_line, stop)
+        except Unavailable:
+            self.active = False
+            raise
