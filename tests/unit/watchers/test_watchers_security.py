@@ -402,7 +402,7 @@ def test_claims_and_the_journal_parser_leaving_them() -> None:
     assert claims("sudo", "pam_unix(sudo:auth): conversation failed")
     assert not claims("sshd", "error: kex_exchange_identification: Connection closed")
     assert not claims("app", "authentication failure in module x")
-    jp = JournalParser(ctx(), claim=claims)
+    jp = JournalParser(ctx(), claim=lambda ident, message, _log: claims(ident, message))
     assert jp.parse(json.dumps({"MESSAGE": "alice : user NOT in sudoers ; PWD=/ ; USER=root ; "
                                            "COMMAND=/bin/true", "PRIORITY": "1",
                                 "SYSLOG_IDENTIFIER": "sudo"})) is None
@@ -448,7 +448,10 @@ async def test_watcher_tails_an_auth_log(tmp_path: Path) -> None:
                                                 log_poll_s=0.05))
     assert w.check_available() is None and w.streaming
     assert w.note is not None and str(log) in w.note and "no journald" in w.note
-    assert w.claims("su", "(to root) a on pts/1")
+    # Claimed from its own auth log, not from a log it does not read, nor from a journal.
+    assert w.claims("su", "(to root) a on pts/1", str(log))
+    assert not w.claims("su", "(to root) a on pts/1", str(tmp_path / "app.log"))
+    assert not w.claims("su", "(to root) a on pts/1")
     with log.open("a") as f:
         f.write("Nov 29 06:31:53 box su[25410]: FAILED SU (to root) nobody on pts/0\n"
                 "Nov 29 06:31:54 box CRON[5]: pam_unix(cron:session): session opened for user "

@@ -42,8 +42,9 @@ _UNIT_FAIL = re.compile(r"(?i)\b(failed with result|failed to start|main process
                         r"code=|start request repeated too quickly|entered failed state)")
 _OOM = re.compile(r"(?i)out of memory: killed process (\d+) \(([^)]*)\)")
 MAX_DEDUP_KEYS = 5000
-#: `(identifier, message) → True` when another watcher reports that entry.
-Claim = Callable[[str, str], bool]
+#: `(identifier, message, log file) → True` when another watcher reports that entry from that
+#: source (the log file it came from; None: the journal).
+Claim = Callable[[str, str, "str | None"], bool]
 
 
 def normalise(message: str) -> str:
@@ -160,7 +161,7 @@ class JournalParser:
         unit = (_field(entry, "_SYSTEMD_UNIT") or _field(entry, "UNIT")
                 or _field(entry, "USER_UNIT") or _field(entry, "_SYSTEMD_USER_UNIT"))
         ident = _field(entry, "SYSLOG_IDENTIFIER") or _field(entry, "_COMM") or unit or "journal"
-        if self.claim is not None and self.claim(ident, message):
+        if self.claim is not None and self.claim(ident, message, log_file):
             self.claimed += 1
             return None
         transport = _field(entry, "_TRANSPORT")

@@ -425,9 +425,17 @@ class SecurityWatcher(Watcher):
         #: Set once a source is found: from then on the journal watcher leaves these lines.
         self.active = False
 
-    def claims(self, ident: str, message: str) -> bool:
-        """For the journal watcher: True for a line this watcher reports (while it runs)."""
-        return self.active and claims(ident, message)
+    def claims(self, ident: str, message: str, log_file: str | None = None) -> bool:
+        """For the journal watcher: True for a line this watcher reports (while it runs) from
+        a source it reads itself: the journal when it follows journald, else one of its auth
+        logs. An auth-looking line of another log (an application's, a syslog file only the
+        journal watcher tails) stays the journal watcher's: nothing reads it here."""
+        if not (self.active and claims(ident, message)):
+            return False
+        if log_file is None:
+            return self.journald
+        mine = {os.path.realpath(str(t.path)) for t in self.tails}
+        return os.path.realpath(log_file) in mine
 
     def check_available(self) -> str | None:
         s = self.settings
