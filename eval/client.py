@@ -95,7 +95,8 @@ class Identified(Protocol):
 def make_id_resolver(namespace: str,
                      turns: Sequence[Identified]) -> Callable[[Mapping[str, Any]], str | None]:
     """A function memory-dict → turn id. Accepts the event id we sent, the storage key
-    (`memory_key(namespace, id)`), or metadata {session, turn}."""
+    (`memory_key(namespace, id)`), metadata {session, turn}, or `derived_from` (a memory the
+    recall API derived from a turn)."""
     ids = {t.id for t in turns}
     by_key = {_memory_key(namespace, t.id): t.id for t in turns} if _memory_key else {}
     by_meta = {(t.session, t.index): t.id for t in turns}
@@ -109,6 +110,11 @@ def make_id_resolver(namespace: str,
                 if v in by_key:
                     return by_key[v]
         meta = mem.get("metadata") or {}
+        # What a turn concluded (a diagnosis, a preference: the recall API's derived memories)
+        # is a sentence of that turn: finding it finds the turn.
+        source = meta.get("derived_from") if isinstance(meta, Mapping) else None
+        if isinstance(source, str) and source in ids:
+            return source
         if isinstance(meta, Mapping) and "session" in meta and "turn" in meta:
             try:
                 return by_meta.get((str(meta["session"]), int(meta["turn"])))

@@ -24,6 +24,9 @@ read is used:
 * Near-duplicates — two real CPU-hog bursts of the same program, and two disk-full error lines
   differing only in numbers: the newest should come first.
 
+More kinds (memory pressure, who changed a file, reclaimable space, security, what a
+conversation concluded) are in `workstation_kinds.py`, each asked its scenario many ways.
+
 Gold answers are predicates on the recalled memories (ids are made by the watchers).
 Scored per question kind: Hit@1, Hit@5, MRR over the first 10 memories.
 """
@@ -46,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from . import metrics as M
+from . import workstation_kinds as kinds
 from .client import RecallClient
 
 Memory = dict[str, Any]
@@ -83,10 +87,17 @@ class Paths:
     """What the stack's watchers watch: a directory (filesystem) and a log file (journal)."""
     watched_dir: Path
     app_log: Path
+    env: dict[str, str] | None = None
 
     def stack_env(self) -> dict[str, str]:
         """The watcher settings a stack needs for these scenarios (see tests/e2e/stacklib.py)."""
-        return {"TR_WATCHERS_FILESYSTEM__PATHS": json.dumps([str(self.watched_dir)]),
+        if self.env is None:  # once: the pressure threshold is what the stack was given
+            self.env = self._stack_env()
+        return dict(self.env)
+
+    def _stack_env(self) -> dict[str, str]:
+        return {**kinds.stack_env(self.watched_dir.parent),
+                "TR_WATCHERS_FILESYSTEM__PATHS": json.dumps([str(self.watched_dir)]),
                 "TR_WATCHERS_FILESYSTEM__DEBOUNCE_MS": "100",
                 "TR_WATCHERS_JOURNAL__LOG_FILES": json.dumps([str(self.app_log)]),
                 "TR_WATCHERS_PROCESS__INTERVAL_S": "1", "TR_WATCHERS_PROCESS__CPU_PERCENT": "40",
@@ -97,6 +108,10 @@ class Paths:
     def make(cls, root: Path) -> Paths:
         (root / "watched").mkdir(parents=True, exist_ok=True)
         (root / "logs").mkdir(parents=True, exist_ok=True)
+        (root / "machine").mkdir(parents=True, exist_ok=True)  # what the reclaimable one measures
+        # Watchers give up on a source missing at their start: the logs exist before the stack.
+        (root / "logs" / "app.log").touch()
+        (root / "logs" / "auth.log").touch()
         return cls(root / "watched", root / "logs" / "app.log")
 
 
@@ -126,12 +141,15 @@ class World:
     ips: list[str] = field(default_factory=list)
     probes: list[tuple[str, Pred]] = field(default_factory=list)  # (query, predicate) to wait on
     running: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    #: The scenarios of `workstation_kinds.py`.
+    more: kinds.KindWorld = field(default_factory=kinds.KindWorld)
 
     def stop(self) -> None:
         for p in self.running:
             if p.poll() is None:
                 p.send_signal(signal.SIGKILL)
                 p.wait()
+        self.more.stop()
 
 
 def wait_recallable(client: RecallClient, query: str, pred: Pred, timeout: float) -> Memory:
@@ -264,6 +282,17 @@ def _make_events(client: RecallClient, paths: Paths, w: World, log: Callable[[st
         wait_recallable(client, f"archiver-{d} no space 99%", has(f"archiver-{d}", "99%"), timeout)
     except TimeoutError:
         log("[workstation] the second near-duplicate never became its own memory (folded)")
+
+    # 8-10. memory pressure, who changed a file, reclaimable space (`workstation_kinds.py`)
+    threshold = float(os.environ.get("TR_WATCHERS_PRESSURE__MEMORY_PERCENT")
+                      or paths.stack_env()["TR_WATCHERS_PRESSURE__MEMORY_PERCENT"])
+    kinds.make_pressure(client, w.more, threshold, marker(), log, timeout)
+    kinds.make_writers(client, w.more, paths.watched_dir, marker(), log, timeout)
+    kinds.make_reclaimable(client, w.more, paths.watched_dir.parent / "machine", marker(), log,
+                           timeout)
+    kinds.make_security(client, w.more, paths.app_log.parent / "auth.log", marker(), log,
+                        timeout)
+    kinds.make_conversations(client, w.more, marker(), log, timeout)
     return w
 
 
@@ -272,7 +301,13 @@ def questions(w: World) -> list[Question]:
     unit = f"backup-{m['unit']}.service"
     cunit = f"{m['cfgsvc']}.service"
     conf = f"{m['cfgsvc']}.conf"
-    hog_now = has(f"PID {p['hognow']})", sub="high_cpu")
+    # The running hog's own event, or a later one that names it as the top CPU user of that
+    # moment (the pressure watcher's snapshot): either answers "what is using my CPU now?".
+    names_hog = has(f"PID {p['hognow']})", sub="high_cpu")
+    def hog_now(x: Memory) -> bool:
+        top = (x.get("metadata") or {}).get("top_cpu") or {}
+        return names_hog(x) or (x.get("category") == "system.pressure"
+                                and top.get("pid") == p["hognow"])
     hog_old = has(f"PID {p['hogold']})", sub="high_cpu")
     cause = has(unit, "Permission denied")
     fail = has(unit, sub="fail")
@@ -330,8 +365,9 @@ def questions(w: World) -> list[Question]:
     for ip in w.ips:
         qs.append(Question("identifier", f"what did {ip} do?", has(ip)))
     qs.append(Question("identifier", f"failed logins from {w.ips[-1]}", has(w.ips[-1])))
+    qs += kinds.questions(w.more, lambda kind, text, gold: Question(kind, text, gold))
     for i, q in enumerate(qs):
-        q.qid = f"ws-{i:02d}"
+        q.qid = f"ws-{i:03d}"
     return qs
 
 
@@ -393,7 +429,8 @@ def run_workstation(client: RecallClient, *, tag: str, log: Callable[[str], None
         "dataset": "workstation", "run_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "api": client.base, "tag": tag,
         "config": {"timeframe": "all", "maxResults": max_results, "namespace": NAMESPACE},
-        "counts": {"scenarios": 7, "questions": len(rows)},
+        "counts": {"scenarios": 12 - len(world.more.skipped), "questions": len(rows)},
+        "skipped": world.more.skipped,
         "timing": {"events_wall_s": round(make_s, 2), "query_wall_s": round(query_s, 2),
                    "recall_p50_ms": round(M.percentile(lat, 50), 1),
                    "recall_p99_ms": round(M.percentile(lat, 99), 1)},
@@ -415,6 +452,8 @@ def main() -> None:
     for r in result["questions"]:
         if r["scores"]["Hit@5"] < 1:
             print(f"MISS {r['qid']} [{r['category']}] {r['question']}")
+            for i, ranked in enumerate(r["ranked"][:3]):
+                print(f"    {i + 1}. {ranked[:140]}")
 
 
 if __name__ == "__main__":

@@ -80,6 +80,10 @@ def test_id_resolution() -> None:
     mems = [{"id": "D1:2"}, {"id": memory_key("ns1", "D1:3")}, {"id": "zzz"},
             {"id": "other", "metadata": {"session": "D1", "turn": 0}}, {"id": "D1:2"}]
     assert ranked_ids(mems, resolve) == ["D1:2", "D1:3", "D1:1"]
+    # A conclusion the recall API derived from a turn finds that turn (once).
+    derived = [{"id": "concl-ab12", "metadata": {"derived_from": "D1:3", "session": "D1"}},
+               {"id": "D1:3"}, {"id": "concl-cd34", "metadata": {"derived_from": "elsewhere"}}]
+    assert ranked_ids(derived, resolve) == ["D1:3"]
 
 
 def test_namespace_count_shapes() -> None:

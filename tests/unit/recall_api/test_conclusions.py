@@ -348,7 +348,8 @@ def test_the_profile_keeps_the_newest_few_statements_one_per_subject() -> None:
     ("what did we decide about the kernel?", {"diagnosis", "approval", "user_pattern"}),
     ("what was the fix for the VPN drops?", {"diagnosis"}),
     ("what was the root cause of the outage?", {"diagnosis"}),
-    ("why did the backup fail last week?", {"diagnosis"}),
+    # A bare "why did …" is about the machine as often: its events answer, nothing is lifted.
+    ("why did the backup fail last week?", set()),
     ("what does the user prefer for containers?", {"user_pattern"}),
     ("which shell is my favourite?", {"user_pattern"}),
     ("did I approve the kernel upgrade?", {"approval"}),
