@@ -283,9 +283,15 @@ def _make_events(client: RecallClient, paths: Paths, w: World, log: Callable[[st
     except TimeoutError:
         log("[workstation] the second near-duplicate never became its own memory (folded)")
 
-    # 8-10. memory pressure, who changed a file, reclaimable space (`workstation_kinds.py`)
-    threshold = float(os.environ.get("TR_WATCHERS_PRESSURE__MEMORY_PERCENT")
-                      or paths.stack_env()["TR_WATCHERS_PRESSURE__MEMORY_PERCENT"])
+    # 8-12. memory pressure, who changed a file, reclaimable space, security, conclusions
+    # (`workstation_kinds.py`): only on a stack started with this set's settings
+    # (`Paths.stack_env`), whose pressure threshold, auth log and measured root they need.
+    if paths.env is None:
+        w.more.skipped["more kinds"] = "the stack was not started with Paths.stack_env()"
+        log("[workstation] pressure, who-changed, reclaimable, security and concluded left out: "
+            "the stack was not started with this set's settings")
+        return w
+    threshold = float(paths.env["TR_WATCHERS_PRESSURE__MEMORY_PERCENT"])
     kinds.make_pressure(client, w.more, threshold, marker(), log, timeout)
     kinds.make_writers(client, w.more, paths.watched_dir, marker(), log, timeout)
     kinds.make_reclaimable(client, w.more, paths.watched_dir.parent / "machine", marker(), log,
@@ -429,7 +435,7 @@ def run_workstation(client: RecallClient, *, tag: str, log: Callable[[str], None
         "dataset": "workstation", "run_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "api": client.base, "tag": tag,
         "config": {"timeframe": "all", "maxResults": max_results, "namespace": NAMESPACE},
-        "counts": {"scenarios": 12 - len(world.more.skipped), "questions": len(rows)},
+        "counts": {"scenarios": 7 + len(world.more.values), "questions": len(rows)},
         "skipped": world.more.skipped,
         "timing": {"events_wall_s": round(make_s, 2), "query_wall_s": round(query_s, 2),
                    "recall_p50_ms": round(M.percentile(lat, 50), 1),
