@@ -15,6 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import ValidationError as PydanticValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .alerts import AlertMonitor
@@ -185,6 +186,22 @@ def create_app(settings: Settings, *, publisher: Publisher | None = None,
                   description="Memory for agents: ingest events, recall them into prompts.")
 
     expected = f"Bearer {settings.api_token}".encode() if settings.api_token else None
+
+    # JSON may escape half of a surrogate pair (`"\\udaec"`): it parses, but is no text any
+    # store can hold. Fields typed `str` refuse it at validation; free-form parts (a message's
+    # content) meet it when the memory made of them is built, or written.
+    @app.exception_handler(UnicodeEncodeError)
+    async def not_unicode(_: Request, exc: UnicodeEncodeError) -> JSONResponse:
+        return JSONResponse({"detail": "the request holds text that is not valid Unicode (an "
+                                       f"unpaired surrogate at position {exc.start}): not "
+                                       "stored"}, 422)
+
+    @app.exception_handler(PydanticValidationError)
+    async def not_unicode_text(request: Request, exc: PydanticValidationError) -> JSONResponse:
+        if exc.errors() and all(e.get("type") == "string_unicode" for e in exc.errors()):
+            return JSONResponse({"detail": "the request holds text that is not valid Unicode "
+                                           "(an unpaired surrogate): not stored"}, 422)
+        raise exc  # anything else is a fault of ours: a 500, logged
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
