@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 from totalrecall_schema import (
     AdminRequest,
     AlertsResponse,
@@ -499,7 +499,13 @@ async def session_end(c: C, body: SessionEndRequest) -> dict[str, Any]:
         turns = [Turn(m.role, text, m.timestamp or now) for m in body.messages
                  if m.role in ("user", "assistant")
                  and (text := " ".join(_content_text(m.content).split()))]
-    event = await c.continuity.end(body.namespace, body.sessionId, turns)
+    try:
+        event = await c.continuity.end(body.namespace, body.sessionId, turns)
+    except ValidationError as exc:  # what the messages said makes no memory (a date of year 308)
+        reason = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+                           for e in exc.errors())
+        raise HTTPException(422, detail=f"the session's messages make no valid memory: "
+                                        f"{reason}"[:500]) from None
     if event is None:
         return {"stored": False, "id": None, "summary": None}
     c.metrics.ingested.labels(event.category).inc()
