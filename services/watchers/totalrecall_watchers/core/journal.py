@@ -52,7 +52,8 @@ def normalise(message: str) -> str:
     return exact_form(message)
 
 
-def _field(entry: dict[str, Any], name: str) -> str | None:
+def entry_field(entry: dict[str, Any], name: str) -> str | None:
+    """A journal entry's field as text (journald gives binary fields as byte arrays)."""
     v = entry.get(name)
     if v is None:
         return None
@@ -151,23 +152,23 @@ class JournalParser:
         """A journal entry (or one made from a text log line) → an event, or None.
         `application`: a line of an application's own log (`error/application`)."""
         try:
-            prio = int(_field(entry, "PRIORITY") or 6)
+            prio = int(entry_field(entry, "PRIORITY") or 6)
         except ValueError:
             prio = 6
-        message = (_field(entry, "MESSAGE") or "").strip()
+        message = (entry_field(entry, "MESSAGE") or "").strip()
         if prio > self.max_priority or not message:
             self.skipped += 1
             return None
-        unit = (_field(entry, "_SYSTEMD_UNIT") or _field(entry, "UNIT")
-                or _field(entry, "USER_UNIT") or _field(entry, "_SYSTEMD_USER_UNIT"))
-        ident = _field(entry, "SYSLOG_IDENTIFIER") or _field(entry, "_COMM") or unit or "journal"
+        unit = (entry_field(entry, "_SYSTEMD_UNIT") or entry_field(entry, "UNIT")
+                or entry_field(entry, "USER_UNIT") or entry_field(entry, "_SYSTEMD_USER_UNIT"))
+        ident = entry_field(entry, "SYSLOG_IDENTIFIER") or entry_field(entry, "_COMM") or unit or "journal"
         if self.claim is not None and self.claim(ident, message, log_file):
             self.claimed += 1
             return None
-        transport = _field(entry, "_TRANSPORT")
+        transport = entry_field(entry, "_TRANSPORT")
         # A journal may hold other machines' entries (systemd-journal-remote, a syslog file
         # gathering them): each is its host's event, and two hosts' same message are two.
-        origin = self.ctx.origin(_field(entry, "_HOSTNAME"), _field(entry, "_MACHINE_ID"))
+        origin = self.ctx.origin(entry_field(entry, "_HOSTNAME"), entry_field(entry, "_MACHINE_ID"))
         now = self.ctx.clock.monotonic()
         key = (origin.get("host", ""), unit or ident, normalise(message))
         last = self._seen.get(key)
@@ -179,14 +180,14 @@ class JournalParser:
         while len(self._seen) > MAX_DEDUP_KEYS:
             self._seen.popitem(last=False)
 
-        failing_unit = _field(entry, "UNIT") or _field(entry, "USER_UNIT")
+        failing_unit = entry_field(entry, "UNIT") or entry_field(entry, "USER_UNIT")
         severity = Severity.CRITICAL if prio <= 2 else Severity.ERROR if prio == 3 \
             else Severity.WARNING
         detail_lines = [message[:8000], f"priority: {PRIORITY_NAMES.get(prio, prio)} ({prio})"]
         for label, name in (("unit", "_SYSTEMD_UNIT"), ("identifier", "SYSLOG_IDENTIFIER"),
                             ("pid", "_PID"), ("command", "_COMM"), ("executable", "_EXE"),
                             ("boot", "_BOOT_ID")):
-            v = _field(entry, name)
+            v = entry_field(entry, name)
             if v:
                 detail_lines.append(f"{label}: {v}")
         extra: dict[str, Any] = {"priority": prio, "identifier": ident, **origin}
@@ -195,7 +196,7 @@ class JournalParser:
             extra["log_file"] = log_file
         detail = "\n".join(detail_lines)
         first_line = message.splitlines()[0][:300]
-        pid = _field(entry, "_PID")
+        pid = entry_field(entry, "_PID")
         if pid and pid.isdigit():
             extra["pid"] = int(pid)
         if failing_unit and (ident == "systemd" or ident.startswith("systemd"))\

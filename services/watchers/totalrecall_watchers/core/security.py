@@ -36,7 +36,7 @@ from totalrecall_schema.templates import exact_form
 
 from .authlog import ACCOUNT_TOOLS, AuthRecord, classify
 from .base import Emit, EventContext, Unavailable, Watcher
-from .journal import follow_lines, journald_reason
+from .journal import entry_field, follow_lines, journald_reason
 from .log_files import LogTail, text_entry
 from .scrub import scrub_command_text
 
@@ -59,17 +59,6 @@ _ACCOUNT_COMMANDS = ACCOUNT_TOOLS | {"vipw", "vigr", "visudo"}
 def claims(ident: str, message: str) -> bool:
     """True for a line the security watcher reports (or deliberately drops as a companion)."""
     return classify(ident, message) is not None
-
-
-def _field(entry: dict[str, Any], name: str) -> str | None:
-    v = entry.get(name)
-    if v is None:
-        return None
-    if isinstance(v, list):  # binary fields come as byte arrays
-        if v and all(isinstance(b, int) for b in v):
-            return bytes(v).decode("utf-8", "replace")
-        v = v[0] if v else ""
-    return str(v)
 
 
 @dataclass
@@ -151,8 +140,8 @@ class SecurityParser:
 
     def parse_entry(self, entry: dict[str, Any], *, log_file: str | None = None
                     ) -> list[MemoryEvent]:
-        message = (_field(entry, "MESSAGE") or "").strip()
-        ident = _field(entry, "SYSLOG_IDENTIFIER") or _field(entry, "_COMM") or ""
+        message = (entry_field(entry, "MESSAGE") or "").strip()
+        ident = entry_field(entry, "SYSLOG_IDENTIFIER") or entry_field(entry, "_COMM") or ""
         rec = classify(ident, message)
         if rec is None and ": pam_" in message:  # "gdm-password]: pam_unix(…": a bracket in
             ident, _, message = message.partition(": ")  # the name: no syslog identifier
@@ -164,8 +153,8 @@ class SecurityParser:
         if not rec.kind:
             self.companions += 1
             return events
-        origin = self.ctx.origin(_field(entry, "_HOSTNAME"), _field(entry, "_MACHINE_ID"))
-        pid = _field(entry, "_PID")
+        origin = self.ctx.origin(entry_field(entry, "_HOSTNAME"), entry_field(entry, "_MACHINE_ID"))
+        pid = entry_field(entry, "_PID")
         now = self.ctx.clock.monotonic()
         if not rec.failure or pid:  # a failure without a pid is always counted: a burst
             key = (origin.get("host", ""), ident, pid or "", exact_form(message))
@@ -187,7 +176,7 @@ class SecurityParser:
             self._sudo.append(_Sudo(now, host, rec.user, _program(rec.command), rec.command))
         via = None
         if rec.kind in ACCOUNT_KINDS and rec.by in (None, "root"):
-            via = self._attribute(rec, host, now, _field(entry, "_AUDIT_LOGINUID"))
+            via = self._attribute(rec, host, now, entry_field(entry, "_AUDIT_LOGINUID"))
         if rec.failure:
             events += self._failure(rec, message, ident, extra)
         else:
