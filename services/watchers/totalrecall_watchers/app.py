@@ -114,7 +114,8 @@ def create_app(settings: Settings, *, publisher: Publisher | None = None,
                           global_per_hour=rl.global_per_hour, global_burst=rl.global_burst,
                           monotonic=clock.monotonic)
     handler = EventHandler(publisher, limiter, metrics)
-    runner = WatcherRunner(watchers, handler, metrics, disabled=disabled)
+    runner = WatcherRunner(watchers, handler, metrics, disabled=disabled,
+                           recheck_s=settings.unavailable_recheck_s)
     started = {"ok": False}
 
     @contextlib.asynccontextmanager

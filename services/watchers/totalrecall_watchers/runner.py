@@ -47,11 +47,16 @@ class WatcherStatus:
 
 class WatcherRunner:
     def __init__(self, watchers: list[Watcher], handle: HandleEvent, metrics: Metrics, *,
-                 disabled: list[str] | None = None, max_backoff_s: float = 60.0) -> None:
+                 disabled: list[str] | None = None, max_backoff_s: float = 60.0,
+                 recheck_s: float = 60.0) -> None:
         self.watchers = watchers
         self.handle = handle
         self.metrics = metrics
         self.max_backoff_s = max_backoff_s
+        #: How often an unavailable watcher's source is looked for again: podman installed,
+        #: a log file created or a socket appearing after the service started is then watched
+        #: from that moment, without a restart.
+        self.recheck_s = recheck_s
         self.status: dict[str, WatcherStatus] = {w.name: WatcherStatus() for w in watchers}
         for name in disabled or []:
             self.status[name] = WatcherStatus(state="disabled")
@@ -102,15 +107,37 @@ class WatcherRunner:
                 return False
         return emit
 
-    async def _run_one(self, w: Watcher) -> None:
-        try:
-            reason = await asyncio.to_thread(w.check_available)
-        except Exception as exc:
-            reason = f"availability check failed: {exc!r}"
-        if reason:
-            log.info("watcher %s unavailable: %s", w.name, reason)
+    async def _until_available(self, w: Watcher) -> bool:
+        """Waits until `w`'s source is there, looking again every `recheck_s`; False when the
+        runner stops first."""
+        said: str | None = None
+        while not self._stop.is_set():
+            try:
+                reason = await asyncio.to_thread(w.check_available)
+            except Exception as exc:
+                reason = f"availability check failed: {exc!r}"
+            if not reason:
+                if said is not None:
+                    log.info("watcher %s available now", w.name)
+                return True
+            if reason != said:  # once per reason, not once per look
+                log.info("watcher %s unavailable: %s (looking again every %.0fs)", w.name,
+                         reason, self.recheck_s)
+                said = reason
             self._set(w.name, "unavailable", reason)
-            return
+            await self._sleep(self.recheck_s)
+        return False
+
+    async def _run_one(self, w: Watcher) -> None:
+        while await self._until_available(w):
+            if not await self._watch(w):
+                break
+            # Its source went away while watched: give it time before looking again (a source
+            # that says "available" and then fails at once would otherwise spin).
+            await self._sleep(self.recheck_s)
+
+    async def _watch(self, w: Watcher) -> bool:
+        """Runs `w` until the runner stops (False) or its source goes away (True: look again)."""
         self._set(w.name, "running")
         emit = self._emitter(w)
         backoff = 1.0
@@ -134,7 +161,7 @@ class WatcherRunner:
             except Unavailable as exc:
                 log.info("watcher %s unavailable: %s", w.name, exc)
                 self._set(w.name, "unavailable", str(exc))
-                return
+                return True
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -148,6 +175,7 @@ class WatcherRunner:
                     self._set(w.name, "running")
         if self.status[w.name].state == "running":
             self._set(w.name, "stopped")
+        return False
 
     def export_stats(self) -> None:
         """Copy the watchers' own counters (dedup, coalescing, filtering) into the metrics."""

@@ -343,6 +343,9 @@ class Settings(ServiceSettings):
     connect_timeout_s: float = 2.0
     reconnect_wait_s: float = 1.0
     log_level: str = "info"
+    #: An unavailable watcher (its tool, file or socket missing) is looked for again this often,
+    #: and runs from the moment its source appears.
+    unavailable_recheck_s: float = Field(default=60.0, gt=0)
 
     process: ProcessSettings = Field(default_factory=ProcessSettings)
     journal: JournalSettings = Field(default_factory=JournalSettings)
