@@ -15,20 +15,18 @@ from typing import Any
 
 import pytest
 from totalrecall_schema import CATEGORIES, REDACTED, MemoryEvent, Severity
+from totalrecall_watchers.adapters.containers import KernelLog
 from totalrecall_watchers.core.base import EventContext, FakeClock
-from totalrecall_watchers.core.containers import (
-    ContainerLifecycle,
-    ContainersWatcher,
-    DiskRow,
+from totalrecall_watchers.core.containers import ContainersWatcher
+from totalrecall_watchers.core.containers_disk import DiskRow, parse_df, parse_size
+from totalrecall_watchers.core.containers_events import (
     EngineEvent,
-    KernelLog,
     OomEvidence,
     format_since,
-    parse_df,
     parse_event,
-    parse_size,
     parse_time_ns,
 )
+from totalrecall_watchers.core.containers_lifecycle import ContainerLifecycle
 from totalrecall_watchers.settings import ContainersSettings, Settings
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "containers"
