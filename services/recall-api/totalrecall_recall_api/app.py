@@ -169,7 +169,11 @@ def create_app(settings: Settings, *, publisher: Publisher | None = None,
                 connected = await _connect(settings, stack)
                 pg_rows = connected.pop("alert_rows")
                 rows = rows or pg_rows
-                ports = {**connected, **{k: v for k, v in ports.items() if v}}
+                # the local query model stands in for the embedder connected here, never for
+                # one given
+                local = connected.pop("query_embedder") if embedder is None else None
+                ports = {**connected, **{k: v for k, v in ports.items() if v},
+                         "query_embedder": local}
             monitor = AlertMonitor(rows, settings, metrics) \
                 if rows is not None and settings.alerts_enabled else None
             app.state.container = container = Container(settings=settings, metrics=metrics,
@@ -238,6 +242,7 @@ async def _connect(settings: Settings, stack: AsyncExitStack) -> dict[str, Any]:
         NatsVectorIndex,
         PostgresStore,
     )
+    from .adapters.query_model import load_query_embedder
     from .adapters.warm import warm
     from .alert_store import PostgresAlertRows
     from .service import SYSTEM_CATEGORIES
@@ -274,6 +279,13 @@ async def _connect(settings: Settings, stack: AsyncExitStack) -> dict[str, Any]:
     term_stats = TermStats(pool, max_age_s=settings.term_stats_max_age_s,
                            prefix_min_chars=settings.bm25_prefix_min_chars)
     topo = settings.topology
+    rpc = NatsEmbedder(nc, topo, settings.embed_timeout_s)
+    local = await asyncio.to_thread(
+        load_query_embedder, settings.query_model_path, rpc, prefix=settings.query_prefix,
+        max_tokens=settings.query_max_tokens, threads=settings.query_model_threads,
+        parallel_threads=settings.query_parallel_threads) if settings.query_model else None
+    if local is not None:
+        stack.callback(local.close)
     return {
         "publisher": JetStreamPublisher(nc, js, topo),
         "store": PostgresStore(pool, term_stats, generic_pool=generic_pool,
@@ -282,7 +294,8 @@ async def _connect(settings: Settings, stack: AsyncExitStack) -> dict[str, Any]:
                                prefix_min_chars=settings.bm25_prefix_min_chars,
                                max_terms=settings.bm25_max_terms,
                                max_df_ratio=settings.bm25_max_df_ratio),
-        "embedder": NatsEmbedder(nc, topo, settings.embed_timeout_s),
+        "embedder": rpc,
+        "query_embedder": local,
         "index": NatsVectorIndex(nc, topo, settings.search_timeout_s,
                                  settings.deep_search_timeout_s),
         "alert_rows": PostgresAlertRows(pool, timeout=settings.pg_timeout_s * 5),

@@ -33,13 +33,17 @@ class Container:
     index: VectorIndex
     #: The proactive alerts (None: off, or no Postgres to read them from).
     alerts: AlertMonitor | None = None
+    #: What embeds a recall's question (`adapters/query_model.py`; None: `embedder`, the RPC,
+    #: which /health keeps checking: ingest needs it).
+    query_embedder: Embedder | None = None
 
     def __post_init__(self) -> None:
         self.citations = Citations(self.settings.memory_dir)
         self.ledger = Ledger(self.settings.ledger_path, self.publisher,
                              self.settings.ledger_namespace)
         self.service = RecallService(
-            self.settings, self.embedder, self.index, self.store, self.metrics, self.citations,
+            self.settings, self.query_embedder or self.embedder, self.index, self.store,
+            self.metrics, self.citations,
             alerts=self.alerts, query_vectors=QueryVectors(
                 self.settings.query_vector_cache_size, self.settings.query_vector_cache_s))
         self.admission = Admission(self.settings.max_concurrent_recalls,

@@ -173,6 +173,9 @@ class RecallService:
                 # Its model may be one the index no longer takes: asked for again next time.
                 if self.query_vectors is not None:
                     self.query_vectors.forget_model(model)
+                refused = getattr(self.embedder, "model_refused", None)
+                if refused is not None:  # a local query model compares itself again
+                    refused(model)
                 raise
             for tier, ms in reply.took_ms.items():
                 if tier in ("hot", "warm", "cold"):

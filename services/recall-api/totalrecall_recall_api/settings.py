@@ -13,6 +13,8 @@ from totalrecall_schema.service_settings import ServiceSettings
 
 #: The indexer's setting of the namespace MEMORY.md's sections are indexed in by default.
 MEMORY_MD_NAMESPACE_ENV = "TR_INDEXER_MEMORY_MD_NAMESPACE"
+#: The embedder's default model file (under `<home>/models`).
+QUERY_MODEL_FILE = "all-MiniLM-L6-v2.q8_0.gguf"
 
 
 class Settings(ServiceSettings):
@@ -56,6 +58,23 @@ class Settings(ServiceSettings):
     #: change of the embedder's model shows within it. 0 entries or 0 s: off.
     query_vector_cache_size: int = Field(default=1024, ge=0)
     query_vector_cache_s: float = Field(default=300.0, ge=0)
+    #: A question's embedding made in this process (`adapters/query_model.py`) from the
+    #: embedder's own model file, instead of a trip to the embedder: the file, query prefix and
+    #: token limit are the embedder's settings (TR_EMBEDDER_MODEL_PATH, …_QUERY_PREFIX,
+    #: …_QUERY_MAX_TOKENS), read, never copied. Used once a probe embedded both ways agrees;
+    #: without the file, or off, every question goes to the embedder.
+    query_model: bool = True
+    query_model_path: Path = Field(default_factory=lambda data: Path(
+        os.environ.get("TR_EMBEDDER_MODEL_PATH") or data["home"] / "models" / QUERY_MODEL_FILE
+    ).expanduser())
+    query_prefix: str | None = Field(
+        default_factory=lambda: os.environ.get("TR_EMBEDDER_QUERY_PREFIX"))
+    query_max_tokens: int = Field(
+        default_factory=lambda: int(os.environ.get("TR_EMBEDDER_QUERY_MAX_TOKENS") or 128), ge=0)
+    #: Threads of the question's embedding; a long prompt's (see `long_query_chars`) is spread
+    #: over `query_parallel_threads` while nothing else on the machine runs (the embedder's rule).
+    query_model_threads: int = Field(default=1, ge=1)
+    query_parallel_threads: int = Field(default=2, ge=1)
     # A query this long (characters; an agent's whole prompt, not a search phrase) is embedded
     # first, alone, and its keyword search starts once the vector is back: the embedder may then
     # spread it over both cores (EmbedRequest.exclusive) while the keyword search takes a

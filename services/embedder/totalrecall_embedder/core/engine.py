@@ -18,17 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .backend import EmbedBackend, LlamaBackend, ModelUnavailable, default_prefixes, tail_tokens
+from .backend import EmbedBackend, LlamaBackend, ModelUnavailable, default_prefixes, query_input
 from .cache import EmbeddingCache, QueryLRU
 from .dedup import DedupWindow, TemplateVectors
 from .device import ActiveDevice, DeviceChoice, choose_device, gpu_offload_supported
-from .priority import embedding_pool, foreign_runnable, usable_cpus
+from .priority import embedding_pool, foreign_runnable, machine_idle, usable_cpus
 
 log = logging.getLogger("totalrecall.embedder")
-
-#: Looks at the machine's run queue before an exclusive query is spread, and the gap between them.
-IDLE_LOOKS = 4
-IDLE_LOOK_GAP_S = 0.00015
 
 #: (model_path, *, n_threads, n_ctx, n_batch, n_gpu_layers, flash_attn, fingerprint) → backend
 LocalFactory = Callable[..., EmbedBackend]
@@ -426,8 +422,9 @@ class Engine:
         miss = [i for i, v in enumerate(got) if v is None]
         self._count("query", len(final) - len(miss), len(miss))
         if miss:
-            todo = [p + self._query_tail(backend, texts[i], p) if kind == "query" else final[i]
-                    for i in miss]
+            todo = [query_input(texts[i], p, self.config.query_max_tokens,
+                                getattr(backend, "count_tokens", None))
+                    if kind == "query" else final[i] for i in miss]
             threads = self._threads_for(backend) if exclusive else None
             embed_on = getattr(backend, "embed_on", None)
             vecs = embed_on(todo, threads) if threads and embed_on else backend.embed(todo)
@@ -445,34 +442,10 @@ class Engine:
         own = int(getattr(backend, "n_threads", 1) or 1)
         if want <= own or getattr(backend, "device", "cpu") != "cpu":
             return None
-        spread = self._machine_idle()
+        spread = machine_idle(1 if self._ingest_busy else 0, self._runnable)
         if self.on_spread is not None:
             self.on_spread(spread)
         return want if spread else None
-
-    def _machine_idle(self) -> bool:
-        """Nothing else is running: one of a few looks over ~0.4 ms finds no other task. A busy
-        process is always there; what delivered the request (nats-server, the caller's loop) is
-        gone within a tenth of a millisecond, and one look on arrival sees it a quarter of the
-        time (16 of 60 long prompts in the recall bench)."""
-        for i in range(IDLE_LOOKS):
-            if i:
-                time.sleep(IDLE_LOOK_GAP_S)
-            if self._runnable(1 if self._ingest_busy else 0) == 0:
-                return True
-        return False
-
-    def _query_tail(self, backend: EmbedBackend, text: str, prefix: str) -> str:
-        """A long query's end, at most `query_max_tokens` with its prefix: what the prompt asks is
-        at its end (a pasted log or context comes first), the model was trained on 128 tokens,
-        and a query's embedding costs in proportion to its tokens (256 tokens: 330 ms on a
-        2 GHz Zen 1 core, against 18 ms for a short question). The keyword search still sees
-        every word."""
-        limit = self.config.query_max_tokens
-        count = getattr(backend, "count_tokens", None)
-        if limit <= 0 or count is None:  # a remote backend counts nothing: its own limits apply
-            return text
-        return tail_tokens(text, limit, lambda s: count(prefix + s))
 
     async def embed_documents(self, texts: Sequence[str],
                               kind: Kind = "document") -> list[list[float]]:
