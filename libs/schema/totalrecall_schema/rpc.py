@@ -73,3 +73,8 @@ class AdminReply(BaseModel):
     ok: bool = True
     result: dict[str, object] = Field(default_factory=dict)
     error: str | None = None
+    #: As `VectorSearchReply.partitions`: the index partitions this answer is for (an indexer's
+    #: leases; [] from a standby, which does nothing; None: the whole index, one indexer).
+    partitions: list[int] | None = None
+    #: Partitions no owner answered for in time (recall-api's merge of several answers).
+    missing_partitions: list[int] = Field(default_factory=list)

@@ -16,7 +16,6 @@ from totalrecall_worker import json_response, raw_body
 
 from .bootstrap import build
 from .core.indexer import EmbedFn, Indexer
-from .handlers import handle_admin
 from .lifecycle import Lifecycle
 from .settings import Settings
 
@@ -32,7 +31,7 @@ def create_app(settings: Settings, *, indexer: Indexer | None = None,
     # Several workers: `stats` (with the progress) is answered while a rebuild runs.
     @c.broker.subscriber(settings.topology.rpc_index_admin, decoder=raw_body, max_workers=4)
     async def on_admin(body: NoCast[Any]) -> AdminReply:
-        return await handle_admin(body, c.indexer, c.embed)
+        return await life.answer_admin(body)
 
     @get
     async def health(scope: Any) -> AsgiResponse:

@@ -109,9 +109,17 @@ async def handle_search(body: bytes, indexer: Indexer) -> VectorSearchReply:
         return VectorSearchReply(error=f"{type(exc).__name__}: {exc}")
 
 
-async def handle_admin(body: bytes, indexer: Indexer, embed: EmbedFn | None) -> AdminReply:
+async def handle_admin(body: bytes, indexer: Indexer, embed: EmbedFn | None,
+                       held: list[int] | None = None) -> AdminReply:
+    """`held`: the partitions this indexer holds the lease of (None: the index is not
+    partitioned). A standby (none held) changes nothing (each partition has one writer, its
+    owner) and answers for no partition, so that the caller waits for the owners."""
     try:
         req = AdminRequest.model_validate_json(body)
     except (ValidationError, ValueError) as exc:
         return AdminReply(ok=False, error=f"invalid AdminRequest: {exc}")
-    return await indexer.admin(req, embed)
+    if held is not None and not held:
+        return AdminReply(result={"standby": True}, partitions=[])
+    reply = await indexer.admin(req, embed)
+    reply.partitions = held
+    return reply

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 import nats
-from totalrecall_schema import ensure_streams_when_ready
+from totalrecall_schema import AdminReply, ensure_streams_when_ready
 from totalrecall_schema.host import local_host
 from totalrecall_worker import (
     ConcurrentResponder,
@@ -25,7 +25,7 @@ from totalrecall_worker import (
 from . import maintenance
 from .adapters import nats_embed_fn, nats_in_flight_fn
 from .bootstrap import Container
-from .handlers import handle_embedded_batch, handle_search
+from .handlers import handle_admin, handle_embedded_batch, handle_search
 from .partition_lease import EX_SOFTWARE, LeaseLost, PartitionLeases
 
 log = logging.getLogger("totalrecall.indexer")
@@ -175,14 +175,22 @@ class Lifecycle:
         await handle_embedded_batch(msgs, self.c.indexer, self.c.publish_dlq,
                                     self.c.settings.retry_delay_s)
 
+    def held_partitions(self) -> list[int] | None:
+        """The partitions this indexer answers for: those it holds the lease of (a standby:
+        none); None when the index is not partitioned."""
+        s = self.c.settings
+        if s.partition_count <= 1:
+            return None
+        return sorted(self.leases.held) if self.leases is not None else list(s.own_partitions)
+
     async def answer_search(self, body: bytes) -> bytes:
         reply = await handle_search(body, self.c.indexer)
-        s = self.c.settings
-        if s.partition_count > 1:  # recall hears every partition's owner and merges
-            # Only the partitions it holds the lease of: a standby answers for none.
-            reply.partitions = (sorted(self.leases.held) if self.leases is not None
-                                else list(s.own_partitions))
+        # recall hears every partition's owner and merges
+        reply.partitions = self.held_partitions()
         return reply.model_dump_json().encode()
+
+    async def answer_admin(self, body: bytes) -> AdminReply:
+        return await handle_admin(body, self.c.indexer, self.c.embed, self.held_partitions())
 
     async def publish_progress(self, progress: dict[str, Any]) -> None:
         nc = self.c.nc

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from indexer_it_helpers import MODEL, unit_vectors, wait_for
 from indexer_proc import IndexerProcess
-from totalrecall_indexer.core.daily_format import parse_daily
 from totalrecall_recall_api.adapters.nats_clients import NatsVectorIndex
 from totalrecall_schema import (
+    AdminRequest,
     EmbeddedEvent,
     EventMetadata,
     MemoryEvent,
@@ -27,6 +27,7 @@ from totalrecall_schema import (
     VectorSearchRequest,
     ensure_streams,
 )
+from totalrecall_schema.daily_log import parse_daily
 from totalrecall_schema.partitions import partition_of
 
 N = 240
@@ -125,6 +126,20 @@ async def test_two_partitions_two_writers_one_merged_answer(
         await wait_for(ready, timeout=60, what="both owners with documents")
         healths = [await p.health() for p in procs]
         rows = await conn.fetch("SELECT key, part FROM memories")
+
+        # An admin verb reaches every owner and their answers are merged: a forget of one
+        # memory of each partition finds both, the stats count every partition's rows.
+        gone = [next(e.event for e in events if owner[e.event.key] == p
+                     and e.event.namespace == "default") for p in (0, 1)]
+        forget = await index.admin(AdminRequest(verb="forget", namespace="default",
+                                                keys=[e.key for e in gone]), timeout=30)
+        assert forget.ok and forget.partitions == [0, 1], forget
+        assert sorted(forget.result["found"]) == sorted(e.key for e in gone)  # type: ignore[arg-type]
+        assert forget.result["forgotten"] == 2
+        stats = await index.admin(AdminRequest(verb="stats"), timeout=30)
+        assert stats.ok and stats.missing_partitions == [], stats
+        assert stats.result["pg_count"] == N - 2
+        assert len(stats.result["owners"]) == 2  # type: ignore[arg-type]
     finally:
         for p in procs:
             p.stop()
@@ -138,8 +153,8 @@ async def test_two_partitions_two_writers_one_merged_answer(
         assert health is not None and health["partitions"] == [p]
         assert sum(health["docs"].values()) == per_part[p]
         md = _markdown_keys(procs[p].home)
-        assert len(md) == len(set(md)) == per_part[p]
-        assert {owner[k] for k in md} == {p}
+        assert len(md) == len(set(md)) == per_part[p] - 1  # its forgotten one is gone
+        assert {owner[k] for k in md} == {p} and gone[p].key not in md
 
 
 async def _ready(proc: IndexerProcess) -> tuple[int, dict[str, Any]]:

@@ -40,6 +40,7 @@ class FakeIndexer:
     poison: str | None = None
     batches: list[list[str]] = field(default_factory=list)
     metrics: Metrics = field(default_factory=Metrics)
+    admin_calls: list[str] = field(default_factory=list)
 
     async def index_batch(self, events: Sequence[EmbeddedEvent]) -> None:
         if self.fail is not None:
@@ -52,6 +53,7 @@ class FakeIndexer:
         return VectorSearchReply(took_ms={"hot": 1.0})
 
     async def admin(self, req: AdminRequest, embed: object) -> AdminReply:
+        self.admin_calls.append(req.verb)
         return AdminReply(result={"verb": req.verb})
 
 
@@ -140,3 +142,16 @@ def test_postgres_errors_caused_by_the_data_are_told_from_outages() -> None:
     assert is_data_error(asyncpg.exceptions.UniqueViolationError("dup"))
     assert not is_data_error(asyncpg.exceptions.CannotConnectNowError("starting up"))
     assert not is_data_error(ConnectionResetError())
+
+
+async def test_a_standby_does_no_admin_verb_and_an_owner_names_its_partitions() -> None:
+    """One writer per partition: an indexer holding no lease (a standby) changes nothing, and
+    answers for no partition so the caller waits for the owners."""
+    idx = FakeIndexer()
+    standby = await handle_admin(b'{"verb": "forget", "keys": ["k"]}', idx, None,
+                                 held=[])  # type: ignore[arg-type]
+    assert standby.ok and standby.partitions == [] and idx.admin_calls == []
+    owner = await handle_admin(b'{"verb": "stats"}', idx, None, held=[0, 2])  # type: ignore[arg-type]
+    assert owner.partitions == [0, 2] and idx.admin_calls == ["stats"]
+    single = await handle_admin(b'{"verb": "stats"}', idx, None)  # type: ignore[arg-type]
+    assert single.partitions is None

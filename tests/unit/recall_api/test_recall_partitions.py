@@ -71,3 +71,44 @@ async def test_nothing_degraded_says_so() -> None:
     c = await _client(FakeWorld())
     body = (await c.post("/memory/recall", json={"query": "what did I install?"})).json()
     assert body["degraded"] == []
+
+
+def test_admin_answers_of_every_owner_are_merged_and_a_standby_is_left_out() -> None:
+    from totalrecall_recall_api.core.partitions import merge_admin_replies
+    from totalrecall_schema import AdminReply
+
+    a = AdminReply(result={"forgotten": 1, "found": ["k1"], "postgres": 1, "zvec": 1},
+                   partitions=[0])
+    b = AdminReply(result={"forgotten": 1, "found": ["k2"], "postgres": 1, "zvec": 2},
+                   partitions=[1])
+    standby = AdminReply(result={"standby": True}, partitions=[])
+    merged = merge_admin_replies("forget", [standby, a, b], 2)
+    assert merged.ok and merged.partitions == [0, 1] and merged.missing_partitions == []
+    assert merged.result["found"] == ["k1", "k2"] and merged.result["forgotten"] == 2
+    assert merged.result["zvec"] == 3 and len(merged.result["owners"]) == 2  # type: ignore[arg-type]
+
+    # An owner missing: the forget is not done everywhere, and says where it was not.
+    half = merge_admin_replies("forget", [a], 2)
+    assert not half.ok and half.missing_partitions == [1] and "[1]" in (half.error or "")
+    # A failing owner: not ok, its error named with its partitions.
+    bad = AdminReply(ok=False, error="zvec tier hot takes no writes yet", partitions=[1])
+    failed = merge_admin_replies("forget", [a, bad], 2)
+    assert not failed.ok and "partitions [1]: zvec tier hot" in (failed.error or "")
+
+
+def test_stats_of_every_owner_are_summed_and_shown_even_with_one_missing() -> None:
+    from totalrecall_recall_api.core.partitions import merge_admin_replies
+    from totalrecall_schema import AdminReply
+
+    def stats(hot: int, completeness: float, pg: int) -> dict[str, Any]:
+        return {"tiers": {"hot": {"doc_count": hot, "index_completeness": completeness}},
+                "model": "m", "dim": 384, "pg_count": pg, "pg_by_tier": {"hot": pg},
+                "markdown_days": 3, "writes_held": {}, "reindex": {}}
+    merged = merge_admin_replies("stats", [
+        AdminReply(result=stats(10, 1.0, 10), partitions=[0]),
+        AdminReply(result=stats(5, 0.5, 6), partitions=[1])], 3)
+    assert merged.ok and merged.missing_partitions == [2]
+    r = merged.result
+    assert r["docs"] == {"hot": 15} and r["index_completeness"] == {"hot": 0.5}
+    assert r["pg_count"] == 16 and r["pg_by_tier"] == {"hot": 16}
+    assert r["model"] == "m" and r["dim"] == 384 and r["missing_partitions"] == [2]

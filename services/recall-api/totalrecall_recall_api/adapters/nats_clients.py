@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from nats.aio.client import Client as NATS
 from nats.errors import Error as NatsError
@@ -21,8 +22,10 @@ from totalrecall_schema import (
     VectorSearchRequest,
 )
 
-from ..core.partitions import covered, merge_partition_replies
+from ..core.partitions import covered, merge_admin_replies, merge_partition_replies
 from ..ports import PublishFailed
+
+R = TypeVar("R")
 
 
 class UpstreamError(RuntimeError):
@@ -64,20 +67,20 @@ class NatsVectorIndex:
             raise UpstreamError(reply.error)
         return reply
 
-    async def _gather(self, body: bytes, topk: int, timeout: float) -> VectorSearchReply:
-        """Scatter-gather: the request goes out once, each indexer answers for the partitions
-        it owns, and the answers are merged as they come, until every partition is heard from
-        or the timeout. What no owner answered for is in `missing_partitions` (recall then has
-        keywords only for it); no answer at all, or only errors, is an error as before."""
+    async def _scatter(self, subject: str, body: bytes, timeout: float,
+                       parse: Callable[[bytes], R], heard: Callable[[list[R]], set[int]]
+                       ) -> list[R]:
+        """The request goes out once and each indexer answers for the partitions it owns;
+        the answers are gathered until every partition is heard from, or the timeout."""
         inbox = self.nc.new_inbox()
         sub = await self.nc.subscribe(inbox)
-        replies: list[VectorSearchReply] = []
+        replies: list[R] = []
         want = set(range(self.topology.partitions))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         try:
-            await self.nc.publish(self.topology.rpc_vector_search, body, reply=inbox)
-            while not covered(replies) >= want:
+            await self.nc.publish(subject, body, reply=inbox)
+            while not heard(replies) >= want:
                 left = deadline - loop.time()
                 if left <= 0:
                     break
@@ -85,10 +88,18 @@ class NatsVectorIndex:
                     msg = await sub.next_msg(timeout=left)
                 except TimeoutError:
                     break
-                replies.append(VectorSearchReply.model_validate_json(msg.data))
+                replies.append(parse(msg.data))
         finally:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
+        return replies
+
+    async def _gather(self, body: bytes, topk: int, timeout: float) -> VectorSearchReply:
+        """Scatter-gather (`_scatter`), merged. What no owner answered for is in
+        `missing_partitions` (recall then has keywords only for it); no answer at all, or only
+        errors, is an error as before."""
+        replies = await self._scatter(self.topology.rpc_vector_search, body, timeout,
+                                      VectorSearchReply.model_validate_json, covered)
         merged = merge_partition_replies(replies, self.topology.partitions, topk)
         if not merged.partitions:
             errors = [r.error for r in replies if r.error]
@@ -98,8 +109,18 @@ class NatsVectorIndex:
         return merged
 
     async def admin(self, request: AdminRequest, timeout: float) -> AdminReply:
-        msg = await self.nc.request(self.topology.rpc_index_admin,
-                                    request.model_dump_json().encode(), timeout=timeout)
+        """A partitioned index: every owner does the verb for its partitions, and the answers
+        are merged (`merge_admin_replies`); a partition no owner answered for is named in the
+        answer (a forget or a compaction is then not ok: retried, it finishes)."""
+        body = request.model_dump_json().encode()
+        if self.topology.partitions > 1:
+            replies = await self._scatter(
+                self.topology.rpc_index_admin, body, timeout, AdminReply.model_validate_json,
+                lambda rs: {p for r in rs for p in r.partitions or ()})
+            if not replies:
+                raise TimeoutError(f"no indexer answered in {timeout:.1f} s")
+            return merge_admin_replies(request.verb, replies, self.topology.partitions)
+        msg = await self.nc.request(self.topology.rpc_index_admin, body, timeout=timeout)
         return AdminReply.model_validate_json(msg.data)
 
 
