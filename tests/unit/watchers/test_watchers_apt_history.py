@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from totalrecall_watchers.core.packages import PackageChange, apt_runs
+from totalrecall_watchers.core.packages_changes import PackageChange, apt_runs
 
 HISTORY = """
 Start-Date: 2026-11-29  04:45:21

@@ -7,15 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from totalrecall_watchers.adapters.packages import TailState, read_new_lines
 from totalrecall_watchers.core import packages
 from totalrecall_watchers.core.base import EventContext, FakeClock
-from totalrecall_watchers.core.packages import (
-    DpkgLog,
-    PackagesWatcher,
-    TailState,
-    diff_snapshots,
-    read_new_lines,
-)
+from totalrecall_watchers.core.packages import PackagesWatcher
+from totalrecall_watchers.core.packages_changes import DpkgLog, diff_snapshots
 from totalrecall_watchers.settings import PackagesSettings
 
 # Copied from this machine's /var/log/dpkg.log (Debian 12): an upgrade, then an install with

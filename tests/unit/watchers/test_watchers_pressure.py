@@ -8,18 +8,15 @@ from pathlib import Path
 
 import pytest
 from totalrecall_schema import REDACTED, MemoryEvent, Severity
-from totalrecall_watchers.core.base import EventContext, FakeClock
-from totalrecall_watchers.core.pressure import (
-    MemoryStats,
-    PressureWatcher,
-    Psi,
+from totalrecall_watchers.adapters.pressure import (
     SystemPressure,
-    TopProcess,
-    TopSnapshot,
     read_psi,
     read_psi_file,
     read_vmstat_swap,
 )
+from totalrecall_watchers.core.base import EventContext, FakeClock
+from totalrecall_watchers.core.pressure import PressureWatcher
+from totalrecall_watchers.core.pressure_readings import MemoryStats, Psi, TopProcess, TopSnapshot
 from totalrecall_watchers.settings import PressureSettings, Settings
 
 GiB = 1024**3

@@ -22,289 +22,48 @@ same lines, and event ids derived from them make that a no-op downstream.
 
 from __future__ import annotations
 
-import glob
 import hashlib
-import json
-import os
-import re
 import shutil
-import subprocess
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from importlib import metadata as importlib_metadata
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from totalrecall_schema import MemoryEvent
 
+from ..adapters.packages import (
+    TailState,
+    default_pip_environments,
+    load_state,
+    mtimes,
+    npm_global_root,
+    npm_snapshot,
+    pip_snapshot,
+    read_new_lines,
+    read_tail,
+    save_state,
+    site_dirs,
+)
 from .base import EventContext, Watcher
-from .scrub import scrub_extra
+from .packages_changes import (
+    AptRun,
+    DpkgLog,
+    PackageChange,
+    apt_runs,
+    describe,
+    diff_snapshots,
+    where_from,
+)
 
 if TYPE_CHECKING:
     from ..settings import PackagesSettings
 
-MAX_READ = 4 << 20  # bytes of dpkg.log per poll; the rest is read on the next polls
-_DPKG = re.compile(r"^(?P<date>\d{4}-\d{2}-\d{2}) (?P<time>\d{2}:\d{2}:\d{2}) (?P<rest>.*)$")
-_ACTIONS = {"install": "install", "upgrade": "upgrade", "remove": "remove", "purge": "remove"}
-_VERBS = {"install": "installed", "upgrade": "upgraded", "remove": "removed",
-          "downgrade": "downgraded"}
+#: Re-exported: what other modules and tests know this watcher's parts by.
+__all__ = ["AptRun", "DpkgLog", "PackageChange", "PackagesWatcher", "TailState", "apt_runs",
+           "diff_snapshots", "npm_snapshot", "pip_snapshot", "read_new_lines"]
 
 
-@dataclass(frozen=True)
-class PackageChange:
-    manager: str  # dpkg | pip | npm
-    action: str  # install | upgrade | remove
-    package: str
-    version: str | None
-    old_version: str | None
-    environment: str = ""
-    arch: str | None = None
-    at: datetime | None = None  # when it happened (dpkg); None: when it was noticed
-    origin: str = ""  # what makes the event id unique and repeatable (a log line, a snapshot)
-
-    @property
-    def verb(self) -> str:
-        if self.action == "upgrade" and version_lower(self.version, self.old_version):
-            return _VERBS["downgrade"]
-        return _VERBS[self.action]
-
-
-def version_lower(new: str | None, old: str | None) -> bool:
-    """Whether `new` sorts before `old` (PEP 440 when both parse, else never)."""
-    if not new or not old:
-        return False
-    try:
-        from packaging.version import InvalidVersion, Version
-    except ImportError:  # pragma: no cover - packaging ships with pip/setuptools
-        return False
-    try:
-        return Version(new) < Version(old)
-    except InvalidVersion:
-        return False
-
-
-def _none(v: str) -> str | None:
-    return None if v == "<none>" else v
-
-
-# --- dpkg ---------------------------------------------------------------------------------------
-class DpkgLog:
-    """The dpkg log state machine over lines (pure: no file access)."""
-
-    def __init__(self, pending: dict[str, list[str]] | None = None) -> None:
-        #: package:arch → [action, old, new, date, time] of an operation not yet finished.
-        self.pending: dict[str, list[str]] = dict(pending or {})
-
-    def feed(self, line: str) -> PackageChange | None:
-        m = _DPKG.match(line.strip())
-        if m is None:
-            return None
-        parts = m.group("rest").split()
-        if len(parts) == 4 and parts[0] in _ACTIONS:
-            action, pkg, old, new = parts
-            self.pending[pkg] = [action, old, new, m.group("date"), m.group("time")]
-            return None
-        if len(parts) != 4 or parts[0] != "status":
-            return None
-        _, state, pkg, _version = parts
-        op = self.pending.get(pkg)
-        if op is None:
-            return None  # a trigger or reconfiguration, not a change of the package
-        action = _ACTIONS[op[0]]
-        done = ((state == "installed" and action in ("install", "upgrade"))
-                or (state in ("config-files", "not-installed") and action == "remove"))
-        if not done:
-            return None
-        del self.pending[pkg]
-        name, _, arch = pkg.partition(":")
-        old, new = _none(op[1]), _none(op[2])
-        if action == "install" and old is not None and old != new:
-            action = "upgrade"  # `install` over an older version (dpkg -i of a newer .deb)
-        at = datetime.fromisoformat(f"{m.group('date')}T{m.group('time')}").astimezone(UTC)
-        return PackageChange("dpkg", action, name, new if action != "remove" else None,
-                             old if action != "install" else None, arch=arch or None,
-                             at=at, origin=" ".join(op) + "\x00" + line.strip())
-
-
-@dataclass(frozen=True)
-class AptRun:
-    """One entry of apt's history log: what command changed which packages, when, for whom."""
-
-    start: datetime
-    end: datetime | None
-    command: str
-    requested_by: str | None
-    packages: frozenset[str]
-
-    def covers(self, c: PackageChange, slack_s: float = 5.0) -> bool:
-        if c.at is None:
-            return False
-        end = self.end or self.start
-        within = (self.start.timestamp() - slack_s <= c.at.timestamp()
-                  <= end.timestamp() + slack_s)
-        return within and (not self.packages or c.package in self.packages)
-
-
-_APT_PKG = re.compile(r"(?:^|,\s*)([A-Za-z0-9.+\-]+)(?::[a-z0-9]+)?\s*\(")
-
-
-def _apt_time(value: str) -> datetime | None:
-    try:
-        return datetime.strptime(" ".join(value.split()), "%Y-%m-%d %H:%M:%S").astimezone(UTC)
-    except ValueError:
-        return None
-
-
-def apt_runs(text: str) -> list[AptRun]:
-    """apt's history log (`Start-Date`, `Commandline`, `Requested-By`, `Install`/`Upgrade`/
-    `Remove`/`Purge`/`Downgrade`/`Reinstall`, `End-Date`, a blank line between runs)."""
-    runs: list[AptRun] = []
-    for block in re.split(r"\n\s*\n", text):
-        fields: dict[str, str] = {}
-        for line in block.splitlines():
-            key, sep, value = line.partition(": ")
-            if sep:
-                fields[key.strip()] = value.strip()
-        start = _apt_time(fields.get("Start-Date", ""))
-        if start is None:
-            continue
-        pkgs = set()
-        for key in ("Install", "Upgrade", "Remove", "Purge", "Downgrade", "Reinstall"):
-            pkgs.update(_APT_PKG.findall(fields.get(key, "")))
-        runs.append(AptRun(start, _apt_time(fields.get("End-Date", "")),
-                           scrub_extra(fields.get("Commandline", ""))[:500],
-                           fields.get("Requested-By") or None, frozenset(pkgs)))
-    return runs
-
-
-def read_tail(path: Path, max_bytes: int = 512 * 1024) -> str:
-    """The last `max_bytes` of a file ("" when unreadable): recent runs only."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - max_bytes))
-            return fh.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-
-
-@dataclass
-class TailState:
-    inode: int | None = None
-    offset: int = 0
-
-
-def read_new_lines(path: Path, state: TailState) -> tuple[list[str], TailState]:
-    """Complete lines appended since `state`; follows one rotation to `<path>.1`."""
-    lines: list[str] = []
-    try:
-        st = os.stat(path)
-    except OSError:
-        return lines, state
-    if state.inode is None:  # first start: from the end, no history
-        return lines, TailState(st.st_ino, st.st_size)
-    if st.st_ino != state.inode:
-        rotated = path.with_name(path.name + ".1")
-        try:
-            if os.stat(rotated).st_ino == state.inode:
-                lines += _read_from(rotated, state.offset)[0]
-        except OSError:
-            pass
-        state = TailState(st.st_ino, 0)
-    elif st.st_size < state.offset:  # truncated
-        state = TailState(st.st_ino, 0)
-    more, offset = _read_from(path, state.offset)
-    return lines + more, TailState(st.st_ino, offset)
-
-
-def _read_from(path: Path, offset: int) -> tuple[list[str], int]:
-    try:
-        with path.open("rb") as f:
-            f.seek(offset)
-            data = f.read(MAX_READ)
-    except OSError:
-        return [], offset
-    end = data.rfind(b"\n") + 1  # a partial last line waits for its newline
-    text = data[:end].decode("utf-8", "replace")
-    return text.splitlines(), offset + end
-
-
-# --- pip / npm snapshots -------------------------------------------------------------------------
-def site_dirs(environment: str) -> list[str]:
-    """The site-packages directories of a venv/prefix, or the directory itself."""
-    p = Path(environment).expanduser()
-    if p.name in ("site-packages", "dist-packages"):
-        return [str(p)]
-    found = sorted(glob.glob(str(p / "lib" / "python3*" / "*-packages")))
-    return found or [str(p)]
-
-
-def pip_snapshot(environment: str) -> dict[str, str] | None:
-    """name → version of the distributions in an environment; None when it does not exist."""
-    dirs = [d for d in site_dirs(environment) if os.path.isdir(d)]
-    if not dirs:
-        return None
-    out: dict[str, str] = {}
-    for dist in importlib_metadata.distributions(path=dirs):
-        name = dist.metadata["Name"] if dist.metadata else None
-        if name:
-            out[re.sub(r"[-_.]+", "-", name).lower()] = dist.version
-    return out
-
-
-def npm_snapshot(command: list[str], timeout_s: float = 60.0) -> dict[str, str] | None:
-    """name → version of npm's global packages; None when npm is absent or fails."""
-    if not command or shutil.which(command[0]) is None:
-        return None
-    try:
-        r = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s,
-                           check=False)
-        data = json.loads(r.stdout or "{}")
-    except (OSError, subprocess.TimeoutExpired, ValueError):
-        return None
-    if not isinstance(data, dict):
-        return None
-    error = data.get("error")
-    if isinstance(error, dict):
-        # A prefix without a `lib/node_modules` yet has no global packages; other errors
-        # leave the last snapshot alone.
-        return {} if error.get("code") == "ENOENT" else None
-    deps = data.get("dependencies")
-    if not isinstance(deps, dict):
-        return {} if r.returncode == 0 else None
-    return {name: str(info.get("version", "")) for name, info in deps.items()
-            if isinstance(info, dict)}
-
-
-def diff_snapshots(manager: str, environment: str, old: dict[str, str], new: dict[str, str],
-                   generation: int) -> list[PackageChange]:
-    changes: list[PackageChange] = []
-    for name in sorted(old.keys() | new.keys()):
-        before, after = old.get(name), new.get(name)
-        if before == after:
-            continue
-        action = "install" if before is None else "remove" if after is None else "upgrade"
-        origin = f"{manager}\x00{environment}\x00{generation}\x00{name}\x00{before}\x00{after}"
-        changes.append(PackageChange(manager, action, name, after, before, environment,
-                                     origin=origin))
-    return changes
-
-
-def _describe(c: PackageChange) -> str:
-    if c.action == "upgrade":
-        return f"{c.package} {c.old_version} → {c.version}"
-    return f"{c.package} {c.version or c.old_version or ''}".rstrip()
-
-
-def _where(c: PackageChange) -> str:
-    return {"dpkg": "apt/dpkg", "npm": "npm (global)"}.get(c.manager, c.manager) + (
-        f" in {c.environment}" if c.environment and c.manager == "pip" else "")
-
-
-# --- the watcher ---------------------------------------------------------------------------------
 class PackagesWatcher(Watcher):
     name = "packages"
 
@@ -313,7 +72,7 @@ class PackagesWatcher(Watcher):
         self.s = settings
         self.interval_s = settings.interval_s
         self.state_file = state_file
-        self._state: dict[str, Any] = self._load()
+        self._state: dict[str, Any] = load_state(state_file)
         self._dirty = False
         self._seen: dict[str, tuple[Any, ...]] = {}
         self._settled: dict[str, tuple[Any, ...] | None] = {}
@@ -321,24 +80,11 @@ class PackagesWatcher(Watcher):
         #: dpkg change (origin) → the apt run that made it, for the poll being built.
         self._runs: dict[str, AptRun] = {}
 
-    def _load(self) -> dict[str, Any]:
-        try:
-            data = json.loads(self.state_file.read_text())
-            return data if isinstance(data, dict) else {}
-        except (OSError, ValueError):
-            return {}
-
     def _commit(self) -> None:
         """Persist the state of the previous poll (its events are published or spooled now)."""
         if not self._dirty:
             return
-        self.state_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_file.with_name(self.state_file.name + ".tmp")
-        with tmp.open("w") as f:
-            json.dump(self._state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        tmp.replace(self.state_file)
+        save_state(self.state_file, self._state)
         self._dirty = False
 
     def check_available(self) -> str | None:
@@ -357,10 +103,7 @@ class PackagesWatcher(Watcher):
     def _pip_environments(self) -> list[str]:
         if self.s.pip_environments is not None:
             return list(self.s.pip_environments)
-        # pip's installs outside the distribution's packages (which dpkg reports)
-        home = os.path.expanduser("~")
-        return sorted({*glob.glob("/usr/local/lib/python3*/*-packages"),
-                       *glob.glob(f"{home}/.local/lib/python3*/site-packages")})
+        return default_pip_environments()
 
     def poll(self) -> list[MemoryEvent]:
         self._commit()
@@ -382,13 +125,7 @@ class PackagesWatcher(Watcher):
         being written when its directory appears. Unknown directories: always read."""
         if any(d is None for d in dirs):
             return True
-        stamp: list[Any] = []
-        for d in dirs:
-            try:
-                stamp.append((d, os.stat(str(d)).st_mtime_ns))
-            except OSError:
-                stamp.append((d, None))
-        cur = tuple(stamp)
+        cur = mtimes(dirs)
         if cur == self._settled.get(key):
             return False
         self._settled[key] = cur if cur == self._seen.get(key) else None
@@ -399,18 +136,7 @@ class PackagesWatcher(Watcher):
         """npm's global node_modules (`npm root -g`, with the command's --prefix), asked once:
         `npm ls` costs ~0.5 s of CPU, so it runs only when this directory changed."""
         if self._npm_root is None:
-            cmd = self.s.npm_command
-            if not cmd or shutil.which(cmd[0]) is None:
-                return None
-            extra = [a for i, a in enumerate(cmd) if a == "--prefix" or (
-                i > 0 and cmd[i - 1] == "--prefix")]
-            try:
-                r = subprocess.run([cmd[0], "root", "-g", *extra], capture_output=True,
-                                   text=True, timeout=60, check=False)
-            except (OSError, subprocess.TimeoutExpired):
-                return None
-            root = r.stdout.strip()
-            self._npm_root = root if r.returncode == 0 and root else None
+            self._npm_root = npm_global_root(self.s.npm_command)
         return self._npm_root
 
     def _poll_dpkg(self) -> list[PackageChange]:
@@ -498,8 +224,8 @@ class PackagesWatcher(Watcher):
         return event.model_copy(update=update)
 
     def _event(self, c: PackageChange) -> MemoryEvent:
-        where = _where(c)
-        summary = f"{where}: {c.verb} {_describe(c)}"
+        where = where_from(c)
+        summary = f"{where}: {c.verb} {describe(c)}"
         detail = (f"manager: {c.manager}\npackage: {c.package}\nversion: {c.version or '-'}\n"
                   f"previous version: {c.old_version or '-'}"
                   + (f"\narchitecture: {c.arch}" if c.arch else "")
@@ -516,11 +242,11 @@ class PackagesWatcher(Watcher):
     def _summary(self, group: list[PackageChange]) -> MemoryEvent:
         counts = Counter(c.verb for c in group)
         action = Counter(c.action for c in group).most_common(1)[0][0]
-        where = _where(group[0])
+        where = where_from(group[0])
         summary = f"{where}: " + ", ".join(f"{n} packages {verb}"
                                            for verb, n in counts.most_common())
         names = ", ".join(c.package for c in group[:30]) + (" …" if len(group) > 30 else "")
-        detail = "\n".join(f"{c.verb} {_describe(c)}" for c in group)
+        detail = "\n".join(f"{c.verb} {describe(c)}" for c in group)
         extra: dict[str, Any] = {"packages": [c.package for c in group[:200]],
                                  "count": len(group)}
         if group[0].environment:

@@ -25,20 +25,19 @@ import contextlib
 import json
 import logging
 import os
-import pwd
-from collections import Counter, OrderedDict, deque
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections import OrderedDict, deque
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from totalrecall_schema import MemoryEvent, Severity
+from totalrecall_schema import MemoryEvent
 from totalrecall_schema.templates import exact_form
 
+from ..adapters.users import uid_name
 from .authlog import ACCOUNT_TOOLS, AuthRecord, classify
 from .base import Emit, EventContext, Unavailable, Watcher
 from .journal import entry_field, follow_lines, journald_reason
 from .log_files import LogTail, text_entry
-from .scrub import scrub_command_text
+from .security_render import Burst, SecurityReport
 
 if TYPE_CHECKING:
     from ..settings import SecuritySettings
@@ -46,9 +45,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_DEDUP_KEYS = 5000
-#: Groups whose members administer the machine: a new member is said to be one.
-PRIVILEGED_GROUPS = frozenset({"sudo", "wheel", "admin", "root", "adm", "docker", "lxd",
-                               "libvirt", "disk", "shadow", "systemd-journal", "kvm"})
 ACCOUNT_KINDS = frozenset({"user_added", "user_removed", "user_modified", "group_added",
                            "group_removed", "group_modified", "group_membership",
                            "password_change"})
@@ -62,32 +58,12 @@ def claims(ident: str, message: str) -> bool:
 
 
 @dataclass
-class _Burst:
-    """Failures of one source (a remote host, a user, or all: `*`) in one window."""
-
-    start: float
-    first_at: datetime
-    last_at: datetime
-    count: int = 0
-    reported: bool = False  # the burst event went out: later failures are only counted
-    suppressed: int = 0
-    users: Counter[str] = field(default_factory=Counter)
-    hosts: Counter[str] = field(default_factory=Counter)
-    services: Counter[str] = field(default_factory=Counter)
-    origin: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
 class _Sudo:
     at: float
     host: str
     user: str
     program: str
     command: str
-
-
-def _top(c: Counter[str], n: int = 5) -> str:
-    return ", ".join(f"{k} ({v})" if v > 1 else k for k, v in c.most_common(n))
 
 
 def _program(command: str) -> str:
@@ -100,15 +76,6 @@ def _program(command: str) -> str:
     return os.path.basename(words[0]) if words else ""
 
 
-def _uid_name(uid: str | None) -> str | None:
-    if not uid or not uid.isdigit() or int(uid) >= 4294967295:
-        return None
-    try:
-        return pwd.getpwuid(int(uid)).pw_name
-    except KeyError:
-        return f"uid {uid}"
-
-
 class SecurityParser:
     """Pure but for the clock: entries → events, with dedup, bursts and attribution."""
 
@@ -118,7 +85,9 @@ class SecurityParser:
         self.s = settings
         self.source = source
         self._seen: OrderedDict[tuple[str, ...], float] = OrderedDict()
-        self._bursts: dict[str, _Burst] = {}
+        self._bursts: dict[str, Burst] = {}
+        self.report = SecurityReport(ctx, source, burst_window_s=settings.burst_window_s,
+                                     max_command_chars=settings.max_command_chars)
         self._sudo: deque[_Sudo] = deque(maxlen=200)
         self.deduplicated = 0
         self.companions = 0
@@ -180,7 +149,7 @@ class SecurityParser:
         if rec.failure:
             events += self._failure(rec, message, ident, extra)
         else:
-            events.append(self._event(rec, message, ident, extra, via=via))
+            events.append(self.report.event(rec, message, ident, extra, via=via))
         return events
 
     def _attribute(self, rec: AuthRecord, host: str, now: float,
@@ -201,7 +170,7 @@ class SecurityParser:
         if best is not None:
             rec.by = best.user
             return "sudo"
-        name = _uid_name(loginuid)
+        name = uid_name(loginuid)
         if name and name != rec.by:
             rec.by = name
             return "login uid"
@@ -221,7 +190,7 @@ class SecurityParser:
         for key in (self._burst_key(rec), "*"):
             b = self._bursts.get(key)
             if b is None:
-                b = self._bursts[key] = _Burst(now, wall, wall,
+                b = self._bursts[key] = Burst(now, wall, wall,
                                                origin={k: v for k, v in extra.items()
                                                        if k in ("host", "machine_id")})
             b.count += 1
@@ -238,11 +207,11 @@ class SecurityParser:
             return []
         if every.count >= self.s.global_burst_threshold > 0:
             every.reported = True
-            return [self._burst_event("*", every, rec, extra, first=True)]
+            return [self.report.burst_event("*", every, rec, extra, first=True)]
         if own.count >= self.s.burst_threshold > 0:
             own.reported = True
-            return [self._burst_event(key, own, rec, extra, first=True)]
-        return [self._event(rec, message, ident, extra)]
+            return [self.report.burst_event(key, own, rec, extra, first=True)]
+        return [self.report.event(rec, message, ident, extra)]
 
     def flush(self) -> list[MemoryEvent]:
         """The windows that ended: one event each for the failures they only counted."""
@@ -253,154 +222,8 @@ class SecurityParser:
                 continue
             del self._bursts[key]
             if b.suppressed:
-                out.append(self._burst_event(key, b, None, dict(b.origin), first=False))
+                out.append(self.report.burst_event(key, b, None, dict(b.origin), first=False))
         return out
-
-    def _burst_event(self, key: str, b: _Burst, rec: AuthRecord | None, extra: dict[str, Any],
-                     *, first: bool) -> MemoryEvent:
-        window = f"{self.s.burst_window_s:g} s"
-        who = "from all sources" if key == "*" else f"from {key.removeprefix('host ')}" \
-            if key.startswith("host ") else f"for {key.removeprefix('user ')}"
-        services = ", ".join(b.services)
-        kinds = "failed logins or sudo/su attempts" if key == "*" else \
-            ("failed logins" if rec is None or rec.kind == "auth_failure" else
-             f"{rec.kind.replace('_', ' ')}s")
-        if first:
-            summary = (f"Burst of {kinds}: {b.count} authentication failures {who} within "
-                       f"{window} (users: {_top(b.users)}; {services}); further ones this window "
-                       "are counted, not reported one by one")
-        else:
-            summary = (f"{kinds.capitalize()} {who} went on: {b.suppressed} more authentication "
-                       f"failures in the {window} window (users: {_top(b.users)}; {services})")
-        detail = "\n".join([
-            f"failures in the window: {b.count}",
-            f"not reported one by one: {b.suppressed}" if not first else "",
-            f"window: {b.first_at.isoformat(timespec='seconds')} … "
-            f"{b.last_at.isoformat(timespec='seconds')}",
-            f"users: {_top(b.users, 20)}",
-            f"remote hosts: {_top(b.hosts, 20)}" if b.hosts else "",
-            f"services: {services}"]).replace("\n\n", "\n")
-        sub = rec.kind if rec is not None else "auth_failure"
-        if rec is None and key != "*" and len(b.services) == 1:
-            svc = next(iter(b.services))
-            sub = {"sudo": "sudo_failure", "su": "su_failure"}.get(svc, "auth_failure")
-        meta = dict(extra)
-        meta.update(burst=True, count=b.count if first else b.suppressed, window_s=
-                    self.s.burst_window_s, users=list(b.users)[:20], success=False)
-        if b.hosts:
-            meta["remote_hosts"] = list(b.hosts)[:20]
-        if key != "*" and key.startswith("host "):
-            meta["remote_host"] = key.removeprefix("host ")
-        elif key != "*":
-            meta["user"] = key.removeprefix("user ")
-        return self.ctx.event(self.source, "security", sub, summary, detail=detail,
-                              severity=Severity.ERROR, tags=["security", "auth", "burst"],
-                              service=services or None, **meta)
-
-    # --- one event ------------------------------------------------------------------------
-    def _event(self, rec: AuthRecord, message: str, ident: str, extra: dict[str, Any], *,
-               via: str | None = None) -> MemoryEvent:
-        command = scrub_command_text(rec.command, self.s.max_command_chars) \
-            if rec.command else None
-        tty = f" on {rec.tty}" if rec.tty else ""
-        frm = f" from {rec.remote_host}" if rec.remote_host else ""
-        by = f" by {rec.by}" + (f" (via {via})" if via else "") if rec.by else ""
-        user, target = rec.user or "an unknown user", rec.target or "?"
-        sev = Severity.WARNING
-        k = rec.kind
-        d = rec.details
-        if k == "sudo":
-            tool = rec.service or "sudo"
-            summary = f"{user} ran a command as {target} with {tool}{tty}: {command}"
-            sev = Severity.INFO
-        elif k == "sudo_failure":
-            tool = rec.service or "sudo"
-            reason = rec.reason or "refused"
-            verb = "refused" if "NOT" in reason or "not allowed" in reason else "failed"
-            summary = (f"{tool} {verb} for {user}: {reason} (to run as {target}{tty})"
-                       + (f": {command}" if command else ""))
-        elif k == "su":
-            summary = f"{user} switched to user {target} with su{tty}"
-            sev = Severity.INFO
-        elif k == "su_failure":
-            summary = (f"su failed: {user} could not switch to user {target}{tty} "
-                       f"({rec.reason or 'authentication failure'})")
-        elif k == "auth_failure":
-            svc = rec.service or ident
-            if svc == "sshd":
-                nouser = " (no such user)" if d.get("invalid_user") else ""
-                summary = f"Failed SSH login for {user}{nouser}{frm} ({d.get('method')})"
-            elif svc == "polkit":
-                summary = f"Failed authentication of {user} in polkit: {rec.reason}"
-            else:
-                summary = (f"Failed login (authentication failure) for {user} via {svc}"
-                           f"{tty}{frm}" + (f": {rec.reason}" if rec.reason and
-                                            rec.reason.lower() != "authentication failure"
-                                            else ""))
-        elif k == "account_locked":
-            summary = f"Account {user} locked after too many failed logins ({rec.service})"
-            sev = Severity.ERROR
-        elif k == "user_added":
-            parts = [f"{n} {d[key]}" for n, key in (("UID", "uid"), ("GID", "gid"),
-                                                     ("home", "home"), ("shell", "shell"))
-                     if key in d]
-            summary = f"New user account {target} added" + (
-                f" ({', '.join(parts)})" if parts else "") + by
-        elif k == "user_removed":
-            summary = f"User account {target} removed{by}"
-        elif k == "user_modified":
-            summary = f"User account {target} changed: {d.get('change', 'modified')}{by}"
-        elif k == "group_added":
-            gid = f" (GID {d['gid']})" if "gid" in d else ""
-            summary = f"New group {rec.group} added{gid}{by}"
-        elif k == "group_removed":
-            summary = f"Group {rec.group} removed{by}"
-        elif k == "group_modified":
-            summary = f"Group changed: {d.get('change', '')}{by}"
-        elif k == "group_membership":
-            admin = " (an administrative group)" if rec.group in PRIVILEGED_GROUPS else ""
-            action = d.get("action")
-            if action == "set":
-                summary = f"Members of group {rec.group}{admin} set to {d.get('members')}{by}"
-            else:
-                word = "added to" if action == "added" else "removed from"
-                summary = f"User {target} {word} group {rec.group}{admin}{by}"
-        elif k == "password_change":
-            summary = f"Password of user {target} changed{by}"
-            sev = Severity.WARNING if target == "root" else Severity.INFO
-        else:  # pragma: no cover - every kind of authlog is above
-            summary = f"{ident}: {message[:300]}"
-        success = not rec.failure
-        lines = [message[:4000] if not command else
-                 message[:4000].replace(rec.command or "", command)]
-        for label, value in (("user", rec.user), ("target user", rec.target),
-                             ("group", rec.group), ("command", command), ("tty", rec.tty),
-                             ("working directory", rec.cwd), ("remote host", rec.remote_host),
-                             ("service", rec.service), ("reason", rec.reason),
-                             ("attempts", rec.attempts), ("by", rec.by), ("attributed via", via),
-                             ("success", success)):
-            if value is not None:
-                lines.append(f"{label}: {value}")
-        lines += [f"{key}: {value}" for key, value in d.items()]
-        lines.append(f"identifier: {ident}")
-        meta: dict[str, Any] = {"identifier": ident, "success": success, **extra}
-        for key, value in (("user", rec.user), ("target_user", rec.target),
-                           ("group", rec.group), ("command", command), ("tty", rec.tty),
-                           ("cwd", rec.cwd), ("remote_host", rec.remote_host),
-                           ("reason", rec.reason), ("attempts", rec.attempts),
-                           ("by_user", rec.by), ("attributed_via", via)):
-            if value is not None:
-                meta[key] = value
-        for key, value in d.items():
-            meta.setdefault(key, value)
-        if k == "group_membership" and rec.group in PRIVILEGED_GROUPS:
-            meta["privileged_group"] = True
-        tags = ["security", k] + (["failure"] if rec.failure else []) + (
-            [rec.service] if rec.service else [])
-        return self.ctx.event(self.source, "security", k, summary, detail="\n".join(lines),
-                              severity=sev, actor=rec.user or rec.by or "system",
-                              service=rec.service, tags=tags, **meta)
-
 
 class SecurityWatcher(Watcher):
     name = "security"
