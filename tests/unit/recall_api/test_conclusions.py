@@ -6,9 +6,9 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from totalrecall_recall_api.core.conclusion_rules import RULES
 from totalrecall_recall_api.core.conclusions import (
     MAX_PER_TURN,
-    RULES,
     asked_categories,
     asked_first,
     derive,
