@@ -47,6 +47,12 @@ ROWS: dict[str, str] = {
     "watcher and the plugin":
         "0 found anywhere on disk afterwards (grep every file under the home, Postgres dump, "
         "Zvec, logs, spool)",
+    "a generated corpus of secrets: thousands of samples of each kind the scrubber claims (cloud, "
+    "forge, chat and payment keys, JWTs, private key blocks, passwords in URLs, headers, "
+    "assignments and command lines, high-entropy keys) in log lines, shell commands, config files, "
+    "JSON and prose, from a seeded RNG, through the API's ingest":
+        "0 survive the scrubber; 0 found in Postgres (pg_dump), the Zvec payloads or the Markdown "
+        "logs; false positives on ordinary text recorded",
     "a corpus of prompt injections (closing tags, forged blocks, \"ignore previous "
     "instructions\", unicode look-alikes) through API, MCP and the OpenClaw plugin with shared "
     "namespaces":

@@ -189,12 +189,12 @@ def markdown_key_counts(home: Path) -> Counter[str]:
     return counts
 
 
-def zvec_key_counts(home: Path, keys: list[str]) -> Counter[str]:
-    """key -> in how many Zvec tiers it can be fetched (read with the stack stopped)."""
+def zvec_docs(home: Path, keys: list[str]) -> Iterator[tuple[str, Any]]:
+    """(key, document) of each of `keys` in each Zvec tier that has it (read with the stack
+    stopped; a document's `fields` are its stored payload)."""
     import zvec
     from totalrecall_indexer.core.search import TIERS
 
-    counts: Counter[str] = Counter()
     for tier in TIERS:
         path = home / "zvec" / tier
         if not path.exists():
@@ -202,11 +202,14 @@ def zvec_key_counts(home: Path, keys: list[str]) -> Counter[str]:
         col = zvec.open(str(path))
         try:
             for i in range(0, len(keys), 500):
-                for key in col.fetch(keys[i: i + 500]):
-                    counts[key] += 1
+                yield from col.fetch(keys[i: i + 500], include_vector=False).items()
         finally:
             del col
-    return counts
+
+
+def zvec_key_counts(home: Path, keys: list[str]) -> Counter[str]:
+    """key -> in how many Zvec tiers it can be fetched (read with the stack stopped)."""
+    return Counter(key for key, _ in zvec_docs(home, keys))
 
 
 def keys_of(namespace: str, ids: list[str]) -> dict[str, str]:

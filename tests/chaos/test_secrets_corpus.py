@@ -7,13 +7,23 @@ MCP. Afterwards no secret may be found anywhere: every file under the home (Mark
 Postgres data files, JetStream store, spool, caches, logs), a `pg_dump`, the supervisor's log.
 
 The corpus is written from what such credentials look like in the wild, not from the scrubber's
-patterns; every value is random per run, so a hit can only be this run's leak."""
+patterns; every value is random per run, so a hit can only be this run's leak.
+
+Second row: a generated corpus (`secrets_gen.py`): thousands of samples of every kind the
+scrubber claims, each in the text it is found in, from a seeded RNG. The full row sends them
+through the API's ingest (summary, detail and metadata) and looks for any 10-character piece of
+any secret in a `pg_dump`, in every Zvec tier's payload of those memories and in the Markdown
+daily logs; the fast variant (`make test`) sends more of them through the scrubber itself
+(`scrub_text`, and a `MemoryEvent` built from each, which is what the API stores). Both record
+the false-positive rate: the share of ordinary texts (real HDFS log lines; commands and sentences
+with hashes, digests, UUIDs, `-p` for a port) the scrubber changes."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 import json
+import random
 import secrets
 import shutil
 import string
@@ -25,12 +35,19 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from totalrecall_schema import Topology
+from totalrecall_schema import MemoryEvent, Topology, scrub_text
 
+from tests.chaos import secrets_gen
 from tests.chaos.report import ROWS, record
+from tests.chaos.stack import ChaosStack, zvec_docs
 from tests.chaos.stack_inputs import Stack, chaos_stack, run_mcp, run_plugin, wait_for
 
 ROW = next(r for r in ROWS if r.startswith("a corpus of secrets"))
+ROW_GENERATED = next(r for r in ROWS if r.startswith("a generated corpus of secrets"))
+#: The generated corpus's seed: the same samples every run (a failure can be replayed).
+SEED = 20261129
+#: The false-positive rate the scrubber may have on ordinary text (it errs on redaction).
+MAX_FALSE_POSITIVE_RATE = 0.005
 ALNUM = string.ascii_letters + string.digits
 
 
@@ -255,3 +272,153 @@ def test_secrets_corpus_fast(tmp_path: Path) -> None:
     figures, failures = _check(tmp_path, corpus()[:12])
     record(ROW, not failures, figures, "; ".join(failures)[:800])
     assert not failures, json.dumps({"failures": failures, **figures})[:4000]
+
+
+# --- the generated corpus ------------------------------------------------------------------------
+def _false_positives() -> dict[str, object]:
+    """Per source of ordinary text: texts, how many the scrubber changed, the rate."""
+    out: dict[str, object] = {}
+    for source, texts in secrets_gen.ordinary(random.Random(SEED + 1), 3000).items():
+        changed = [t for t in texts if scrub_text(t) != t]
+        out[source] = {"texts": len(texts), "changed": len(changed),
+                       "rate": round(len(changed) / len(texts), 4), "first": changed[:3]}
+    return out
+
+
+def _fp_failures(fp: dict[str, object]) -> list[str]:
+    return [f"false positives on {src}: {v['rate']}"  # type: ignore[index]
+            for src, v in fp.items() if v["rate"] > MAX_FALSE_POSITIVE_RATE]  # type: ignore[index]
+
+
+class _Pieces:
+    """Finds any piece of any sample's secrets in a text: every `PIECE`-character window (16 for
+    a hex secret, and none made of digits alone: those occur in ids and times by chance)."""
+
+    def __init__(self, items: list[secrets_gen.Sample]) -> None:
+        self.by_len: dict[int, dict[str, int]] = {}
+        for i, sample in enumerate(items):
+            for secret in sample.secrets:
+                size = 16 if all(c in secrets_gen.HEX for c in secret) else secrets_gen.PIECE
+                for k in range(max(1, len(secret) - size + 1)):
+                    piece = secret[k:k + size]
+                    if not piece.isdigit():
+                        self.by_len.setdefault(size, {})[piece] = i
+
+    def found(self, text: str) -> set[int]:
+        """The samples some piece of which is in `text`."""
+        hits: set[int] = set()
+        for size, pieces in self.by_len.items():
+            for k in range(len(text) - size + 1):
+                i = pieces.get(text[k:k + size])
+                if i is not None:
+                    hits.add(i)
+        return hits
+
+
+def _zvec_payloads(home: Path, keys: list[str]) -> tuple[str, int]:
+    """Every stored field of those memories in every Zvec tier, as one text (read with the
+    stack stopped), and how many documents were read."""
+    parts = [json.dumps(dict(doc.fields or {}), ensure_ascii=False)
+             for _, doc in zvec_docs(home, keys)]
+    return "\n".join(parts), len(parts)
+
+
+def _by_kind(items: list[secrets_gen.Sample], found: set[int]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for i in sorted(found):
+        out[items[i].kind] = out.get(items[i].kind, 0) + 1
+    return out
+
+
+def _ingest_generated(stack: Stack, items: list[secrets_gen.Sample], ns: str) -> list[str]:
+    """Each sample as one event (summary, detail, metadata), 100 a request; the ids."""
+    ids: list[str] = []
+    for k in range(0, len(items), 100):
+        body = [{"summary": f"{s.kind}: {s.text}"[:2000], "detail": f"seen in: {s.text}",
+                 "category": "system.service", "namespace": ns,
+                 "metadata": {"command": s.text, "env": {"LINE": s.text}}}
+                for s in items[k:k + 100]]
+        r = stack.post("/memory/ingest", body, timeout=120)
+        assert r.status_code == 200, r.text[:500]
+        ids += r.json()["ids"]
+    return ids
+
+
+def _check_generated(tmp_path: Path, per_kind: int) -> tuple[dict[str, object], list[str]]:
+    from totalrecall_schema import memory_key
+
+    items = secrets_gen.samples(random.Random(SEED), per_kind)
+    ns = f"gen-{uuid.uuid4().hex[:6]}"
+    home = tmp_path / "home"
+    with chaos_stack(home, token=uuid.uuid4().hex) as stack:
+        ids = _ingest_generated(stack, items, ns)
+        probe = ChaosStack(stack.running)
+        wait_for(lambda: probe.drained() and len(probe.pg_id_counts(ns)) >= len(set(ids)), 900,
+                 "every generated sample in Postgres", every=2)
+        stored = len(probe.pg_id_counts(ns))
+        dump = _pg_dump(stack, tmp_path / "generated.sql")
+    pieces = _Pieces(items)
+    markdown = "\n".join(p.read_text(errors="replace")
+                         for p in sorted((home / "memory" / "daily").glob("*.md")))
+    zvec_text, zvec_docs = _zvec_payloads(home, [memory_key(ns, i) for i in ids])
+    found = {"postgres": pieces.found(dump.read_text(errors="replace")),
+             "zvec": pieces.found(zvec_text), "markdown": pieces.found(markdown)}
+    fp = _false_positives()
+    failures = [f"{store}: {len(hits)} samples leaked, by kind {_by_kind(items, hits)}; first: "
+                f"{items[min(hits)].text[:200]!r}" for store, hits in found.items() if hits]
+    if stored < len(items) or zvec_docs < len(items) or ids[0] not in markdown:
+        failures.append(f"not every sample reached the stores: {stored} in Postgres, "
+                        f"{zvec_docs} in Zvec of {len(items)}")
+    failures += _fp_failures(fp)
+    figures: dict[str, object] = {
+        "seed": SEED, "kinds": len(secrets_gen.KINDS), "samples_per_kind": per_kind,
+        "samples": len(items), "stored_pg_zvec": [stored, zvec_docs],
+        "bytes_searched_pg_zvec_md_mb": [round(dump.stat().st_size / 2**20, 1),
+                                          round(len(zvec_text) / 2**20, 1),
+                                          round(len(markdown) / 2**20, 1)],
+        "leaked_pg_zvec_md": [len(v) for v in found.values()],
+        "false_positives": fp, "max_false_positive_rate": MAX_FALSE_POSITIVE_RATE}
+    return figures, failures
+
+
+def _through_scrubber(per_kind: int) -> dict[str, list[str]]:
+    """`per_kind` samples of each kind through `scrub_text` and a `MemoryEvent` (summary,
+    detail, metadata: what the API stores): "where: kind" -> the texts a secret survived in."""
+    survived: dict[str, list[str]] = {}
+    for sample in secrets_gen.samples(random.Random(SEED + 2), per_kind):
+        event = MemoryEvent(summary=sample.text[:2000], detail=sample.text,
+                            metadata={"command": sample.text, "env": {"LINE": sample.text}})
+        for where, text in (("scrub_text", scrub_text(sample.text)),
+                            ("event", event.model_dump_json())):
+            if secrets_gen.leaks(sample, text):
+                survived.setdefault(f"{where}: {sample.kind}", []).append(text[:300])
+    return survived
+
+
+@pytest.mark.chaos
+@pytest.mark.timeout(3600)
+def test_generated_secrets_through_ingest(tmp_path: Path) -> None:
+    """200 samples of each kind through the stack, 3,000 of each through the scrubber."""
+    figures, failures = _check_generated(tmp_path, per_kind=200)
+    survived = _through_scrubber(3000)
+    failures += [f"{k}: {len(v)} survived, e.g. {v[0]!r}" for k, v in survived.items()]
+    figures["scrubber_samples_per_kind"] = 3000
+    figures["survived_the_scrubber"] = sum(len(v) for v in survived.values())
+    record(ROW_GENERATED, not failures, figures, "; ".join(failures)[:800])
+    assert not failures, failures
+
+
+@pytest.mark.fast
+def test_generated_secrets_never_survive_the_scrubber() -> None:
+    """500 samples of each kind through the scrubber (`_through_scrubber`), and the
+    false-positive rate on ordinary text: every figure recorded is asserted."""
+    survived = _through_scrubber(500)
+    fp = _false_positives()
+    failures = [f"{k}: {len(v)} survived, e.g. {v[0]!r}" for k, v in survived.items()]
+    failures += _fp_failures(fp)
+    record(ROW_GENERATED, not failures, {
+        "seed": SEED + 2, "kinds": len(secrets_gen.KINDS), "scrubber_samples_per_kind": 500,
+        "through": "scrub_text and MemoryEvent (no stack)",
+        "survived_the_scrubber": sum(len(v) for v in survived.values()), "false_positives": fp,
+        "max_false_positive_rate": MAX_FALSE_POSITIVE_RATE}, "; ".join(failures)[:800])
+    assert not failures, failures[:10]

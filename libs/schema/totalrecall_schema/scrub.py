@@ -6,7 +6,9 @@ a false negative leaks a credential into four stores.
 
 from __future__ import annotations
 
+import math
 import re
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -22,6 +24,21 @@ _KEY_STEMS = ("pass", "pwd", "secret", "token", "api", "access", "auth", "privat
               "credential", "bearer", "session", "cookie", "account", "shared")
 
 Replacement = str | Callable[[re.Match[str]], str]
+
+#: The end of a token whose alphabet includes '-' and '_' (`\b` fails after a trailing '-').
+_END = r"(?![A-Za-z0-9_-])"
+#: An unquoted value runs to whitespace or a quote. A ',' inside is part of it (generated
+#: passwords hold them), a trailing one is not; ';' and '&' end it where the next `name=` starts
+#: (`Password=a;Host=b` is two assignments, `password=a;b` one value) and before whitespace
+#: (`secrets: 32; more`).
+_UNQUOTED = r"(?:[^\s\"';&,\\]|,(?=[^\s\"'\\,])|[;&](?![A-Za-z_][A-Za-z0-9_.-]*=|\s|$))"
+#: key=value, key: value, --key value, "key": "value", KEY="value"; the quotes may be escaped
+#: (JSON inside a JSON string).
+_KV = re.compile(
+    r"(?i)(?P<k>(?:--?|\b)[A-Za-z0-9_.-]*(?:" + _KEY_WORDS + r")[A-Za-z0-9_.-]*)"
+    r"(?P<kq>\\?[\"']?)(?P<sep>\s*[:=]\s*|\s+)"
+    r"(?:(?P<q>\\?[\"'])(?P<qv>[^\"'\n\\]{1,200})(?P=q)|(?P<v>" + _UNQUOTED + r"{3,}))"
+)
 
 
 class _Rule(NamedTuple):
@@ -40,32 +57,37 @@ class _Rule(NamedTuple):
 
 
 _RULES: list[_Rule] = [
-    # PEM private keys (whole block, even when truncated at the end of the text).
+    # PEM private keys and PGP armoured ones (`PRIVATE KEY BLOCK`): the whole block, even when
+    # truncated at the end of the text.
     _Rule(
         re.compile(
-            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)",
+            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?"
+            r"(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
             re.S,
         ),
-        REDACTED, (("-----BEGIN ",), ("PRIVATE KEY-----",)),
+        REDACTED, (("-----BEGIN ",), ("PRIVATE KEY",)),
     ),
     # user:password@ in URLs and connection strings.
     _Rule(re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^\s:/@]*):(?P<pw>[^\s@/]+)@"),
           r"\g<scheme>\g<user>:" + REDACTED + "@", (("://",), ("@",))),
     # Authorization headers.
-    _Rule(re.compile(r"(?i)\b(authorization\s*[:=]\s*)(?:bearer|basic|token)?\s*[A-Za-z0-9._~+/=-]{8,}"),
+    # The name may be quoted, the quote escaped: a dict or a JSON dump of the headers.
+    _Rule(re.compile(r"(?i)\b(authorization\\?[\"']?\s*[:=]\s*\\?[\"']?)(?:bearer|basic|token)?\s*"
+                     r"[A-Za-z0-9._~+/=-]{8,}"),
           r"\1" + REDACTED, (("authorization",),), ci=True),
     _Rule(re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{16,}"), "Bearer " + REDACTED,
           (("bearer",),), ci=True),
     # Well-known token shapes.
-    _Rule(re.compile(r"\bAKIA[0-9A-Z]{16}\b"), REDACTED, (("AKIA",),)),  # AWS access key id
+    _Rule(re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), REDACTED,  # AWS key id (ASIA: STS)
+          (("AKIA", "ASIA"),)),
     _Rule(re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b"), REDACTED,  # GitHub
           (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),)),
     _Rule(re.compile(r"\bgithub_pat_[A-Za-z0-9_]{40,}\b"), REDACTED, (("github_pat_",),)),
     _Rule(re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}\b"), REDACTED, (("xox",),)),  # Slack
-    _Rule(re.compile(r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}\b"), REDACTED,  # OpenAI / Anthropic
+    _Rule(re.compile(r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}" + _END), REDACTED,  # OpenAI / Anthropic
           (("sk-",),)),
-    _Rule(re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"), REDACTED, (("AIza",),)),  # Google
-    _Rule(re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}\b"), REDACTED, (("glpat-",),)),  # GitLab
+    _Rule(re.compile(r"\bAIza[0-9A-Za-z_-]{35}" + _END), REDACTED, (("AIza",),)),  # Google
+    _Rule(re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}" + _END), REDACTED, (("glpat-",),)),  # GitLab
     _Rule(re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"), REDACTED, (("npm_",),)),
     # Stripe secret and restricted keys, webhook signing secrets.
     _Rule(re.compile(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}\b"), REDACTED,
@@ -82,13 +104,16 @@ _RULES: list[_Rule] = [
     _Rule(re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\b"),
           REDACTED, (("eyJ",), (".eyJ",))),
     # key=value, key: value, --key value, "key": "value", KEY="value" (env, CLI flags, JSON).
+    _Rule(_KV, lambda m: _redact_kv(m), (_KEY_STEMS,), ci=True),
+    # A name that says only "key" (SIGNING_KEY, master_key, encryptionKey, app.hmac-key) given a
+    # value that reads as generated: long, letters and digits mixed (`_high_entropy`).
     _Rule(
         re.compile(
-            r"(?i)(?P<k>(?:--?|\b)[A-Za-z0-9_.-]*(?:" + _KEY_WORDS + r")[A-Za-z0-9_.-]*)"
-            r"(?P<kq>[\"']?)(?P<sep>\s*[:=]\s*|\s+)"
-            r"(?:(?P<q>[\"'])(?P<qv>[^\"'\n]{1,200})(?P=q)|(?P<v>[^\s\"',;&]{3,}))"
+            r"(?i)(?P<k>\b[A-Za-z0-9_.-]*key)(?P<kq>\\?[\"']?)(?P<sep>\s*[:=]\s*)"
+            r"(?P<q>\\?[\"']?)(?P<v>[A-Za-z0-9+/=_-]{16,})(?![A-Za-z0-9+/=_-])"
         ),
-        lambda m: _redact_kv(m), (_KEY_STEMS,), ci=True,
+        lambda m: (f"{m['k']}{m['kq']}{m['sep']}{m['q']}{REDACTED}" if _high_entropy(m["v"])
+                   else m.group(0)), (("key",),), ci=True,
     ),
     # mysql -pSECRET / sshpass -p SECRET
     _Rule(re.compile(r"(?<=\s)(-p)(?=[^\s-])\S{3,}"), r"\1" + REDACTED, (("-p",),)),
@@ -97,9 +122,33 @@ _RULES: list[_Rule] = [
     _Rule(re.compile(r"(\blogin\b[^\n]*?\s-p\s+)[^\s-]\S*"), r"\1" + REDACTED,
           (("login",), ("-p",))),
     # `curl -u user:SECRET`, `--user user:SECRET`, `--user=user:SECRET`.
-    _Rule(re.compile(r"((?:\s-u\s*|\s--user[=\s]\s*)[^\s:@]+:)[^\s@]+"), r"\1" + REDACTED,
+    # (The password runs to whitespace: it may hold an '@'.)
+    _Rule(re.compile(r"((?:\s-u\s*|\s--user[=\s]\s*)[^\s:@]+:)\S+"), r"\1" + REDACTED,
           (("-u",), (":",))),
+    _Rule(re.compile(r"(\bredis-cli\b[^\n]*?\s-a\s+)\S+"), r"\1" + REDACTED,
+          (("redis-cli",), ("-a",))),
+    # echo SECRET | sudo -S / passwd --stdin / chpasswd / docker login --password-stdin …
+    _Rule(re.compile(r"(\b(?:echo|printf)\s+(?:-\w+\s+)?)('[^']*'|\"[^\"]*\"|[^\s|;&]+)(?=\s*\|\s*"
+                     r"(?:sudo\s+(?:-\w+\s+)*-\w*S|\S*passwd\b[^|\n]*--stdin|\S*chpasswd\b"
+                     r"|\S*cryptsetup\b|\S+\s+login\b[^|\n]*--password-stdin|\S+[^|\n]*-pass\s+stdin))"),
+          r"\1" + REDACTED, (("echo", "printf"), ("|",))),
 ]
+
+
+_UUID = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
+
+
+def _high_entropy(value: str) -> bool:
+    """A value that reads as generated (a key from `openssl rand`, a UUID-free token): 16+
+    characters with letters and digits mixed and at least 3 bits of entropy per character.
+    Words (`created_at`), versions, paths and UUIDs (an idempotency or partition key is an id)
+    are not."""
+    if value.startswith("[REDACTED") or not any(c.isdigit() for c in value) \
+            or not any(c.isalpha() for c in value) or _UUID.fullmatch(value):
+        return False
+    counts = Counter(value)
+    bits = -sum(n / len(value) * math.log2(n / len(value)) for n in counts.values())
+    return bits >= 3.0
 
 
 def _redact_kv(m: re.Match[str]) -> str:
@@ -108,9 +157,17 @@ def _redact_kv(m: re.Match[str]) -> str:
         if not _looks_like_value(m.group("sep") or "=", m.group("qv")):
             return m.group(0)
         return f"{head}{m.group('q')}{REDACTED}{m.group('q')}"
-    if not _looks_like_value(m.group("sep"), m.group("v")):
+    value, rest = m.group("v"), ""
+    if not m.group("sep").strip() and not m.group("k").startswith("-") and "," in value:
+        # `password foo,bar` in prose ("passes 20,000 memories"): a value after a bare word
+        # ends at a comma; what follows is looked at again.
+        value, rest = value.split(",", 1)
+        rest = "," + _KV.sub(_redact_kv, rest)
+        if len(value) < 3:
+            return m.group("k") + m.group("kq") + m.group("sep") + value + rest
+    if not _looks_like_value(m.group("sep"), value):
         return m.group(0)
-    return f"{head}{REDACTED}"
+    return f"{head}{REDACTED}{rest}"
 
 
 def _looks_like_value(sep: str, value: str) -> bool:

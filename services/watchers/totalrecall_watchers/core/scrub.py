@@ -42,7 +42,6 @@ _EXTRA: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"(?i)((?:^|\s)--?[A-Za-z0-9_.-]*(?:password|passwd|passphrase|secret|token|api-?key"
                 r"|access-?key|auth)(?<!-file)(?<!-path)\s+)(?!-)(?!\[REDACTED)\S+"),
      r"\1" + REDACTED),
-    (re.compile(r"(\bredis-cli\b[^\n]*?\s-a\s+)\S+"), r"\1" + REDACTED),
     (re.compile(r"(\bhtpasswd\s+-\w*b\w*\s+\S+\s+\S+\s+)\S+"), r"\1" + REDACTED),
     # Secrets of command lines as sudo logs them (a text: its argv joined by spaces).
     (re.compile(r"(\bwpa_passphrase\s+\S+\s+)\S+"), r"\1" + REDACTED),  # wpa_passphrase SSID PSK
@@ -53,11 +52,7 @@ _EXTRA: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"(\bssh-keygen\b[^\n]*?\s-[NP]\s+)(?!'')\S+"), r"\1" + REDACTED),
     (re.compile(r"(\bnmcli\b[^\n]*?\s(?:password|psk|wifi-sec\.psk|802-11-wireless-security\.psk"
                 r"|802-1x\.password)\s+)\S+"), r"\1" + REDACTED),
-    # echo SECRET | sudo -S / passwd --stdin / chpasswd / docker login --password-stdin …
-    (re.compile(r"(\b(?:echo|printf)\s+(?:-\w+\s+)?)('[^']*'|\"[^\"]*\"|[^\s|;&]+)(?=\s*\|\s*"
-                r"(?:sudo\s+(?:-\w+\s+)*-\w*S|\S*passwd\b[^|\n]*--stdin|\S*chpasswd\b"
-                r"|\S*cryptsetup\b|\S+\s+login\b[^|\n]*--password-stdin|\S+[^|\n]*-pass\s+stdin))"),
-     r"\1" + REDACTED),
+    # (`redis-cli -a SECRET` and `echo SECRET | sudo -S …` are `scrub_text`'s: any text.)
     # ENV-style assignment of a secret-named variable (FOO_TOKEN=…, MY_AUTH=…).
     (re.compile(r"\b([A-Z][A-Z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|PASS|KEY|AUTH|CREDENTIALS?)"
                 r"[A-Z0-9_]*=)(?!\[REDACTED)\S+"), r"\1" + REDACTED),
