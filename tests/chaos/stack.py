@@ -176,7 +176,7 @@ def chaos_stack_in(home: Path, model_path: Path | None, extra_env: dict[str, str
 def markdown_key_counts(home: Path) -> Counter[str]:
     """key -> how many event blocks the daily logs hold for it (a torn block the indexer cut
     off is under `.recovered/`, not counted). Uses the indexer's own block parser."""
-    from totalrecall_indexer.core.daily_format import iter_blocks
+    from totalrecall_schema.daily_log import iter_blocks
 
     counts: Counter[str] = Counter()
     for path in sorted((home / "memory" / "daily").glob("*.md")):

@@ -70,8 +70,8 @@ def _mentions_enospc(home: Path) -> dict[str, int]:
 
 
 def _torn_daily_files(home: Path) -> list[str]:
-    from totalrecall_indexer.core.daily_format import file_header, parse_daily
     from totalrecall_indexer.core.torn_tail import find_torn_tail
+    from totalrecall_schema.daily_log import file_header, parse_daily
 
     torn = []
     for path in sorted((home / "memory" / "daily").glob("*.md")):

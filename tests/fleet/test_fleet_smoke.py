@@ -37,8 +37,8 @@ from nats_cluster import NatsCluster, host_password_variable, host_user
 from netns import HostNetworks
 from service_process import ServiceProcess
 from totalrecall.infra.process import spawn, stop
-from totalrecall_indexer.core.daily_format import parse_daily
 from totalrecall_schema import MemoryEvent, Topology, ensure_streams, memory_key
+from totalrecall_schema.daily_log import parse_daily
 from totalrecall_schema.partitions import partition_of
 from waiting import wait_for
 

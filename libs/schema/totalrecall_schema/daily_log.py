@@ -1,5 +1,9 @@
 """The Markdown daily log's format: the ground truth every other store can be rebuilt from.
 
+The one writer (`render_record`, `render_seen`, `render_forgotten`, `file_header`) and the one
+reader (`iter_blocks`, `parse_daily`, `scan_keys`) of the format: the indexer writes and rebuilds
+from these files, recall-api cites and serves them (`citations`), the tests check them.
+
 One file per UTC day, `<home>/memory/daily/YYYY-MM-DD.md`. Each memory is a block that people can
 read, and that a program can parse back exactly:
 
@@ -21,8 +25,10 @@ read as the local host's (`MemoryEvent` fills it in). Later lines may record tha
 seen again (`tr:seen`) or forgotten (`tr:forgotten`, the audit trail; the memory's text is
 removed from the file).
 
-Pure text in, text out: the file I/O is `stores.markdown_log`; the repair of a torn tail
-after a crash is `torn_tail`.
+Pure text in, text out: the file I/O is the indexer's `stores.markdown_log`; the repair of a
+torn tail after a crash is its `core.torn_tail`. A change here is a change of the on-disk format:
+files already written must still read (`tests/unit/schema/test_daily_log.py` holds a file the
+format's first writer wrote).
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
-from totalrecall_schema import EmbeddedEvent, MemoryEvent, memory_key
+from .events import EmbeddedEvent, MemoryEvent, memory_key
 
 EVENT_TAG = "<!-- tr:event "
 SEEN_TAG = "<!-- tr:seen "
@@ -172,32 +178,61 @@ def file_header(day: date) -> str:
     return f"# Memory log — {day.isoformat()}\n\n"
 
 
+#: `file_header`'s line, as a reader recognises it (the only text outside records it keeps).
+HEADER_RE = re.compile(r"^# Memory log — \d{4}-\d{2}-\d{2}$")
+
+
 # --- parsing ---------------------------------------------------------------------------------
 @dataclass
 class ParsedBlock:
-    """A span of lines of a daily file; `key` is set for memory blocks and seen-lines."""
+    """A span of lines of a daily file (`lines`, with their line ends; the first is line `start`,
+    0-based, of the file). `key` is set for memory blocks and seen-lines; `namespace` and
+    `memory_id` for memory blocks."""
 
     lines: list[str]
     kind: str  # "text" | "event" | "seen" | "forgotten"
     key: str | None = None
     payload: dict[str, Any] | None = None
+    start: int = 0
+    namespace: str | None = None
+    memory_id: str | None = None
+
+    @property
+    def end(self) -> int:
+        """The block's last line (0-based, inclusive)."""
+        return self.start + len(self.lines) - 1
+
+
+def record_line(line: str) -> tuple[str, dict[str, Any]] | None:
+    """(kind, payload) of a `<!-- tr:… {json} -->` line (without its line end); None for any
+    other line, one whose JSON does not parse or is not an object included (such a line is
+    ordinary text)."""
+    for tag, kind in ((EVENT_TAG, "event"), (SEEN_TAG, "seen"), (FORGOTTEN_TAG, "forgotten")):
+        if line.startswith(tag) and line.endswith(COMMENT_END):
+            try:
+                payload = json.loads(line[len(tag): -len(COMMENT_END)])
+            except ValueError:
+                return None
+            return (kind, payload) if isinstance(payload, dict) else None
+    return None
 
 
 def iter_blocks(text: str) -> Iterator[ParsedBlock]:
     """Split a daily file into blocks. A memory block runs from its `## ` heading to the next
-    heading / record line outside a fence. Fenced content is never interpreted."""
+    heading / record line outside a fence. Fenced content is never interpreted. Every line of
+    `text` is in exactly one block, in order."""
     lines = text.splitlines(keepends=True)
     current = ParsedBlock(lines=[], kind="text")
     fence: str | None = None
     pending_heading: list[str] = []
 
-    def flush() -> Iterator[ParsedBlock]:
+    def flush(at: int) -> Iterator[ParsedBlock]:
         nonlocal current
         if current.lines:
             yield current
-        current = ParsedBlock(lines=[], kind="text")
+        current = ParsedBlock(lines=[], kind="text", start=at)
 
-    for line in lines:
+    for n, line in enumerate(lines):
         stripped = line.rstrip("\r\n")
         if fence is not None:
             current.lines.append(line)
@@ -217,33 +252,31 @@ def iter_blocks(text: str) -> Iterator[ParsedBlock]:
                 current.lines.extend(pending_heading)
             pending_heading = [line]
             continue
-        for tag, kind in ((EVENT_TAG, "event"), (SEEN_TAG, "seen"), (FORGOTTEN_TAG, "forgotten")):
-            if stripped.startswith(tag) and stripped.endswith(COMMENT_END):
-                try:
-                    payload = json.loads(stripped[len(tag): -len(COMMENT_END)])
-                except json.JSONDecodeError:
-                    break
-                yield from flush()
-                key = None
-                if kind == "event":
-                    ev = payload.get("event") or {}
-                    if isinstance(ev.get("id"), str):
-                        key = memory_key(str(ev.get("namespace") or "default"), ev["id"])
-                elif kind == "seen":
-                    key = payload.get("key")
-                current = ParsedBlock(lines=[*pending_heading, line], kind=kind, key=key,
-                                      payload=payload)
-                pending_heading = []
-                break
-        else:
+        record = record_line(stripped)
+        if record is None:
             if pending_heading:
                 current.lines.extend(pending_heading)
                 pending_heading = []
             current.lines.append(line)
             continue
+        kind, payload = record
+        start = n - len(pending_heading)
+        yield from flush(start)
+        key = namespace = memory_id = None
+        if kind == "event":
+            ev = payload.get("event")
+            if isinstance(ev, dict) and isinstance(ev.get("id"), str):
+                namespace, memory_id = str(ev.get("namespace") or "default"), ev["id"]
+                key = memory_key(namespace, memory_id)
+        elif kind == "seen":
+            key = payload.get("key")
+        current = ParsedBlock(lines=[*pending_heading, line], kind=kind, key=key,
+                              payload=payload, start=start, namespace=namespace,
+                              memory_id=memory_id)
+        pending_heading = []
     if pending_heading:
         current.lines.extend(pending_heading)
-    yield from flush()
+    yield from flush(len(lines))
 
 
 def parse_daily(text: str) -> list[LogRecord]:

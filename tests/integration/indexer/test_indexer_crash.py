@@ -18,7 +18,6 @@ import asyncpg
 import numpy as np
 from indexer_it_helpers import MODEL, Harness, unit_vectors, wait_for
 from indexer_proc import IndexerProcess
-from totalrecall_indexer.core.daily_format import file_header, iter_blocks, parse_daily
 from totalrecall_indexer.core.search import TIERS
 from totalrecall_indexer.core.torn_tail import find_torn_tail
 from totalrecall_indexer.stores.zvec_tiers import ZvecTiers
@@ -30,6 +29,7 @@ from totalrecall_schema import (
     MemoryEvent,
     Topology,
 )
+from totalrecall_schema.daily_log import file_header, iter_blocks, parse_daily
 
 N = 3000
 KILLS = 10
@@ -234,7 +234,7 @@ import random, sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from totalrecall_indexer.stores.markdown_log import MarkdownLog
-from totalrecall_indexer.core.daily_format import LogRecord
+from totalrecall_schema.daily_log import LogRecord
 from totalrecall_schema import EventMetadata, MemoryEvent
 
 root, n, per_batch = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])

@@ -24,12 +24,12 @@ import httpx
 from full_disk import fill, needs_root, tmpfs
 from indexer_it_helpers import MODEL, Harness, make_event, running, unit_vectors, wait_for
 from totalrecall_indexer.bootstrap import build_indexer
-from totalrecall_indexer.core.daily_format import iter_blocks
 from totalrecall_indexer.core.search import TIERS
 from totalrecall_indexer.settings import Settings
 from totalrecall_indexer.stores.zvec_schema import ZDoc
 from totalrecall_indexer.stores.zvec_tiers import ZvecTiers
 from totalrecall_schema import EmbeddedEvent, EmbedReply, EmbedRequest, ensure_streams
+from totalrecall_schema.daily_log import iter_blocks
 
 MIB = 2**20
 

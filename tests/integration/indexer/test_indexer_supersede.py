@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
-from totalrecall_indexer.core.daily_format import LogRecord
 from totalrecall_indexer.stores.pgstore import PgRow, PgStore
 from totalrecall_schema import MemoryEvent, memory_key
+from totalrecall_schema.daily_log import LogRecord
 
 T0 = datetime.now(UTC) - timedelta(days=3)
 

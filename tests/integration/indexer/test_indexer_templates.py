@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
-from totalrecall_indexer.core.daily_format import LogRecord
 from totalrecall_indexer.stores.pgstore import PgRow, PgStore
 from totalrecall_schema import MemoryEvent
+from totalrecall_schema.daily_log import LogRecord
 from totalrecall_schema.templates import template_hash
 
 T0 = datetime(2008, 11, 9, 20, 0, tzinfo=UTC)

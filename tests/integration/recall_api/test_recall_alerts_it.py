@@ -25,11 +25,11 @@ from alert_events import (
     unit_failed_entry,
     unit_states,
 )
-from totalrecall_indexer.core.daily_format import LogRecord
 from totalrecall_indexer.stores.pgstore import PgRow, PgStore
 from totalrecall_recall_api.app import create_app
 from totalrecall_recall_api.settings import Settings
 from totalrecall_schema import MemoryEvent, Topology
+from totalrecall_schema.daily_log import LogRecord
 from waiting import wait_for
 
 NOW = datetime.now(UTC)

@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from totalrecall_indexer.core.daily_format import LogRecord, parse_daily, render_record
 from totalrecall_indexer.stores.markdown_log import MarkdownLog
 from totalrecall_schema import MemoryEvent
+from totalrecall_schema.daily_log import LogRecord, parse_daily, render_record
 
 from tests.unit.host_helpers import local_host_as
 

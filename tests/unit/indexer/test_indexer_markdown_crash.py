@@ -8,16 +8,16 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
-from totalrecall_indexer.core.daily_format import (
+from totalrecall_indexer.core.torn_tail import find_torn_tail
+from totalrecall_indexer.stores.markdown_log import MarkdownLog
+from totalrecall_schema import EventMetadata, MemoryEvent
+from totalrecall_schema.daily_log import (
     LogRecord,
     file_header,
     iter_blocks,
     parse_daily,
     scan_keys,
 )
-from totalrecall_indexer.core.torn_tail import find_torn_tail
-from totalrecall_indexer.stores.markdown_log import MarkdownLog
-from totalrecall_schema import EventMetadata, MemoryEvent
 
 DAY = date(2026, 11, 20)
 DETAIL = ("line one\n```python\nprint('fence inside')\n```\n````\n## not a heading\n"

@@ -19,7 +19,7 @@ DAY = "2026-11-20"
 
 
 def _record(ns: str, mid: str, summary: str, detail: str = "") -> str:
-    """One memory block in the indexer's daily-log format (core/daily_format.py)."""
+    """One memory block in the indexer's daily-log format (libs/schema daily_log.py)."""
     payload = {"event": {"id": mid, "namespace": ns, "summary": summary}, "repeat_count": 1}
     lines = [f"## 10:00:00Z · conversation/note · {summary}",
              f"<!-- tr:event {json.dumps(payload)} -->",

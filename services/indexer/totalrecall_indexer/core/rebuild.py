@@ -14,8 +14,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from totalrecall_schema import EmbeddedEvent
+from totalrecall_schema.daily_log import LogRecord
 
-from .daily_format import LogRecord
 from .embed import EmbedFn
 from .gate import CollectionGate
 from .ingest import IngestWriter

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from .daily_format import (
+from totalrecall_schema.daily_log import (
     EVENT_TAG,
     FENCE_RE,
     SEEN_TAG,

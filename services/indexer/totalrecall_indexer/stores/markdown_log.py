@@ -1,5 +1,5 @@
 """The Markdown daily log on disk (`<home>/memory/daily/YYYY-MM-DD.md`): appends, reads and
-forgets, with every change fsynced. The format is `core.daily_format`.
+forgets, with every change fsynced. The format is `totalrecall_schema.daily_log`.
 
 Crash safety: every append writes whole blocks in one `write` and fsyncs before the batch is acked,
 but a process killed inside that `write` leaves a *torn* last block (a partial heading, half a
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
 
-from ..core.daily_format import (
+from totalrecall_schema.daily_log import (
     LogRecord,
     day_of,
     file_header,
@@ -32,6 +32,7 @@ from ..core.daily_format import (
     render_seen,
     scan_keys,
 )
+
 from ..core.torn_tail import find_torn_tail
 
 log = logging.getLogger("totalrecall.indexer")

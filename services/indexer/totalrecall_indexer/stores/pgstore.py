@@ -11,10 +11,10 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
+from totalrecall_schema.daily_log import LogRecord
 from totalrecall_schema.templates import template_hash
 from totalrecall_worker.priority import lower_local_peer
 
-from ..core.daily_format import LogRecord
 from .pg_schema import migrate
 
 #: The newest memory of each (namespace, subject) among the given keys' subjects supersedes the
