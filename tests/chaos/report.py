@@ -57,6 +57,12 @@ ROWS: dict[str, str] = {
     "instructions\", unicode look-alikes) through API, MCP and the OpenClaw plugin with shared "
     "namespaces":
         "0 forged or closed `<system_memory>` blocks",
+    "the new write paths (supersede, the action ledger, session end, patterns refresh, export) "
+    "under SQL, path and prompt injection, wrong types and huge values, fuzzed as a state machine "
+    "(hypothesis) against the live stack":
+        "0 responses 5xx, every 4xx names the field; nothing stored that no 2xx answered, nor "
+        "outside the namespace the request named (a victim namespace unchanged); every answered "
+        "write stored; the ledger's chain whole",
     "the API bound off loopback without a token; with a wrong token":
         "refuses to start / 401",
     "sustained load: recall at 50 req/s while ingesting 200 events/s for 10 minutes":
