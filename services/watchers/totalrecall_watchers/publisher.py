@@ -1,8 +1,9 @@
 """Publish `MemoryEvent`s to JetStream (awaiting the PubAck); spool them when NATS is away.
 
 Order is kept: while the spool holds anything, new events go behind it and the drain task
-sends them in arrival order once NATS is back. Every message carries `Nats-Msg-Id: event.key`,
-so an event that was both delivered late and spooled is stored once (JetStream dedup window).
+sends them in arrival order once NATS is back. Every message is published by the schema's
+`publish_event` (its subject, and `Nats-Msg-Id: event.key`, so that an event that was both
+delivered late and spooled is stored once: JetStream's dedup window).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from totalrecall_schema import MemoryEvent, Topology, ensure_streams
 from totalrecall_schema.nats_url import connect_options
+from totalrecall_schema.publish import event_subject, publish_event
 
 from .core.spool import Spool
 from .metrics import Metrics
@@ -177,12 +179,12 @@ class NatsPublisher:
         self.last_error = repr(exc)
 
     # --- publishing --------------------------------------------------------------------------
-    async def _send(self, category: str, key: str, payload: bytes) -> bool:
+    async def _send(self, event: MemoryEvent, payload: bytes) -> bool:
         if not self.connected or self.js is None:
             return False
         try:
-            await self.js.publish(self.subject(category), payload,
-                                  timeout=self.publish_timeout_s, headers={"Nats-Msg-Id": key})
+            await publish_event(self.js, self.topology, event, payload=payload,
+                                as_host=self.as_host, timeout=self.publish_timeout_s)
         except Exception as exc:
             self.last_error = f"publish: {exc!r}"
             self.metrics.publish_errors.inc()
@@ -192,15 +194,13 @@ class NatsPublisher:
         return True
 
     def subject(self, category: str) -> str:
-        if self.as_host:
-            return self.topology.host_events_subject(self.as_host, category)
-        return self.topology.events_subject(category)
+        return event_subject(self.topology, category, self.as_host)
 
     async def publish(self, event: MemoryEvent) -> str:
         payload = event.model_dump_json().encode()
         async with self._lock:
             assert self.spool is not None, "start() first"
-            if len(self.spool) == 0 and await self._send(event.category, event.key, payload):
+            if len(self.spool) == 0 and await self._send(event, payload):
                 self.metrics.events_published.labels("direct").inc()
                 return "published"
             await asyncio.to_thread(self.spool.append, event.key, payload)
@@ -233,8 +233,7 @@ class NatsPublisher:
                         self.spool.corrupt += 1
                         await asyncio.to_thread(self.spool.remove, name)
                         continue
-                    if not await self._send(event.category, event.key,
-                                            event.model_dump_json().encode()):
+                    if not await self._send(event, event.model_dump_json().encode()):
                         self._sync_spool_metrics()
                         return sent
                     await asyncio.to_thread(self.spool.remove, name)

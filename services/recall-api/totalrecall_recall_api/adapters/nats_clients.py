@@ -21,6 +21,7 @@ from totalrecall_schema import (
     VectorSearchReply,
     VectorSearchRequest,
 )
+from totalrecall_schema.publish import publish_event
 
 from ..core.partitions import covered, merge_admin_replies, merge_partition_replies
 from ..ports import PublishFailed
@@ -129,9 +130,7 @@ class JetStreamPublisher:
         self.nc, self.js, self.topology = nc, js, topology
 
     async def _one(self, event: MemoryEvent) -> bool:
-        ack = await self.js.publish(
-            self.topology.events_subject(event.category), event.model_dump_json().encode(),
-            stream=self.topology.events_stream, headers={"Nats-Msg-Id": event.key})
+        ack = await publish_event(self.js, self.topology, event)
         return bool(ack.duplicate)
 
     async def publish(self, events: Sequence[MemoryEvent]) -> list[bool]:
