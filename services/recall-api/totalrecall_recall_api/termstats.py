@@ -40,6 +40,22 @@ FROM unnest($2::text[], $3::bool[]) AS w(lexeme, prefix)
 """
 _NAMESPACE_WORDS_SQL = _WORDS_SQL.format(scope="t.namespace = $1")
 _ALL_WORDS_SQL = _WORDS_SQL.format(scope="$1::text IS NULL")
+#: A question's lexemes (`{lexemes}`: the store's parse of `$1`, in order) with their counts in
+#: one statement: a new question's keyword search then costs two round trips, not three. The
+#: prefix counts of words too short to be searched as prefixes are not read (`is_prefix` decides
+#: which of the rest count).
+_PARSE_COUNT_SQL = """
+WITH w AS MATERIALIZED (SELECT lexeme, positions, row_number() OVER () AS i
+                        FROM ({lexemes}) AS l)
+SELECT w.lexeme, w.positions,
+       (SELECT sum(t.ndoc) FROM term_stats t
+        WHERE t.lexeme = w.lexeme COLLATE "C" AND {scope}) AS exact,
+       CASE WHEN length(w.lexeme) >= $3 THEN
+           (SELECT sum(t.ndoc) FROM term_stats t
+            WHERE t.lexeme >= w.lexeme COLLATE "C"
+              AND t.lexeme < (w.lexeme || chr(1114111)) COLLATE "C" AND {scope}) END AS prefix
+FROM w ORDER BY w.i
+"""
 
 _SIZES_SQL = """SELECT (SELECT ndoc FROM namespace_stats WHERE namespace = $1) AS n_ns,
                        (SELECT sum(ndoc) FROM namespace_stats) AS n_all"""
@@ -82,6 +98,32 @@ class TermStats:
             return None
         return Counts(n_docs, exact, prefix, self.prefix_min_chars,
                       scope="all" if corpus is None else "namespace")
+
+    async def parse_counted(self, namespace: str | None, text: str,
+                            lexemes_sql: str) -> list[asyncpg.Record] | None:
+        """The rows of `lexemes_sql` (lexeme, positions) for `text`, with the counts of those
+        lexemes read in the same statement and kept as `counts` keeps them; None when the store
+        keeps no counts (the caller parses on its own)."""
+        try:
+            sizes = await self._sizes_of(namespace)
+            if sizes is None or self.prefix_min_chars <= 0:
+                return None
+            corpus = sizes[0]
+            scope = "t.namespace = $2" if corpus is not None else "$2::text IS NULL"
+            rows = await self.pool.fetch(
+                _PARSE_COUNT_SQL.format(lexemes=lexemes_sql, scope=scope), text, corpus,
+                self.prefix_min_chars)
+        except (asyncpg.UndefinedTableError, asyncpg.UndefinedColumnError):
+            return None
+        now = time.monotonic()
+        for r in rows:
+            lx, p = r["lexeme"], r["prefix"]
+            prefix = int(p) if p is not None and is_prefix(lx, self.prefix_min_chars) else None
+            self._words[(corpus, lx)] = (now, int(r["exact"] or 0), prefix)
+            self._words.move_to_end((corpus, lx))
+        while len(self._words) > self.max_cached_words:
+            self._words.popitem(last=False)
+        return list(rows)
 
     async def describe(self, namespace: str | None) -> dict[str, object] | None:
         """What `namespace`'s next search weighs its words by (`/memory/stats`): its own counts

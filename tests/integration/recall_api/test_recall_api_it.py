@@ -1054,3 +1054,51 @@ async def test_continuation_and_as_of_on_the_real_store(settings: Settings, pg_d
             "query": "parser refactor step", "timeframe": "all", "maxResults": 10,
             "asOf": (t0 + timedelta(minutes=1, seconds=45)).isoformat()})).json()
         assert {m["id"] for m in hybrid["memories"]} == {"a0", "a1"}
+
+async def test_a_new_questions_parse_and_word_counts_come_in_one_statement(pg_dsn: str) -> None:
+    """A question not parsed before: its lexemes (words, identifiers, which follow which) and
+    their counts in one statement, the same as parsing first and counting after."""
+    from totalrecall_recall_api.adapters import PostgresStore
+    from totalrecall_recall_api.termstats import TermStats
+
+    await create_memories_table(pg_dsn)
+    t0 = datetime(2024, 3, 1, 8, 0, tzinfo=UTC)
+    summaries = ["nginx.service failed: address already in use", "PacketResponder 2 terminating",
+                 "disk /home at 91% capacity", "user asked why nginx is slow"]
+    await insert_rows(pg_dsn, [{"id": f"pc-{i}", "namespace": "pc", "ts": t0 + timedelta(minutes=i),
+                                "summary": summaries[i % 4]} for i in range(80)])
+    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
+
+    class Counted:
+        def __init__(self) -> None:
+            self.statements = 0
+
+        async def fetch(self, *a: Any, **k: Any) -> Any:
+            self.statements += 1
+            return await pool.fetch(*a, **k)
+
+        async def fetchrow(self, *a: Any, **k: Any) -> Any:
+            self.statements += 1
+            return await pool.fetchrow(*a, **k)
+
+    terms = ["why", "did", "nginx.service", "fail", "packet", "terminating"]
+    try:
+        counted = Counted()
+        one = PostgresStore(counted, TermStats(counted))  # type: ignore[arg-type]
+        merged = await one._weighted(terms, "pc")
+        assert counted.statements == 2  # the corpus sizes, then parse and counts together
+        two = PostgresStore(pool, TermStats(pool))
+        await two._parse(" ".join(terms))  # parsed already: counted on their own, as before
+        separate = await two._weighted(terms, "pc")
+        assert merged[:2] == separate[:2] and merged[0]
+        assert one._lexeme_cache == two._lexeme_cache
+        assert one._lexeme_cache[" ".join(terms)][1]  # the pairs of words that follow each other
+        assert one.term_stats is not None and two.term_stats is not None
+        assert {k: v[1:] for k, v in one.term_stats._words.items()} == \
+            {k: v[1:] for k, v in two.term_stats._words.items()}
+        assert any(p is not None for _, _, p in one.term_stats._words.values())  # prefixes
+        again = counted.statements
+        await one._weighted(terms, "pc")
+        assert counted.statements == again  # asked again: nothing read
+    finally:
+        await pool.close()

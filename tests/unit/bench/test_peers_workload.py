@@ -44,3 +44,11 @@ def test_probes_are_distinct_and_ingestable() -> None:
 def test_namespace_is_valid_for_every_system() -> None:
     ns = namespace("peers123", "logqa/HDFS")
     assert ns == "peers123.logqa-HDFS"
+
+
+def test_bare_event_is_the_text_and_the_time_only() -> None:
+    d = corpus("locomo/a", 1, []).docs[0]
+    ev = d.bare_event("ns")
+    assert ev == {"id": "D1:0", "namespace": "ns", "summary": "Ann: line 0",
+                  "timestamp": T0.isoformat()}
+    assert "metadata" in d.event("ns") and "actor" in d.event("ns")   # what the bare one drops

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Literal
+from typing import Literal, Protocol
 
 from totalrecall_schema import TIMEFRAMES, Tier, TierPolicy
 
@@ -51,3 +51,26 @@ def plan(timeframe: str, now: datetime, *, clock: datetime | None = None,
         return SearchPlan(None, _TIERS, ())
     since = now - span
     return SearchPlan(since, tiers_reaching(since, clock, policy), ())
+
+
+def visible_until(as_of: datetime | None) -> datetime | None:
+    """The newest moment a question asked `asOf` may see: the end of the asking day.
+
+    Same-day rule: the asking day's memories count, whatever their hour. LongMemEval (the
+    benchmark that asks as of a date) stamps the turns of the asking day's sessions after the
+    minute its question date names (6 of 48 dev questions; one gold turn): a strict cut would
+    hide the conversation the question is about. Later days never show."""
+    if as_of is None:
+        return None
+    return datetime.combine(as_of.date(), time.max, tzinfo=as_of.tzinfo or UTC)
+
+
+class Dated(Protocol):
+    @property
+    def timestamp(self) -> datetime: ...
+
+
+def after_asking(m: Dated, as_of: datetime | None) -> bool:
+    """A memory from the future of the asking day (`asOf`): never shown."""
+    until = visible_until(as_of)
+    return until is not None and m.timestamp > until
