@@ -12,11 +12,12 @@ from typing import Any
 
 import asyncpg
 from totalrecall_schema import Memory
+from totalrecall_schema.memories_table import MEMORY_ROW, select_list
 
-MEMORY_COLUMNS = ("key, id, namespace, ts, category, subcategory, actor, severity, tags, summary, "
-                  "detail, metadata, tier, superseded_by")
-
-COLUMNS_M = ", ".join(f"m.{c.strip()}" for c in MEMORY_COLUMNS.split(","))
+#: What recall selects of a memory (the table's contract: `totalrecall_schema.memories_table`).
+MEMORY_COLUMNS = select_list(MEMORY_ROW)
+#: The same, of the table aliased `m`.
+COLUMNS_M = select_list(MEMORY_ROW, "m")
 
 #: Distinct metadata texts whose decoding `memory_of` remembers.
 METADATA_CACHE_SIZE = 8192
