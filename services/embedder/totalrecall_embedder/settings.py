@@ -49,7 +49,9 @@ class Settings(ServiceSettings):
     # llama.cpp. n_ubatch is always n_batch (BERT runs in one ubatch; a smaller one aborts).
     #: Threads of the ingest model. All services share the CPU: one thread holds up best under
     #: contention (docs/perf/2026-11-26-settings-notes.md).
-    n_threads: int = 1
+    #: 0: every core this process may use (with `ingest_idle`, ingest then takes every core
+    #: nothing else wants).
+    n_threads: int = Field(default=1, ge=0)
     #: Threads of the query model (its own Llama context, so queries never wait behind ingest).
     query_n_threads: int = 1
     #: Threads of an exclusive query (a recall's long prompt, whose keyword search waits for it)
@@ -59,6 +61,10 @@ class Settings(ServiceSettings):
     #: Nice value of the ingest embedding thread: ingest is background work, so on a busy CPU
     #: queries, the indexer and recall go first (0: ingest at the service's own priority).
     ingest_nice: int = Field(default=10, ge=0, le=19)
+    #: The ingest embedding thread (and llama.cpp's threads it starts) under SCHED_IDLE: it
+    #: runs only on CPU time nothing else wants, and anything that wakes (a query, Postgres,
+    #: the indexer) preempts it at once. On a CPU kept busy by other work ingest then waits.
+    ingest_idle: bool = False
     #: The interpreter's thread switch interval (s). Python's 5 ms default lets the ingest
     #: thread (vector post-processing, serialisation) keep the GIL that long while a query's
     #: thread, back from llama.cpp, waits for it; 0.5 ms bounds that wait.

@@ -62,3 +62,42 @@ def test_lowering_affects_only_the_calling_thread() -> None:
     t.join()
     assert done == [base + 3]
     assert nice_of_this_thread() == base
+
+
+class PolicyBackend(FakeBackend):
+    """Records the scheduling policy of the thread of every call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.policies: list[int] = []
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.policies.append(os.sched_getscheduler(0))
+        return super().embed(texts)
+
+
+async def test_ingest_idle_runs_under_sched_idle_and_queries_do_not() -> None:
+    ingest, query = PolicyBackend(), PolicyBackend()
+    engine = Engine(EngineConfig(model_path=Path("unused"), ingest_idle=True),
+                    backend=ingest, query_backend=query)
+    await engine.embed_ingest(["an event"])
+    engine.embed_query(["a question"])
+    assert ingest.policies == [os.SCHED_IDLE]
+    assert query.policies == [os.sched_getscheduler(0)] != [os.SCHED_IDLE]
+    engine.close()
+
+
+async def test_no_thread_count_means_every_usable_core() -> None:
+    from totalrecall_worker.priority import usable_cpus
+
+    threads: list[int] = []
+
+    def factory(path: Path, *, n_threads: int, **_: object) -> FakeBackend:
+        threads.append(n_threads)
+        return FakeBackend()
+
+    engine = Engine(EngineConfig(model_path=Path("unused"), n_threads=0, query_n_threads=1,
+                                 device="cpu"), local_factory=factory, gpu_probe=lambda: False)
+    assert await engine.load()
+    assert threads == [usable_cpus(), 1]  # the ingest context, then the query one
+    engine.close()
