@@ -40,6 +40,32 @@ QUERIES = ["why did nginx fail?", "what was OOM killed?", "postgres port in use"
            "redis failures today", "what happened to docker?", "slow reloads of grafana"]
 
 
+#: How people ask about the events above: a question is one of these with a unit (its short name
+#: or the whole unit) and often a host or a port, so that thousands of distinct ones exist.
+ASKED = ["why did {u} fail{where}?", "what happened to {u}{where}?", "is {u} still down{where}?",
+         "{u} errors{where} today", "which port was {u} fighting over{where}?",
+         "did {u} get OOM killed{where}?", "how long did {u} take to reload{where}?",
+         "when was {u} last restarted{where}?", "show me {u} failures{where}",
+         "what broke {u}{where} this morning?", "{u} connection refused{where}",
+         "has {u} crashed again{where}?", "why is {u} restarting{where}?",
+         "{u} watchdog timeout{where}", "anything odd with {u}{where} lately?"]
+
+
+def questions(n: int, seed: int = 20261129) -> list[str]:
+    """`n` distinct questions about the machine events `event` makes, in a seeded random order.
+    (Eight fixed questions measured the query-embedding caches, not recall: after the first
+    second every one was answered from a cache.)"""
+    rng = random.Random(seed)
+    found: dict[str, None] = {}
+    while len(found) < n:
+        unit = rng.choice(UNITS)
+        name = unit if rng.random() < 0.3 else unit.removesuffix(".service")
+        where = rng.choice(["", "", f" on builder-{rng.randint(1, 40)}",
+                            f" on port {rng.randint(1, 65535)}"])
+        found[rng.choice(ASKED).format(u=name, where=where)] = None
+    return list(found)
+
+
 def event(ns: str, rng: random.Random) -> dict[str, Any]:
     unit = rng.choice(UNITS)
     text = rng.choice(VERBS).format(p=rng.randint(1, 65535), q=rng.randint(0, 255))

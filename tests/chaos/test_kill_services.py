@@ -10,6 +10,7 @@ random sample is asked for by its token through `/memory/recall`).
 
 from __future__ import annotations
 
+import os
 import random
 import time
 import uuid
@@ -76,7 +77,18 @@ def run_row(home: Path, model_path: Path, events: int, rate: float, kills_each: 
 
         def all_in_postgres() -> bool:
             return stack.drained() and len(stack.pg_id_counts(NAMESPACE)) >= len(set(accepted))
-        wait_for(all_in_postgres, 900, "the pipeline to drain every accepted event", every=1)
+        try:
+            wait_for(all_in_postgres, 900, "the pipeline to drain every accepted event", every=1)
+        except AssertionError:
+            # Recorded: a run that never caught up is a run that did not hold.
+            record(ROW, False, {
+                "events accepted": len(accepted),
+                "kills": ", ".join(f"{k} {v}" for k, v in kills.items()),
+                "in postgres after 900 s": len(stack.pg_id_counts(NAMESPACE)),
+                "pending (embedder/indexer)": stack.consumer_pending(),
+                "loadavg_1m": round(os.getloadavg()[0], 2)},
+                note="not drained 900 s after the stream")
+            raise
         drain_s = time.monotonic() - t_stream_end
         pg = stack.pg_id_counts(NAMESPACE)
         not_recalled = _recallable(stack, rng.sample(accepted, min(sample, len(accepted))))
@@ -91,6 +103,7 @@ def run_row(home: Path, model_path: Path, events: int, rate: float, kills_each: 
         "lost (pg/zvec/md)": slash(lost),
         "twice (pg/zvec/md)": slash(twice),
         "recall sample missed": f"{len(not_recalled)}/{min(sample, len(accepted))}",
+        "loadavg_1m at the end": round(os.getloadavg()[0], 2),
     }, note=f"{events} events at {rate:.0f}/s in batches of {streamer.batch}")
     assert not any(lost.values()), f"lost: {lost}"
     assert not any(twice.values()), f"stored twice: {twice}"

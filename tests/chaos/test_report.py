@@ -55,11 +55,30 @@ def test_a_run_recorded_before_runs_named_their_commit_is_not_on_main(tmp_path: 
         "yes; held in 0 of 0 runs on main (+1 off main, dirty or of unknown commit)"
 
 
+def test_ci_sized_runs_are_recorded_when_asked_and_counted_apart(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    monkeypatch.setattr(report, "FAST_RESULTS", tmp_path / "fast")
+    monkeypatch.delenv("TR_CHAOS_FULL", raising=False)
+    monkeypatch.setenv("TR_CHAOS_RECORD_CI", "1")
+    clean = {"commit": "a" * 40, "dirty": False, "machine": "machine: test box"}
+    monkeypatch.setattr(report, "provenance", lambda: clean)
+    for holds in (True, False):
+        assert report.record("r", holds, {}).parent == tmp_path
+    monkeypatch.setenv("TR_CHAOS_FULL", "1")
+    report.record("r", True, {})
+    runs = report.load(tmp_path)["r"]
+    assert [r["run"] for r in runs] == ["ci-sized", "ci-sized", "full"]
+    assert report.verdict(runs, lambda _c: True) == \
+        "yes; held in 1 of 1 runs on main; CI-sized: held in 1 of 2"
+
+
 def test_a_fast_run_never_overwrites_the_full_results(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(report, "RESULTS", tmp_path)
     monkeypatch.setattr(report, "FAST_RESULTS", tmp_path / "fast")
     monkeypatch.delenv("TR_CHAOS_FULL", raising=False)
+    monkeypatch.delenv("TR_CHAOS_RECORD_CI", raising=False)
     path = report.record("r", True, {})
     assert path.parent == tmp_path / "fast" and not list(tmp_path.glob("*.json*"))
 

@@ -401,18 +401,20 @@ def _check(tmp_path: Path, runs: int, steps: int) -> tuple[dict[str, object], li
     return figures, failures
 
 
+def _row(tmp_path: Path, runs: int, steps: int) -> None:
+    figures, failures = _check(tmp_path, runs, steps)
+    record(ROW, not failures, figures, "; ".join(failures[:3])[:800])
+    assert not failures, failures[:20]
+
+
 @pytest.mark.chaos
 @pytest.mark.timeout(3600)
 def test_write_paths_fuzzed(tmp_path: Path) -> None:
-    figures, failures = _check(tmp_path, runs=40, steps=25)
-    record(ROW, not failures, figures, "; ".join(failures[:3])[:800])
-    assert not failures, failures[:20]
+    _row(tmp_path, runs=40, steps=25)
 
 
 @pytest.mark.fast
 @pytest.mark.timeout(900)
 def test_write_paths_fuzzed_fast(tmp_path: Path) -> None:
     """The same checks, fewer steps (the CI-sized variant)."""
-    figures, failures = _check(tmp_path, runs=5, steps=15)
-    record(ROW, not failures, figures, "; ".join(failures[:3])[:800])
-    assert not failures, failures[:20]
+    _row(tmp_path, runs=5, steps=15)
