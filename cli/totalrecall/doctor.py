@@ -219,8 +219,7 @@ def check_ports(ports: Any = None, listening: Callable[[int], bool] = _listening
                 owner: Callable[[int], str | None] = _owner) -> list[Check]:
     """One check per port `totalrecall run` uses: free (ok), held by the stack (ok), or held
     by something else (FAIL: the stack could not start), with a free port to use instead."""
-    from .infra.ports import free_port
-    from .supervisor import Ports
+    from .infra.ports import Ports, free_port
 
     ports = ports or Ports.from_env()
     out = []

@@ -5,25 +5,11 @@ Human output by default, `--json` on every verb that reports something."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
 from .commands import MODULES
 from .commands.stack import PASSTHROUGH, passthrough
-
-
-def _post(path: str, body: dict[str, object], timeout: float = 600.0) -> int:
-    """POST `body` to the recall API and print its JSON answer (for verbs that need no more)."""
-    import httpx
-
-    from .commands._common import api_url
-
-    token = os.environ.get("TOTALRECALL_API_TOKEN")
-    r = httpx.post(api_url() + path, json=body, timeout=timeout,
-                   headers={"Authorization": f"Bearer {token}"} if token else {})
-    print(json.dumps(r.json(), indent=2) if r.content else r.status_code)
-    return 0 if r.is_success else 1
 
 
 def build_parser() -> argparse.ArgumentParser:

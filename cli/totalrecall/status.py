@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from .supervisor import Ports
+from .infra.ports import Ports
 
 EXIT_OK, EXIT_DEGRADED, EXIT_DOWN = 0, 1, 2
 PARTS = (("recall-api", "api", "/memory/health"), ("embedder", "embedder", "/health"),

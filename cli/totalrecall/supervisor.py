@@ -17,6 +17,7 @@ from pathlib import Path
 
 from .infra import NatsServer, PostgresServer, http_ok
 from .infra.nats_store_watch import NatsStoreWatch
+from .infra.ports import Ports
 from .infra.process import spawn, stop
 from .paths import default_model_path, home
 
@@ -28,27 +29,6 @@ EX_CONFIG = 78
 
 class ConfigRefused(RuntimeError):
     """A service refused its configuration: `totalrecall run` stops with its reason."""
-
-
-@dataclass
-class Ports:
-    nats: int = 4222
-    nats_monitor: int = 8222
-    postgres: int = 5433
-    api: int = 8765
-    embedder: int = 8766
-    indexer: int = 8767
-    watchers: int = 8768
-    prometheus: int = 9090
-
-    @classmethod
-    def from_env(cls) -> Ports:
-        p = cls()
-        for name in p.__dataclass_fields__:
-            value = os.environ.get(f"TOTALRECALL_{name.upper()}_PORT")
-            if value:
-                setattr(p, name, int(value))
-        return p
 
 
 @dataclass

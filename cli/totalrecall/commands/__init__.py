@@ -5,10 +5,9 @@ the light verbs start fast."""
 
 from __future__ import annotations
 
-from .. import supersede_cmd
-from . import admin, doctor, memories, stack, stats, transfer
+from . import admin, doctor, memories, stack, stats, supersede, transfer
 
 #: In the order `totalrecall --help` lists them.
-MODULES = (stack, doctor, memories, supersede_cmd, stats, transfer, admin)
+MODULES = (stack, doctor, memories, supersede, stats, transfer, admin)
 
 __all__ = ["MODULES"]

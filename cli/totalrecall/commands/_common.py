@@ -23,6 +23,17 @@ def api_url() -> str:
         "http://127.0.0.1:" + os.environ.get("TOTALRECALL_API_PORT", "8765"))
 
 
+def post_json(path: str, body: dict[str, object], timeout: float = 600.0) -> int:
+    """POST `body` to the recall API and print its JSON answer (for verbs that need no more)."""
+    import httpx
+
+    token = os.environ.get("TOTALRECALL_API_TOKEN")
+    r = httpx.post(api_url() + path, json=body, timeout=timeout,
+                   headers={"Authorization": f"Bearer {token}"} if token else {})
+    print(json.dumps(r.json(), indent=2) if r.content else r.status_code)
+    return 0 if r.is_success else 1
+
+
 def default_namespace() -> str:
     return os.environ.get("TOTALRECALL_NAMESPACE") or "default"
 

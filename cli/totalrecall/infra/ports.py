@@ -2,9 +2,11 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import os
 import socket
 import time
 import urllib.request
+from dataclasses import dataclass
 
 
 def free_port() -> int:
@@ -45,3 +47,27 @@ def wait_for_port(host: str, port: int, timeout: float) -> None:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{host}:{port} did not open within {timeout:.0f}s") from None
             time.sleep(0.05)
+
+
+@dataclass
+class Ports:
+    """The local stack's ports (`totalrecall run`, `status`, `doctor`): the defaults, or
+    `TOTALRECALL_<NAME>_PORT`."""
+
+    nats: int = 4222
+    nats_monitor: int = 8222
+    postgres: int = 5433
+    api: int = 8765
+    embedder: int = 8766
+    indexer: int = 8767
+    watchers: int = 8768
+    prometheus: int = 9090
+
+    @classmethod
+    def from_env(cls) -> Ports:
+        p = cls()
+        for name in p.__dataclass_fields__:
+            value = os.environ.get(f"TOTALRECALL_{name.upper()}_PORT")
+            if value:
+                setattr(p, name, int(value))
+        return p

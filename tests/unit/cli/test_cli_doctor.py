@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from cli_fake_api import run_cli
 from totalrecall import doctor
-from totalrecall.supervisor import Ports
+from totalrecall.infra.ports import Ports
 
 
 @pytest.fixture

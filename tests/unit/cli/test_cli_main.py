@@ -29,10 +29,11 @@ def test_rebuild_help_is_the_rebuild_commands(capsys: pytest.CaptureFixture[str]
 
 def test_supersede_posts_the_old_id_and_the_new_text(monkeypatch: pytest.MonkeyPatch) -> None:
     from totalrecall import main as cli
+    from totalrecall.commands import supersede
 
     sent: list[tuple[str, dict[str, object]]] = []
-    monkeypatch.setattr(cli, "_post", lambda path, body, timeout=600.0: sent.append((path, body))
-                        or 0)
+    monkeypatch.setattr(supersede, "post_json",
+                        lambda path, body, timeout=600.0: sent.append((path, body)) or 0)
     assert cli.main(["supersede", "m-1", "User now prefers neovim", "--namespace", "ops"]) == 0
     assert sent == [("/memory/supersede", {"old_id": "m-1", "namespace": "ops",
                                            "new": {"summary": "User now prefers neovim"}})]

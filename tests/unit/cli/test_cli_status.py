@@ -6,7 +6,7 @@ import socket
 
 from totalrecall import status
 from totalrecall.infra import free_port
-from totalrecall.supervisor import Ports
+from totalrecall.infra.ports import Ports
 
 
 def _nothing_runs() -> Ports:
