@@ -5,8 +5,9 @@ an agent's sessions directory, or single files. Found in it:
 
 * workspace notes: `MEMORY.md` and `memory/*.md` (daily notes, `YYYY-MM-DD.md`) of a workspace
   (`<state>/workspace` is agent `main`'s, `<state>/workspace-<agent>` another agent's). Parsed as
-  Total Recall's own MEMORY.md (the indexer's parser: one memory per top-level bullet, one per
-  section's prose, the category from headings or `<!-- category: … -->`). MEMORY.md entries get
+  Total Recall's own MEMORY.md (its one parser, `totalrecall_schema.memory_md`: one memory per
+  top-level bullet, one per section's prose, the category from headings or
+  `<!-- category: … -->`). MEMORY.md entries get
   the file's time; a daily note's entries its date (00:00 UTC, one second per line, in order).
   Ids hash the file name and the entry's content id: an edited bullet is a new memory (the old
   one stays; Total Recall's own MEMORY.md sync is what replaces edits).
@@ -33,6 +34,8 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from totalrecall_schema.memory_md import parse_memory_md
 
 from .base import Item, Options, Skip, file_time, json_lines, json_object, make_event, stable_id
 from .conversation import flush_id, message_text, turn_event
@@ -83,8 +86,6 @@ def _note_time(path: Path, line: int) -> datetime:
 
 def read_notes(path: Path, namespace: str) -> Iterator[Item]:
     """One Markdown file's entries (MEMORY.md or a daily note)."""
-    from totalrecall_indexer.core.memory_md import parse_memory_md  # the one MEMORY.md parser
-
     daily = path.parent.name == "memory"
     label = f"memory/{path.name}" if daily else path.name
     entries = parse_memory_md(path.read_text(encoding="utf-8", errors="replace"), namespace)

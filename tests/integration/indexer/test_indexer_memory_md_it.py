@@ -13,7 +13,6 @@ from typing import Any
 import asyncpg
 import numpy as np
 from indexer_it_helpers import MODEL, Harness, make_event, running, unit_vectors, wait_for
-from totalrecall_indexer.core.memory_md import parse_memory_md
 from totalrecall_indexer.settings import Settings
 from totalrecall_schema import (
     EmbedReply,
@@ -23,6 +22,7 @@ from totalrecall_schema import (
     VectorSearchReply,
     VectorSearchRequest,
 )
+from totalrecall_schema.memory_md import parse_memory_md
 
 DIM = 384
 V1 = """# Memory

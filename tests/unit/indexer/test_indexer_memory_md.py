@@ -3,8 +3,8 @@ directives or heading words, ids stable and derived from the content."""
 
 from __future__ import annotations
 
-from totalrecall_indexer.core.memory_md import ID_PREFIX, category_for, parse_memory_md
 from totalrecall_schema import MemoryEvent
+from totalrecall_schema.memory_md import ID_PREFIX, category_for, parse_memory_md
 
 TEXT = """# Memory
 

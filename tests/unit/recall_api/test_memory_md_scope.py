@@ -10,9 +10,9 @@ from typing import Any
 import httpx
 import pytest
 from test_recall_api import FakeWorld, _client
-from totalrecall_indexer.core.memory_md import parse_memory_md
 from totalrecall_recall_api.core.memory_md import line_namespaces, scoped, shown
 from totalrecall_recall_api.settings import MEMORY_MD_NAMESPACE_ENV, Settings
+from totalrecall_schema.memory_md import parse_memory_md
 
 # Sections of three namespaces, and the parser's corners: a comment below the lines it scopes,
 # a subsection inheriting its parent's namespace and one naming its own, fenced text that looks

@@ -1,6 +1,6 @@
 """MEMORY.md sync: the user's curated memories, indexed pinned to the hot tier. The file is the
 truth: new or changed entries are upserted, entries gone from it are removed from the indexes.
-(The parser is `memory_md`; this room decides what to write.)"""
+(The parser is `totalrecall_schema.memory_md`; this room decides what to write.)"""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from totalrecall_schema import EmbeddedEvent, EventMetadata, MemoryEvent
+from totalrecall_schema.memory_md import SOURCE as MEMORY_MD_SOURCE
+from totalrecall_schema.memory_md import Entry, parse_memory_md
 
 from .embed import EmbedFn, embed_all
 from .forget import Forgetting
 from .ingest import IngestWriter
-from .memory_md import SOURCE as MEMORY_MD_SOURCE
-from .memory_md import Entry, parse_memory_md
 from .state import IndexState
 
 log = logging.getLogger("totalrecall.indexer")

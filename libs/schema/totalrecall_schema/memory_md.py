@@ -22,6 +22,11 @@ Problems, Fixes, Diagnosis, Lessons → diagnosis; …); otherwise `conversation
 
 Ids are derived from the content (section path + text): editing a bullet replaces its memory,
 deleting it removes the memory. Memories from MEMORY.md have `source="MEMORY.md"`.
+
+The one parser of the file: the indexer makes its memories with `parse_memory_md`, the CLI's
+OpenClaw importer reads one with it, and recall-api shows the file to a namespace line by line
+as `line_namespaces` attributes the lines (the same pass: a line belongs to the memory it is
+part of, or to the section it stands in, and so to that memory's or section's namespace).
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
-from totalrecall_schema import CATEGORIES, memory_key
+from .events import memory_key
+from .taxonomy import CATEGORIES
 
 SOURCE = "MEMORY.md"
 ID_PREFIX = "memorymd-"
@@ -135,79 +141,19 @@ class _Item:
     sections: list[_Section]
 
 
+def _parse(text: str) -> _Parser:
+    parser = _Parser()
+    for n, raw in enumerate(text.splitlines(), start=1):
+        parser.feed(n, raw)
+    return parser
+
+
 def parse_memory_md(text: str, namespace: str = "default") -> list[Entry]:
     """Every memory of a MEMORY.md text, in file order (pure; ids stable across runs)."""
-    stack: list[_Section] = []
-    items: list[_Item] = []
-    current: _Item | None = None  # where continuation lines go
-    prose: _Item | None = None  # the prose of the current section (one memory per section)
-    fence: str | None = None
-    blank_before = False
-
-    def add_to_prose(n: int, line: str) -> _Item:
-        nonlocal prose
-        if prose is None:
-            prose = _Item("prose", [], n, list(stack))
-            items.append(prose)
-        elif prose.lines and blank_before and prose.lines[-1] != "":
-            prose.lines.append("")
-        prose.lines.append(line)
-        return prose
-
-    for n, raw in enumerate(text.splitlines(), start=1):
-        line = raw.rstrip()
-        if fence is not None:  # verbatim until the closing fence
-            if current is not None:
-                current.lines.append(raw)
-            body = line.strip()
-            if body.startswith(fence) and not body.lstrip(fence[0]):
-                fence = None
-            continue
-        indented = raw.startswith(("  ", "\t"))
-        hm = _HEADING_RE.match(line)
-        if hm and not indented:
-            level = len(hm.group(1))
-            while stack and stack[-1].level >= level:
-                stack.pop()
-            stack.append(_Section(level, _clean(hm.group(2))))
-            current = prose = None
-            blank_before = False
-            continue
-        dm = _DIRECTIVE_RE.match(line)
-        if dm:
-            name, value = dm.group(1).lower(), dm.group(2)
-            if not stack:
-                stack.append(_Section(0, ""))
-            if name == "category":
-                stack[-1].category = _parse_category(value)
-            elif _NAMESPACE_RE.match(value):
-                stack[-1].namespace = value
-            continue
-        if not line.strip():
-            blank_before = True
-            continue
-        if _RULE_RE.match(line) and not indented:
-            current = None
-            blank_before = False
-            continue
-        fm = _FENCE_RE.match(line)
-        if fm:
-            fence = fm.group(1)
-        bm = None if fm else _BULLET_RE.match(line)
-        if bm:  # a new top-level bullet
-            current = _Item("bullet", [bm.group(2) or ""], n, list(stack))
-            items.append(current)
-        elif current is not None and current.kind == "bullet" and (indented or not blank_before):
-            if blank_before:
-                current.lines.append("")
-            current.lines.append(raw)
-        else:
-            current = add_to_prose(n, raw if fm else line.strip())
-        blank_before = False
-
+    parser = _parse(text)
     entries: list[Entry] = []
     seen: dict[str, int] = {}
-    for item in items:
+    for item in parser.items:
         entry = _entry(item, namespace)
         if entry is None:
             continue
@@ -219,6 +165,107 @@ def parse_memory_md(text: str, namespace: str = "default") -> list[Entry]:
             seen[k] = 1
         entries.append(entry)
     return entries
+
+
+def line_namespaces(text: str, default_namespace: str) -> list[str]:
+    """The namespace of each line of a MEMORY.md text (`str.splitlines`' lines): that of the
+    memory it is part of (`parse_memory_md`'s), or of the section it stands in. A section's
+    namespace is known once the whole file is read (its comment may come last)."""
+    return [next((s.namespace for s in reversed(owner) if s.namespace), default_namespace)
+            for owner in _parse(text).owners]
+
+
+class _Parser:
+    """MEMORY.md line by line: its sections (headings, directives) and items (bullets, each
+    section's prose)."""
+
+    def __init__(self) -> None:
+        self.stack: list[_Section] = []
+        self.items: list[_Item] = []
+        self.current: _Item | None = None  # where continuation lines go
+        self.prose: _Item | None = None  # the prose of the current section (one memory per section)
+        self.fence: str | None = None
+        self.blank_before = False
+        #: Per line fed, the sections it belongs to: its item's, else those it stands in.
+        self.owners: list[list[_Section]] = []
+
+    def _owner(self) -> list[_Section]:
+        return self.current.sections if self.current is not None else list(self.stack)
+
+    def feed(self, n: int, raw: str) -> None:
+        line = raw.rstrip()
+        if self.fence is not None:  # verbatim until the closing fence
+            self.owners.append(self._owner())
+            if self.current is not None:
+                self.current.lines.append(raw)
+            body = line.strip()
+            if body.startswith(self.fence) and not body.lstrip(self.fence[0]):
+                self.fence = None
+            return
+        indented = raw.startswith(("  ", "\t"))
+        if self._section(line, indented):
+            self.owners.append(list(self.stack))
+            return
+        if not line.strip():
+            self.blank_before = True
+            self.owners.append(self._owner())
+            return
+        self._content(n, raw, line, indented)
+        self.owners.append(self._owner())
+        self.blank_before = False
+
+    def _section(self, line: str, indented: bool) -> bool:
+        """A heading or a directive (`<!-- category: … -->`): True when the line was one."""
+        hm = _HEADING_RE.match(line)
+        if hm and not indented:
+            level = len(hm.group(1))
+            while self.stack and self.stack[-1].level >= level:
+                self.stack.pop()
+            self.stack.append(_Section(level, _clean(hm.group(2))))
+            self.current = self.prose = None
+            self.blank_before = False
+            return True
+        dm = _DIRECTIVE_RE.match(line)
+        if dm:
+            name, value = dm.group(1).lower(), dm.group(2)
+            if not self.stack:
+                self.stack.append(_Section(0, ""))
+            if name == "category":
+                self.stack[-1].category = _parse_category(value)
+            elif _NAMESPACE_RE.match(value):
+                self.stack[-1].namespace = value
+            return True
+        return False
+
+    def _content(self, n: int, raw: str, line: str, indented: bool) -> None:
+        """A rule, a bullet, a bullet's continuation, or prose."""
+        if _RULE_RE.match(line) and not indented:
+            self.current = None
+            return
+        fm = _FENCE_RE.match(line)
+        if fm:
+            self.fence = fm.group(1)
+        bm = None if fm else _BULLET_RE.match(line)
+        current = self.current
+        if bm:  # a new top-level bullet
+            self.current = _Item("bullet", [bm.group(2) or ""], n, list(self.stack))
+            self.items.append(self.current)
+        elif current is not None and current.kind == "bullet" and (
+                indented or not self.blank_before):
+            if self.blank_before:
+                current.lines.append("")
+            current.lines.append(raw)
+        else:
+            self.current = self._add_to_prose(n, raw if fm else line.strip())
+
+    def _add_to_prose(self, n: int, line: str) -> _Item:
+        if self.prose is None:
+            self.prose = _Item("prose", [], n, list(self.stack))
+            self.items.append(self.prose)
+        elif self.prose.lines and self.blank_before and self.prose.lines[-1] != "":
+            self.prose.lines.append("")
+        self.prose.lines.append(line)
+        return self.prose
 
 
 def _entry(item: _Item, default_namespace: str) -> Entry | None:
