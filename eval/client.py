@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -145,39 +145,36 @@ def namespace_count(stats: Any, namespace: str) -> int | None:
     """Best effort: find the number of memories of `namespace` in a /memory/stats answer. Knows
     `{"namespaces": {ns: n | {count: n}}}`, `{"namespaces": [{"namespace": ns, "count": n}]}` and
     `{"namespace": ns, "count"|"total": n}` (when asked with ?namespace=), anywhere in the tree."""
-    def as_count(v: Any) -> int | None:
-        if isinstance(v, bool):
-            return None
-        if isinstance(v, int):
-            return v
-        if isinstance(v, Mapping):
-            for k in _COUNT_KEYS:
-                if isinstance(v.get(k), int) and not isinstance(v.get(k), bool):
-                    return int(v[k])
-        return None
+    return _walk(stats, namespace)
 
-    def walk(node: Any) -> int | None:
-        if isinstance(node, Mapping):
-            if node.get("namespace") == namespace:
-                c = as_count(node)
-                if c is not None:
-                    return c
-            if namespace in node:
-                c = as_count(node[namespace])
-                if c is not None:
-                    return c
-            for v in node.values():
-                c = walk(v)
-                if c is not None:
-                    return c
-        elif isinstance(node, list):
-            for v in node:
-                c = walk(v)
-                if c is not None:
-                    return c
-        return None
 
-    return walk(stats)
+def _as_count(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, Mapping):
+        for k in _COUNT_KEYS:
+            if isinstance(v.get(k), int) and not isinstance(v.get(k), bool):
+                return int(v[k])
+    return None
+
+
+def _walk(node: Any, namespace: str) -> int | None:
+    """The first count of `namespace` in `node` or below it (depth first)."""
+    children: Iterable[Any]
+    if isinstance(node, Mapping):
+        own = _as_count(node) if node.get("namespace") == namespace else None
+        if own is None and namespace in node:
+            own = _as_count(node[namespace])
+        if own is not None:
+            return own
+        children = node.values()
+    elif isinstance(node, list):
+        children = node
+    else:
+        return None
+    return next((c for v in children if (c := _walk(v, namespace)) is not None), None)
 
 
 def probe_turns(turns: Sequence[Turn], n: int = 5) -> list[Turn]:

