@@ -97,7 +97,15 @@ def build_server(client_factory: ClientFactory | None = None) -> MCPServer[Any]:
 
     server: MCPServer[Any] = MCPServer(name="totalrecall", version="0.1.0",
                                        instructions=INSTRUCTIONS)
+    # Registered in this order: MCP clients list the tools as the server does.
+    _add_remember_tools(server, client)
+    _add_browse_tools(server, client)
+    _add_upkeep_tools(server, client)
+    return server
 
+
+def _add_remember_tools(server: MCPServer[Any], client: ClientFactory) -> None:
+    """memory_recall, memory_store, memory_supersede."""
     @server.tool(name="memory_recall", structured_output=False, description=(
         "Search long-term memory (system events, diagnoses, errors, preferences, stored notes) "
         "for context relevant to a query. Returns a <system_memory> block, newest and most "
@@ -161,6 +169,9 @@ def build_server(client_factory: ClientFactory | None = None) -> MCPServer[Any]:
             raise _tool_error(exc) from exc
         return f"Stored {', '.join(res.ids)}; memory {old_id} is superseded."
 
+
+def _add_browse_tools(server: MCPServer[Any], client: ClientFactory) -> None:
+    """memory_timeline, memory_search, memory_get."""
     @server.tool(name="memory_timeline", structured_output=False, description=(
         "What happened in the last N hours, oldest first (optionally one category)."))
     async def memory_timeline(
@@ -223,6 +234,9 @@ def build_server(client_factory: ClientFactory | None = None) -> MCPServer[Any]:
             text = "\n".join(all_lines[start:end])
         return text
 
+
+def _add_upkeep_tools(server: MCPServer[Any], client: ClientFactory) -> None:
+    """memory_forget, memory_alerts."""
     @server.tool(name="memory_forget", structured_output=False, description=(
         "Forget memories for good, by the ids memory_recall / memory_search show (id:...): "
         "they are removed from every index and from the Markdown logs, and never come back. "
@@ -260,8 +274,6 @@ def build_server(client_factory: ClientFactory | None = None) -> MCPServer[Any]:
             f"[{a.severity}{'' if a.state == 'open' else ', ' + a.state}] {a.text} "
             f"({a.rule}, {a.count}x, first {_when(a.first_seen)}, last {_when(a.last_seen)}; "
             f"id:{a.id}; evidence: {', '.join(a.evidence)})" for a in res.alerts)
-
-    return server
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -7,6 +7,7 @@ import contextlib
 import functools
 import hmac
 import logging
+import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -286,6 +287,7 @@ async def _connect(settings: Settings, stack: AsyncExitStack) -> dict[str, Any]:
         parallel_threads=settings.query_parallel_threads) if settings.query_model else None
     if local is not None:
         stack.callback(local.close)
+        sys.setswitchinterval(min(sys.getswitchinterval(), settings.gil_switch_interval_s))
     return {
         "publisher": JetStreamPublisher(nc, js, topo),
         "store": PostgresStore(pool, term_stats, generic_pool=generic_pool,

@@ -75,6 +75,10 @@ class Settings(ServiceSettings):
     #: over `query_parallel_threads` while nothing else on the machine runs (the embedder's rule).
     query_model_threads: int = Field(default=1, ge=1)
     query_parallel_threads: int = Field(default=2, ge=1)
+    #: The interpreter's thread switch interval (s) while the query model is loaded: the
+    #: question's thread, back from llama.cpp, takes the GIL from the event loop within it
+    #: (Python's 5 ms default is that much on every recall whose loop is busy meanwhile).
+    gil_switch_interval_s: float = Field(default=0.0005, gt=0, le=0.1)
     # A query this long (characters; an agent's whole prompt, not a search phrase) is embedded
     # first, alone, and its keyword search starts once the vector is back: the embedder may then
     # spread it over both cores (EmbedRequest.exclusive) while the keyword search takes a

@@ -242,19 +242,34 @@ _COMPANIONS = re.compile(r"^(?:group added to /etc/|removed (?:shadow )?group '|
 
 
 def _accounts(ident: str, message: str) -> AuthRecord | None:
+    """An account tool's line (useradd, usermod, groupadd, gpasswd, passwd, chage, …) → a
+    record; the first family whose patterns match says (in this order)."""
+    for family in (_new_user, _group_lines, _removals, _user_changes):
+        rec = family(ident, message)
+        if rec is not None:
+            return rec
+    return None
+
+
+def _new_user(ident: str, message: str) -> AuthRecord | None:
     m = _NEW_USER.match(message)
-    if m:
-        kv = {k.lower(): v for k, v in re.findall(r"(\w+)=([^,]*)", m.group("kv"))}
-        rec = AuthRecord("user_added", target=kv.get("name"), service=ident)
-        for k in ("uid", "gid"):
-            if kv.get(k, "").isdigit():
-                rec.details[k] = int(kv[k])
-        for k in ("home", "shell"):
-            if kv.get(k):
-                rec.details[k] = kv[k]
-        if kv.get("from") and kv["from"] != "none":
-            rec.tty = _tty(kv["from"])
-        return rec
+    if not m:
+        return None
+    kv = {k.lower(): v for k, v in re.findall(r"(\w+)=([^,]*)", m.group("kv"))}
+    rec = AuthRecord("user_added", target=kv.get("name"), service=ident)
+    for k in ("uid", "gid"):
+        if kv.get(k, "").isdigit():
+            rec.details[k] = int(kv[k])
+    for k in ("home", "shell"):
+        if kv.get(k):
+            rec.details[k] = kv[k]
+    if kv.get("from") and kv["from"] != "none":
+        rec.tty = _tty(kv["from"])
+    return rec
+
+
+def _group_lines(ident: str, message: str) -> AuthRecord | None:
+    """A new group, and members added to or removed from one."""
     m = _NEW_GROUP.match(message)
     if m:
         if ident == "useradd":  # the new user's own group: said by its user_added event (GID)
@@ -276,6 +291,12 @@ def _accounts(ident: str, message: str) -> AuthRecord | None:
     if m:
         return AuthRecord("group_membership", group=m.group("group"), by=m.group("by"),
                           service=ident, details={"action": "set", "members": m.group("m")})
+    return None
+
+
+def _removals(ident: str, message: str) -> AuthRecord | None:
+    """A user or group removed, a password changed by someone, and the lines that only echo
+    another one (companions)."""
     m = _DEL_USER.match(message)
     if m:
         return AuthRecord("user_removed", target=m.group("user"), service=ident)
@@ -290,6 +311,11 @@ def _accounts(ident: str, message: str) -> AuthRecord | None:
                           service=ident)
     if _COMPANIONS.match(message):
         return AuthRecord("")
+    return None
+
+
+def _user_changes(ident: str, message: str) -> AuthRecord | None:
+    """A user or group changed: renamed, locked, its password, expiry or shell."""
     m = _USER_CHANGE.match(message)
     if m:
         rest = m.group("rest").strip()
