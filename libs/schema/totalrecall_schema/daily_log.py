@@ -217,6 +217,19 @@ def record_line(line: str) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
+def _record_key(kind: str, payload: dict[str, Any]) -> tuple[Any, str | None, str | None]:
+    """(storage key, namespace, memory id) a record line names: an event's from its event, a
+    `seen` record's key alone, none for the others."""
+    if kind == "event":
+        ev = payload.get("event")
+        if isinstance(ev, dict) and isinstance(ev.get("id"), str):
+            namespace, memory_id = str(ev.get("namespace") or "default"), ev["id"]
+            return memory_key(namespace, memory_id), namespace, memory_id
+    elif kind == "seen":
+        return payload.get("key"), None, None
+    return None, None, None
+
+
 def iter_blocks(text: str) -> Iterator[ParsedBlock]:
     """Split a daily file into blocks. A memory block runs from its `## ` heading to the next
     heading / record line outside a fence. Fenced content is never interpreted. Every line of
@@ -262,14 +275,7 @@ def iter_blocks(text: str) -> Iterator[ParsedBlock]:
         kind, payload = record
         start = n - len(pending_heading)
         yield from flush(start)
-        key = namespace = memory_id = None
-        if kind == "event":
-            ev = payload.get("event")
-            if isinstance(ev, dict) and isinstance(ev.get("id"), str):
-                namespace, memory_id = str(ev.get("namespace") or "default"), ev["id"]
-                key = memory_key(namespace, memory_id)
-        elif kind == "seen":
-            key = payload.get("key")
+        key, namespace, memory_id = _record_key(kind, payload)
         current = ParsedBlock(lines=[*pending_heading, line], kind=kind, key=key,
                               payload=payload, start=start, namespace=namespace,
                               memory_id=memory_id)
