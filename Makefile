@@ -49,7 +49,9 @@ fleet-smoke: bootstrap
 bench: bootstrap
 	$(BIN)/python -m bench
 
-## bench-peers: Total Recall beside mem0, OpenClaw's memory search and Postgres FTS (docs/peers.md)
+## bench-peers: Total Recall beside mem0 (local Qdrant, pgvector server), OpenClaw's memory-core
+## (hybrid) and plain baselines (0.7·cos+0.3·BM25, bm25s, SQLite FTS5, Postgres FTS): docs/peers.md.
+## ARGS="--runs 1" for one run (default 3: median and spread), "--n 5000" for a smaller corpus.
 bench-peers: bootstrap
 	./bench/peers/setup.sh
 	$(BIN)/python -m bench.peers $(ARGS)

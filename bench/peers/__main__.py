@@ -224,13 +224,13 @@ def floor(model: Path, queries: Sequence[str], prompts: Sequence[str],
     return out
 
 
-def build_systems(names: Sequence[str], workdir: Path, model: Path
+def build_systems(names: Sequence[str], workdir: Path, model: Path, mem0_adds: int = 1000
                   ) -> list[tuple[str, Callable[[], Any]]]:
     factories: dict[str, Callable[[], Any]] = {
         "Total Recall": lambda: S.TotalRecallSystem(log),
         TR_BARE: lambda: S.TotalRecallSystem(log, bare=True, name=TR_BARE),
-        "mem0": lambda: S.mem0_system(workdir),
-        MEM0_PG: lambda: S.mem0_system(workdir, pgvector=True),
+        "mem0": lambda: S.mem0_system(workdir, adds=mem0_adds),
+        MEM0_PG: lambda: S.mem0_system(workdir, pgvector=True, adds=mem0_adds),
         OPENCLAW_HYBRID: lambda: S.openclaw_system(workdir, {"OPENCLAW_UNDATED": "1"},
                                                    name=OPENCLAW_HYBRID, model=model),
         "OpenClaw memory-core": lambda: S.openclaw_system(workdir),
@@ -268,7 +268,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, help="timed recalls (300; quick 100)")
     ap.add_argument("--datasets", nargs="+", choices=("locomo", "logqa"),
                     default=["locomo", "logqa"], help="quality datasets (a smoke run: locomo)")
+    ap.add_argument("--conversations", type=int,
+                    help="only the first N LoCoMo dev conversations (default all; quick 1)")
+    ap.add_argument("--logqa-systems", nargs="+", choices=("HDFS", "OpenSSH", "Spark"),
+                    help="only these LogQA systems (default all)")
     ap.add_argument("--probes", type=int, default=5, help="write→searchable probes")
+    ap.add_argument("--mem0-adds", type=int, default=1000,
+                    help="memories mem0 gets through its own add() (timed: its ingest /s); the "
+                         "rest through the adapter's batched seed")
     ap.add_argument("--prompts", type=int, default=60,
                     help="timed recalls of whole prompts, as the OpenClaw plugin sends them (60)")
     ap.add_argument("--runs", type=int, default=3,
@@ -288,8 +295,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     machine = describe()
     log(f"{machine}; load average {loadavg()}")
-    quality = [c for c in quality_corpora(conversations=1 if a.quick else None,
-                                          logqa_questions=20 if a.quick else None)
+    quality = [c for c in quality_corpora(
+                   conversations=a.conversations or (1 if a.quick else None),
+                   logqa_questions=20 if a.quick else None, logqa_systems=a.logqa_systems)
                if c.dataset in a.datasets]
     latency = latency_corpus(quality, n, n_queries + 5)
     log(f"quality: {len(quality)} namespaces, {sum(len(c.docs) for c in quality)} memories, "
@@ -323,7 +331,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for run in range(1, a.runs + 1):
             tag = f"peers{int(time.time())}"
-            for name, make in build_systems(a.only, workdir, model):
+            for name, make in build_systems(a.only, workdir, model, a.mem0_adds):
                 log(f"=== {name}, run {run} of {a.runs} === load average {loadavg()}")
                 system = None
                 try:

