@@ -75,7 +75,7 @@ RAW_BATCHES = (1, 8, 32, 64)
 
 
 def bench_raw(model: Path, threads: int, n: int) -> dict[str, float]:
-    from totalrecall_embedder.core.backend import LlamaBackend
+    from totalrecall_worker.llama_model import LlamaBackend
 
     b = LlamaBackend(model, n_threads=threads)
     data = texts(n, 1)
@@ -99,7 +99,7 @@ def bench_raw(model: Path, threads: int, n: int) -> dict[str, float]:
 
 
 def _core_worker(model: str, data: list[str], barrier: Any, out: Any) -> None:
-    from totalrecall_embedder.core.backend import LlamaBackend
+    from totalrecall_worker.llama_model import LlamaBackend
 
     b = LlamaBackend(Path(model), n_threads=1)
     b.embed(data[:2])
@@ -116,7 +116,7 @@ def bench_every_core(model: Path, n: int) -> dict[str, float]:
     (started together) and one process with a thread per core; texts/s of each."""
     import multiprocessing as mp
 
-    from totalrecall_embedder.core.backend import LlamaBackend
+    from totalrecall_worker.llama_model import LlamaBackend
 
     cores = os.cpu_count() or 1
     data = texts(n * cores, 1)

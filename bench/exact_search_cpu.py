@@ -23,9 +23,7 @@ from bench.machine import describe
 
 
 def _measure(n: int, spaces: int, queries: int = 200) -> dict[str, float]:
-    from totalrecall_indexer.core.search import TierFilter
-    from totalrecall_indexer.stores.zvec_schema import ZDoc
-    from totalrecall_indexer.stores.zvec_tiers import ZvecTiers
+    from totalrecall_indexer.api import TierFilter, ZDoc, ZvecTiers
 
     rng = np.random.default_rng(n + spaces)
     centres = rng.normal(size=(500, 384)).astype(np.float32)

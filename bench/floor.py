@@ -35,7 +35,7 @@ class Floor:
 def embedding_floor(texts: Sequence[str], model_path: Path | None = None,
                     threads: Sequence[int] = (1, 2)) -> Floor:
     from totalrecall.paths import default_model_path
-    from totalrecall_embedder.core.backend import LlamaBackend
+    from totalrecall_worker.llama_model import LlamaBackend
 
     model = model_path or default_model_path()
     per: dict[int, tuple[float, float]] = {}

@@ -59,7 +59,7 @@ def corpus(n: int) -> list[str]:
 
 def embed(texts: list[str]) -> np.ndarray:
     from totalrecall.paths import default_model_path
-    from totalrecall_embedder.core.backend import LlamaBackend
+    from totalrecall_worker.llama_model import LlamaBackend
 
     model = default_model_path()
     if not model.is_file():
@@ -79,7 +79,7 @@ def _cpu() -> float:
 
 def measure(vectors: np.ndarray, tier: str, efc: int, increment: int) -> dict[str, float]:
     import zvec
-    from totalrecall_indexer.stores.zvec_schema import (
+    from totalrecall_indexer.api import (
         OUTPUT_FIELDS,
         QUANTIZE,
         VECTOR,

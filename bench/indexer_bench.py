@@ -281,8 +281,7 @@ def own_rss() -> tuple[int, int]:
 # --- the run ------------------------------------------------------------------------------------
 async def run(args: argparse.Namespace) -> None:
     import nats
-    from totalrecall_indexer.app import create_app
-    from totalrecall_indexer.settings import Settings
+    from totalrecall_indexer.api import Settings, create_app
     from totalrecall_schema import (
         Topology,
         VectorFilter,

@@ -80,9 +80,7 @@ def mmap_threshold_kb() -> int:
 def run(docs: int, mirror_max: int, linear_max: int | None = None, batch: int = 25,
         search_every: int = 4, build_every: int = 2000, sample_every: int = 1000, threads: int = 6,
         trim_every: int = 0, trim_at_drop: bool = False, seed: int = 1) -> dict[str, Any]:
-    from totalrecall_indexer.core.search import TierFilter
-    from totalrecall_indexer.stores.zvec_schema import ZDoc
-    from totalrecall_indexer.stores.zvec_tiers import ZvecTiers
+    from totalrecall_indexer.api import TierFilter, ZDoc, ZvecTiers
 
     linear_max = mirror_max if linear_max is None else linear_max
     rng = np.random.default_rng(seed)

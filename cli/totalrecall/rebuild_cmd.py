@@ -4,10 +4,11 @@
 - Stack running (an indexer answers on NATS): the indexer rebuilds itself (admin RPC `rebuild`);
   progress comes from `topology.rpc_index_progress`. When only the HTTP API is reachable,
   `POST /memory/rebuild` is used and progress is polled from `GET /memory/stats`.
-- Stack stopped: the rebuild runs here (`totalrecall_indexer.rebuild.run_rebuild`). Postgres is
+- Stack stopped: the rebuild runs here (`totalrecall_indexer.api.rebuild`). Postgres is
   started for the time of the rebuild if it is down and lives under `$TOTALRECALL_HOME/pg`.
   Vectors come from a running embedder (NATS) if there is one, else from the model file loaded
-  here (`totalrecall_embedder`), else the memories are stored unembedded (keyword search only).
+  here (`totalrecall_worker.llama_model`, the embedder's own model code), else the memories are
+  stored unembedded (keyword search only).
 
 Settings: the indexer's (`TR_INDEXER_NATS_URL`, `TR_INDEXER_PG_DSN`, `TOTALRECALL_HOME`, …), or
 the ports `totalrecall run` uses (`TOTALRECALL_NATS_PORT`, `TOTALRECALL_POSTGRES_PORT`), or flags.
@@ -94,7 +95,7 @@ class Progress:
 def resolve_settings(args: argparse.Namespace) -> Any:
     """The indexer's Settings: environment (as the services get it), `totalrecall run` ports,
     then flags."""
-    from totalrecall_indexer.settings import Settings
+    from totalrecall_indexer.api import Settings
 
     over: dict[str, Any] = {}
     if args.nats_url:
@@ -292,8 +293,8 @@ def postgres_running(settings: Any) -> Iterator[str | None]:
 
 def local_embed_fn(model_path: Path, threads: int = 2) -> Any:
     """An EmbedFn over the model file, loaded in this process (no embedder service)."""
-    from totalrecall_embedder.core.backend import LlamaBackend
     from totalrecall_schema import EmbedReply
+    from totalrecall_worker.llama_model import LlamaBackend
 
     backend = LlamaBackend(model_path, n_threads=threads)
     lock = asyncio.Lock()
@@ -309,7 +310,7 @@ def local_embed_fn(model_path: Path, threads: int = 2) -> Any:
 
 async def _nats_embedder(settings: Any) -> tuple[Any, Any] | None:
     """(nc, embed) when an embedder answers `rpc_embed_batch`, else None."""
-    from totalrecall_indexer.adapters import nats_embed_fn
+    from totalrecall_indexer.api import nats_embed_fn
     from totalrecall_schema import EmbedReply, EmbedRequest
 
     try:
@@ -341,7 +342,7 @@ def _model_path(args: argparse.Namespace, settings: Any) -> Path:
 
 async def rebuild_offline(settings: Any, args: argparse.Namespace,
                           view: Progress) -> dict[str, Any]:
-    from totalrecall_indexer.rebuild import rebuild
+    from totalrecall_indexer.api import rebuild
 
     async def progress(p: dict[str, Any]) -> None:
         view.update(p)
