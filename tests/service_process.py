@@ -3,18 +3,17 @@ variables as `totalrecall run` starts it: for kill -9 tests and the CLI against 
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, Self
 
 import httpx
 from totalrecall.infra import free_port
 from totalrecall.infra.process import spawn
+from waiting import wait_for
 
 
 class ServiceProcess:
@@ -53,15 +52,14 @@ class ServiceProcess:
             return dict(r.json()) if r.status_code == 200 else None
 
     async def wait_healthy(self, timeout: float = 60.0) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        async def answered() -> dict[str, Any] | None:
             if not self.alive:
                 raise AssertionError(f"{self.name} exited early; log:\n{self.log_tail()}")
-            h = await self.health()
-            if h is not None:
-                return h
-            await asyncio.sleep(0.1)
-        raise AssertionError(f"{self.name} not healthy within {timeout}s; log:\n{self.log_tail()}")
+            return await self.health()
+
+        return await wait_for(answered, timeout=timeout, interval=0.1,
+                              what=f"{self.name} to answer /health",
+                              context=lambda: f"log:\n{self.log_tail()}")
 
     async def metrics(self) -> str:
         async with httpx.AsyncClient() as http:

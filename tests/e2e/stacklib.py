@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,19 +17,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+from waiting import wait_for_sync
 
 T = TypeVar("T")
 
 
 def wait_for(fn: Callable[[], T | None], timeout: float, what: str, every: float = 0.5) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(every)
+    """`waiting.wait_for_sync` with the e2e tests' argument order and a coarser step (each try
+    is an HTTP call to the stack)."""
+    return wait_for_sync(fn, timeout=timeout, interval=every, what=what)  # type: ignore[return-value]
 
 
 @dataclass

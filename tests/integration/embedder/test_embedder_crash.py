@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +25,17 @@ async def read_stream(js: Any, topology: Topology, expected: int) -> list[Any]:
         topology.embedded_all, stream=topology.embedded_stream,
         config=ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL))
     out: list[Any] = []
-    deadline = time.monotonic() + 30
-    while len(out) < expected and time.monotonic() < deadline:
+
+    async def all_read() -> bool:  # each fetch waits up to 1 s for messages: no pause between
         with contextlib.suppress(TimeoutError):
-            out += await sub.fetch(256, timeout=1)
-    await sub.unsubscribe()
+            out.extend(await sub.fetch(256, timeout=1))
+        return len(out) >= expected
+
+    try:
+        await wait_for(all_read, timeout=30, interval=0, what=f"{expected} embedded messages",
+                       context=lambda: f"read {len(out)}")
+    finally:
+        await sub.unsubscribe()
     return out
 
 

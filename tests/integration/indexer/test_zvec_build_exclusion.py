@@ -8,6 +8,7 @@ again and again never hang: a search during a build goes without the tier at onc
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -17,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from totalrecall_indexer.stores.zvec_schema import ZDoc
 from totalrecall_indexer.stores.zvec_tiers import TierBuilding, ZvecTiers
+from waiting import wait_for_sync
 
 BUILDS = 6
 BUILD_TIMEOUT_S = 60.0
@@ -33,9 +35,13 @@ def _docs(rng: np.random.Generator, n: int, base: int) -> list[ZDoc]:
 
 def test_searches_never_hang_a_build_of_their_tier(tmp_path: Path) -> None:
     # In a child process: a hang inside zvec cannot be interrupted (nor the process exit).
+    # It imports `waiting` from tests/ as the tests do.
+    tests = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (tests, os.environ.get("PYTHONPATH")) if p)}
     try:
         done = subprocess.run([sys.executable, __file__, str(tmp_path)], capture_output=True,
-                              text=True, timeout=BUILDS * BUILD_TIMEOUT_S)
+                              text=True, timeout=BUILDS * BUILD_TIMEOUT_S, env=env)
     except subprocess.TimeoutExpired as exc:
         raise AssertionError(f"a build hung under queries: {exc.stdout!r}") from None
     assert done.returncode == 0, done.stdout + done.stderr
@@ -86,10 +92,10 @@ def _hammer(tmp_path: Path) -> None:
             tiers.upsert("hot", _docs(rng, 500, base))
             base += 500
             before = answered[0]
-            deadline = time.monotonic() + 30
-            while answered[0] < before + 20 and time.monotonic() < deadline:
-                time.sleep(0.01)  # queries in flight when the build starts
-            assert answered[0] >= before + 20, "searches stopped answering between builds"
+            # queries in flight when the build starts
+            wait_for_sync(lambda before=before: answered[0] >= before + 20, timeout=30,
+                          interval=0.01, what="searches answering between builds",
+                          context=lambda: f"answered {answered[0]}")
             built = threading.Event()
 
             def build(built: threading.Event = built) -> None:

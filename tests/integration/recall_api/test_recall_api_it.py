@@ -314,7 +314,7 @@ async def test_bearer_token_over_real_http(settings: Settings, pg_dsn: str) -> N
                                            log_level="warning", lifespan="on"))
     task = asyncio.create_task(server.serve())
     try:
-        await wait_for(lambda: asyncio.sleep(0, server.started), timeout=20, what="uvicorn to start")
+        await wait_for(lambda: server.started, timeout=20, what="uvicorn to start")
         base = f"http://127.0.0.1:{port}"
         async with httpx.AsyncClient(base_url=base, timeout=10) as c:
             q = {"query": "nginx"}
@@ -1054,6 +1054,7 @@ async def test_continuation_and_as_of_on_the_real_store(settings: Settings, pg_d
             "query": "parser refactor step", "timeframe": "all", "maxResults": 10,
             "asOf": (t0 + timedelta(minutes=1, seconds=45)).isoformat()})).json()
         assert {m["id"] for m in hybrid["memories"]} == {"a0", "a1"}
+
 
 async def test_a_new_questions_parse_and_word_counts_come_in_one_statement(pg_dsn: str) -> None:
     """A question not parsed before: its lexemes (words, identifiers, which follow which) and

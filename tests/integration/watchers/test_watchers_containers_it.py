@@ -12,9 +12,8 @@ import os
 import shutil
 import subprocess
 import tarfile
-import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ import httpx
 import nats
 import pytest
 from totalrecall_schema import MemoryEvent, Severity, Topology
+from waiting import wait_for
 from watchers_it_helpers import StreamReader, make_settings, running, wait_until
 
 PODMAN = shutil.which("podman")
@@ -264,29 +264,25 @@ async def test_health_transitions(nats_url: str, topology: Topology, tr_home: Pa
 
         async def check() -> None:
             await _sh([*base, "healthcheck", "run", name], env)
-            await asyncio.sleep(0.3)
+            await asyncio.sleep(0.3)  # pacing: its event on the stream before the next check
+
+        async def checked_until(pred: Callable[[MemoryEvent], bool]) -> MemoryEvent | None:
+            await check()
+            return next((e for e in await reader.events() if pred(e)), None)
 
         # The first failing check may still count as `starting`: check until unhealthy.
-        deadline = time.monotonic() + 30
-        unhealthy = None
-        while unhealthy is None and time.monotonic() < deadline:
-            await check()
-            evs = [e for e in await reader.events() if _of(e, name, "health")]
-            unhealthy = evs[0] if evs else None
-        assert unhealthy is not None, "no unhealthy event"
+        unhealthy = await wait_for(lambda: checked_until(lambda e: _of(e, name, "health")),
+                                   timeout=30, interval=0, what="an unhealthy event")
         await check()  # unhealthy once more: not news
         ok = await _sh([*base, "exec", name, "/bin/sh", "-c", ": > /tmp/ok"], env)
         assert ok.returncode == 0, ok.stderr
         # podman 4.3's event carries the status of before the check: one check late.
-        deadline = time.monotonic() + 30
-        healthy = None
-        while healthy is None and time.monotonic() < deadline:
-            await check()
-            healthy = next((e for e in await reader.events()
-                            if _of(e, name, "health") and "healthy again" in e.summary), None)
-        assert healthy is not None, "no event of the health check passing again"
+        healthy = await wait_for(
+            lambda: checked_until(lambda e: _of(e, name, "health")
+                                  and "healthy again" in e.summary),
+            timeout=30, interval=0, what="an event of the health check passing again")
         await check()  # healthy once more: not news
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(1.0)  # a window for a wrong third event to arrive (none may)
         health_events = [e for e in await reader.events() if _of(e, name, "health")]
     assert unhealthy.severity == Severity.WARNING
     assert f"podman container '{name}' (image {image}) became unhealthy" in unhealthy.summary

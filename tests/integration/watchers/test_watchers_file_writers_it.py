@@ -4,7 +4,6 @@ root only; skipped elsewhere with the reason)."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from totalrecall_schema import Topology
-from watchers_it_helpers import StreamReader, make_settings, running, wait_until
+from watchers_it_helpers import StreamReader, make_settings, running, wait_until, watch_started
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="fanotify needs root (CAP_SYS_ADMIN)")
 
@@ -37,7 +36,7 @@ async def test_a_file_event_names_the_process_that_wrote_it(
         runner = app.state.runner
         await wait_until(lambda: runner.status["filesystem"].state == "running", 10, "watcher")
         await wait_until(lambda: app.state.publisher.connected, 10, "NATS")
-        await asyncio.sleep(0.5)  # the marks and inotify watches are set when the watch starts
+        await watch_started(reader, watched)  # fanotify marks are set before inotify's watches
         child = subprocess.Popen([sys.executable, "-c", script, marker])
         ev, _ = await reader.wait_for(
             lambda e: e.category == "file" and e.metadata.path == str(conf)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from totalrecall_schema import Topology
-from watchers_it_helpers import StreamReader, make_settings, running, wait_until
+from watchers_it_helpers import StreamReader, make_settings, running, wait_until, watch_started
 
 
 async def test_create_and_delete_become_file_events(nats_url: str, topology: Topology,
@@ -22,7 +21,7 @@ async def test_create_and_delete_become_file_events(nats_url: str, topology: Top
         await wait_until(lambda: runner.status["filesystem"].state == "running", 10, "watcher")
         publisher = app.state.publisher
         await wait_until(lambda: publisher.connected, 10, "NATS")
-        await asyncio.sleep(0.3)  # inotify watches are set up when awatch starts iterating
+        await watch_started(reader, watched)
         (watched / ".git" / "index").write_text("noise")
         (watched / "notes.txt.swp").write_text("noise")
         target = watched / "configuration.nix"
@@ -31,7 +30,6 @@ async def test_create_and_delete_become_file_events(nats_url: str, topology: Top
             lambda e: e.category == "file" and e.subcategory == "create"
             and e.metadata.path == str(target), 20, "file/create")
         assert ev.summary == f"Created {target}"
-        await asyncio.sleep(0.3)
         target.unlink()
         await reader.wait_for(
             lambda e: e.category == "file" and e.subcategory == "delete"

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +13,7 @@ from nats.js.errors import NotFoundError
 from totalrecall_schema import MemoryEvent, Topology
 from totalrecall_watchers.app import WATCHER_NAMES, create_app
 from totalrecall_watchers.settings import Settings
+from waiting import wait_for
 
 
 def make_settings(nats_url: str, topology: Topology, tr_home: Path, *, enable: tuple[str, ...],
@@ -59,16 +58,14 @@ class StreamReader:
 
     async def wait_for(self, pred: Callable[[MemoryEvent], bool], timeout: float,
                        what: str) -> tuple[MemoryEvent, dict[str, str]]:
-        deadline = time.monotonic() + timeout
-        while True:
+        async def found() -> tuple[MemoryEvent, dict[str, str]] | None:
             await self._fetch_new()
-            for ev, headers in self.seen:
-                if pred(ev):
-                    return ev, headers
-            if time.monotonic() > deadline:
-                got = [f"{e.category}/{e.subcategory}: {e.summary}" for e, _ in self.seen]
-                raise AssertionError(f"timed out after {timeout}s waiting for {what}; got {got}")
-            await asyncio.sleep(0.1)
+            return next(((ev, headers) for ev, headers in self.seen if pred(ev)), None)
+
+        return await wait_for(found, timeout=timeout, interval=0.1, what=what,
+                              context=lambda: "got " + str(
+                                  [f"{e.category}/{e.subcategory}: {e.summary}"
+                                   for e, _ in self.seen]))
 
     async def events(self) -> list[MemoryEvent]:
         await self._fetch_new()
@@ -85,8 +82,23 @@ async def reader(nats_url: str, topology: Topology) -> AsyncIterator[StreamReade
 
 
 async def wait_until(pred: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.05)
+    await wait_for(pred, timeout=timeout, what=what)
+
+
+async def watch_started(reader: StreamReader, directory: Path, timeout: float = 20.0) -> Path:
+    """Until a filesystem watcher's watch of `directory` is set up (inotify watches, fanotify
+    marks: when it starts iterating, after it reports "running"), write probe files into it, a
+    new one every 0.1 s, until the stream shows one: returns that probe. No fixed sleep: on a
+    loaded machine a setup can take longer than any sleep, on an idle one far less."""
+    probes: list[Path] = []
+
+    async def seen() -> Path | None:
+        probe = directory / f"watch-probe-{len(probes)}.txt"
+        probe.write_text("probe\n")
+        probes.append(probe)
+        names = {str(p) for p in probes}
+        return next((Path(str(e.metadata.path)) for e in await reader.events()
+                     if e.category == "file" and e.metadata.path in names), None)
+
+    return await wait_for(seen, timeout=timeout, interval=0.1,
+                          what=f"the watch of {directory} to report a probe file")

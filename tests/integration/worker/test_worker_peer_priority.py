@@ -8,11 +8,11 @@ import os
 import socket
 import subprocess
 import sys
-import time
 
 import psutil
 import pytest
 from totalrecall_worker.priority import lower_local_peer
+from waiting import wait_for_sync
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="per-thread nice is Linux's")
 
@@ -52,9 +52,5 @@ def psutil_name(pid: int) -> str:
 
 def wait_lowered(pid: int, nice: int, name: str) -> bool:
     """The child accepts our connection asynchronously: its end shows up within moments."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if lower_local_peer(pid, nice, name):
-            return True
-        time.sleep(0.05)
-    return False
+    return wait_for_sync(lambda: lower_local_peer(pid, nice, name), timeout=10,
+                         what=f"pid {pid}'s end of the connection lowered to nice {nice}")

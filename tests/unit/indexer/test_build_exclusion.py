@@ -7,6 +7,7 @@ import threading
 import time
 
 from totalrecall_indexer.stores.build_exclusion import BuildExclusion
+from waiting import wait_for_sync
 
 
 def test_a_build_waits_for_reads_in_flight_and_keeps_new_ones_out() -> None:
@@ -27,9 +28,8 @@ def test_a_build_waits_for_reads_in_flight_and_keeps_new_ones_out() -> None:
     assert reading.wait(5)
     builder = threading.Thread(target=build)
     builder.start()
-    time.sleep(0.05)
+    wait_for_sync(lambda: ex.building_now("hot"), timeout=5, what="the build to claim the tier")
     assert not built.is_set()  # the read in flight holds it back
-    assert ex.building_now("hot")
     with ex.reading("hot", wait_s=0.01) as ok:
         assert not ok  # new reads stay out while the build waits or runs
     with ex.reading("warm", wait_s=0.01) as ok:
@@ -49,6 +49,7 @@ def test_a_read_waits_for_a_short_write_but_not_for_a_build() -> None:
     def hold(kind: str) -> None:
         with ex.writing("hot", kind):
             started.set()
+            # The write's length is what is under test: a read admitted only once it is done.
             time.sleep(0.1)
 
     threading.Thread(target=hold, args=("write",)).start()

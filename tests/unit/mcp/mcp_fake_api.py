@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,6 +18,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+from waiting import wait_for_sync
 
 TOKEN = "test-token"
 
@@ -123,10 +123,8 @@ def serve_fake_api() -> Iterator[FakeApi]:
                                           log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "fake recall API did not start"
-        time.sleep(0.02)
+    wait_for_sync(lambda: server.started, timeout=10, interval=0.02,
+                  what="the fake recall API to start")
     api.url = f"http://127.0.0.1:{port}"
     try:
         yield api

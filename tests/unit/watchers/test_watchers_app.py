@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from starlette.testclient import TestClient
 from totalrecall_schema import MemoryEvent
@@ -11,6 +9,7 @@ from totalrecall_watchers.app import create_app
 from totalrecall_watchers.core.base import EventContext, FakeClock, Unavailable, Watcher
 from totalrecall_watchers.publisher import RecordingPublisher
 from totalrecall_watchers.settings import Settings
+from waiting import wait_for_sync
 
 
 class Ticker(Watcher):
@@ -52,10 +51,7 @@ class CheckExplodes(Watcher):
 
 
 def wait(pred, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
+    wait_for_sync(pred, timeout=timeout, interval=0.02, what="the watchers' state")
 
 
 def test_health_lists_every_watcher_state_and_rate_limit_applies() -> None:

@@ -9,6 +9,7 @@ from totalrecall_schema import MemoryEvent, Severity
 from totalrecall_watchers.core.base import EventContext, FakeClock
 from totalrecall_watchers.core.journal import JournalParser, JournalWatcher, normalise
 from totalrecall_watchers.settings import JournalSettings
+from waiting import wait_for
 
 
 def line(msg: str, prio: int = 3, **fields: str) -> str:
@@ -112,10 +113,8 @@ async def test_watcher_follows_a_command(tmp_path: Path) -> None:
 
     stop = asyncio.Event()
     task = asyncio.create_task(w.run(emit, stop))
-    deadline = asyncio.get_running_loop().time() + 10
-    while len(got) < 2:
-        assert asyncio.get_running_loop().time() < deadline, got
-        await asyncio.sleep(0.05)
+    await wait_for(lambda: len(got) >= 2, timeout=10, what="two journal events",
+                   context=lambda: f"got {got}")
     stop.set()
     await asyncio.wait_for(task, 10)
     assert [e.summary for e in got] == ["w: worker crashed", "d: disk slow"]

@@ -11,6 +11,7 @@ from totalrecall_watchers.core.base import EventContext, FakeClock
 from totalrecall_watchers.core.journal import JournalParser, JournalWatcher
 from totalrecall_watchers.core.log_files import LogTail, line_priority, text_entry
 from totalrecall_watchers.settings import JournalSettings
+from waiting import wait_for
 
 
 def test_line_priority_prefers_an_explicit_level() -> None:
@@ -136,10 +137,8 @@ async def test_watcher_tails_files_without_journald(tmp_path: Path) -> None:
         f.write("2026-01-01 00:00:01 INFO fine\n2026-01-01 00:00:02 ERROR payment failed\n")
     with syslog.open("a") as f:
         f.write("Jan  1 00:00:03 box kernel: EXT4-fs error (device vdb): bad block\n")
-    deadline = asyncio.get_running_loop().time() + 10
-    while len(got) < 2:
-        assert asyncio.get_running_loop().time() < deadline, got
-        await asyncio.sleep(0.02)
+    await wait_for(lambda: len(got) >= 2, timeout=10, interval=0.02, what="two log events",
+                   context=lambda: f"got {got}")
     stop.set()
     await asyncio.wait_for(task, 10)
     w.close()

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from totalrecall_worker import PullConsumer, PullSpec
 from totalrecall_worker import pull as pull_module
+from waiting import wait_for
 
 
 class Msg:
@@ -35,7 +36,7 @@ class FakeSub:
     async def fetch(self, batch: int, timeout: float) -> list[Msg]:
         self.fetches.append((batch, timeout))
         if not self.script:
-            await asyncio.sleep(timeout)
+            await asyncio.sleep(timeout)  # the fake of the server's long poll: nothing came
             raise TimeoutError
         step = self.script.pop(0)
         if isinstance(step, BaseException):
@@ -121,7 +122,7 @@ async def test_a_failing_handler_naks_what_it_left_unsettled() -> None:
 
     c = consumer(FakeSub([done, left]), handle, nak_delay_on_error_s=2.5, fetch_timeout_s=0.05)
     await c.start()
-    await asyncio.sleep(0.05)
+    await wait_for(lambda: left.naks, timeout=10, what="the unsettled message nak'ed")
     await c.stop()
     assert done.naks == [] and left.naks == [2.5]
 
@@ -132,27 +133,33 @@ async def test_without_a_nak_delay_a_failure_leaves_messages_to_ack_wait() -> No
     async def handle(msgs: list[Msg]) -> None:
         raise RuntimeError("boom")
 
-    c = consumer(FakeSub([m], [Msg(2)]), handle, fetch_timeout_s=0.05)
+    sub = FakeSub([m], [Msg(2)])
+    c = consumer(sub, handle, fetch_timeout_s=0.05)
     await c.start()
-    await asyncio.sleep(0.05)
+    await wait_for(lambda: len(sub.fetches) >= 2, timeout=10, what="a fetch after the failure")
     assert c.alive  # the loop survived the failure
     await c.stop()
     assert m.naks == [] and not m._ackd
 
 
 async def test_stop_finishes_the_batch_in_hand_then_unsubscribes() -> None:
-    started, handled = asyncio.Event(), []
+    started, release, handled = asyncio.Event(), asyncio.Event(), []
 
     async def handle(msgs: list[Msg]) -> None:
         started.set()
-        await asyncio.sleep(0.1)
+        await release.wait()
         handled.extend(msgs)
 
     sub = FakeSub([Msg(1)])
     c = consumer(sub, handle, fetch_timeout_s=0.05)
     await c.start()
     await started.wait()
-    await c.stop()
+    stopping = asyncio.create_task(c.stop())
+    await wait_for(lambda: not c.alive, timeout=10, what="stop() to take the reading task")
+    await asyncio.wait({stopping}, timeout=0.05)  # a stop that did not wait would end here
+    assert not stopping.done() and handled == [] and not sub.unsubscribed
+    release.set()
+    await stopping
     assert [m.n for m in handled] == [1] and sub.unsubscribed and not c.alive
 
 

@@ -19,6 +19,7 @@ from totalrecall_worker import (
     json_response,
     raw_body,
 )
+from waiting import wait_for
 
 
 class Msg:
@@ -40,9 +41,10 @@ async def test_stop_drains_then_cancels_in_order() -> None:
     rt = WorkerRuntime()
     rt.start()
     events: list[str] = []
-    wake = asyncio.Event()
+    wake, waiting = asyncio.Event(), asyncio.Event()
 
     async def drained() -> None:
+        waiting.set()
         while rt.running:
             await wake.wait()
         events.append("drained ended by itself")
@@ -57,7 +59,7 @@ async def test_stop_drains_then_cancels_in_order() -> None:
     rt.spawn(drained(), name="drained", drain_s=5, wake=wake.set)
     rt.spawn(forever(), name="forever")
     rt.ready = True
-    await asyncio.sleep(0)
+    await waiting.wait()  # the drained task waits for its wake-up when the stop comes
     await rt.stop()
     assert events == ["drained ended by itself", "cancelled"]
     assert not rt.ready and not rt.running
@@ -113,7 +115,7 @@ async def test_every_survives_failures(caplog: pytest.LogCaptureFixture) -> None
 
     with caplog.at_level(logging.ERROR, "totalrecall.worker"):
         rt.every(0.01, tick, what="gauge")
-        await asyncio.sleep(0.1)
+        await wait_for(lambda: calls >= 3, timeout=10, what="three ticks, each failing")
         await rt.stop()
     assert calls >= 3 and "gauge failed" in caplog.text
 
@@ -181,7 +183,8 @@ async def test_concurrent_responder_bounds_and_drains() -> None:
     msgs = [Msg(b"x%d" % i, reply="inbox") for i in range(5)] + [Msg(b"noreply")]
     for m in msgs:
         await conn.cb(m)
-    await asyncio.sleep(0.05)
+    # Every request's task gets to run before this returns; more than 2 would be in by then.
+    await wait_for(lambda: running >= 2, timeout=10, what="two answers running")
     assert peak == 2
     release.set()
     await responder.stop(timeout=5)
