@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from . import metrics as M
+from . import workstation_containers as containers
 from . import workstation_kinds as kinds
 from .client import RecallClient
 
@@ -80,6 +81,8 @@ class Question:
     #: memories that must NOT rank above the gold (e.g. the exited hog for a "now" question)
     stale: Pred | None = None
     qid: str = ""
+    #: "dev" or "held-out" (`workstation_kinds.split_of`); the older kinds are all dev
+    split: str = "dev"
 
 
 @dataclass
@@ -100,7 +103,12 @@ class Paths:
                 "TR_WATCHERS_FILESYSTEM__PATHS": json.dumps([str(self.watched_dir)]),
                 "TR_WATCHERS_FILESYSTEM__DEBOUNCE_MS": "100",
                 "TR_WATCHERS_JOURNAL__LOG_FILES": json.dumps([str(self.app_log)]),
-                "TR_WATCHERS_PROCESS__INTERVAL_S": "1", "TR_WATCHERS_PROCESS__CPU_PERCENT": "40",
+                "TR_WATCHERS_PROCESS__INTERVAL_S": "1",
+                # What a CPU hog gets: 40% of a core, less on a machine shared with other work
+                # (a busy-loop got 16% of a core under a shared CPU quota at load 12):
+                # `TR_EVAL_HOG_CPU_PERCENT` lowers it (other busy processes are then seen too).
+                "TR_WATCHERS_PROCESS__CPU_PERCENT": os.environ.get("TR_EVAL_HOG_CPU_PERCENT",
+                                                                   "40"),
                 "TR_WATCHERS_RATE_LIMIT__PER_WATCHER_BURST": "1000",
                 "TR_WATCHERS_RATE_LIMIT__GLOBAL_BURST": "1000"}
 
@@ -299,6 +307,9 @@ def _make_events(client: RecallClient, paths: Paths, w: World, log: Callable[[st
     kinds.make_security(client, w.more, paths.app_log.parent / "auth.log", marker(), log,
                         timeout)
     kinds.make_conversations(client, w.more, marker(), log, timeout)
+    containers.make_containers(lambda q, gold, t: wait_recallable(client, q, gold, t),
+                               w.more.values, w.more.skipped, w.more.closers, marker(), log,
+                               timeout)
     return w
 
 
@@ -371,7 +382,8 @@ def questions(w: World) -> list[Question]:
     for ip in w.ips:
         qs.append(Question("identifier", f"what did {ip} do?", has(ip)))
     qs.append(Question("identifier", f"failed logins from {w.ips[-1]}", has(w.ips[-1])))
-    qs += kinds.questions(w.more, lambda kind, text, gold: Question(kind, text, gold))
+    qs += kinds.questions(w.more, lambda kind, text, gold, stale=None, split="dev": Question(
+        kind, text, gold, stale=stale, split=split))
     for i, q in enumerate(qs):
         q.qid = f"ws-{i:03d}"
     return qs
@@ -392,7 +404,7 @@ def ask(client: RecallClient, qs: Sequence[Question], max_results: int = 10
     rows = []
     for q in qs:
         mems, ms, body = client.recall(q.question, NAMESPACE, max_results=max_results)
-        rows.append({"qid": q.qid, "category": q.kind, "question": q.question,
+        rows.append({"qid": q.qid, "category": q.kind, "split": q.split, "question": q.question,
                      "ranked": [x.get("summary", "")[:160] for x in mems],
                      "latency_ms": round(ms, 2), "query_class": body.get("query_class"),
                      "scores": score(q, mems)})
@@ -400,10 +412,22 @@ def ask(client: RecallClient, qs: Sequence[Question], max_results: int = 10
 
 
 def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per kind, then each kind's dev and held-out halves (where it has held-out questions)."""
     kinds = sorted({r["category"] for r in rows})
+    held = sorted({r["category"] for r in rows if r.get("split") == "held-out"})
+    halves = ("dev", "held-out")
+    # (name, the kind or None for every kind, the half or None for both)
+    sets: list[tuple[str, str | None, str | None]] = [("all", None, None)]
+    if held:
+        sets += [(f"all {h}", None, h) for h in halves]
+    for k in kinds:
+        sets.append((k, k, None))
+        if k in held:
+            sets += [(f"{k} {h}", k, h) for h in halves]
     out: dict[str, Any] = {}
-    for name, sel in [("all", kinds), *[(k, [k]) for k in kinds]]:
-        rs = [r for r in rows if r["category"] in sel]
+    for name, kind, half in sets:
+        rs = [r for r in rows if (kind is None or r["category"] == kind)
+              and (half is None or r.get("split", "dev") == half)]
         agg = {"n": len(rs)}
         for metric in ("Hit@1", "Hit@5", "MRR", "fresh_first"):
             vals = [r["scores"][metric] for r in rs if metric in r["scores"]]

@@ -56,12 +56,16 @@ class KindWorld:
     values: dict[str, Any] = field(default_factory=dict)
     running: list[subprocess.Popen[bytes]] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
+    #: What to undo once the questions are asked (the containers made)
+    closers: list[Callable[[], None]] = field(default_factory=list)
 
     def stop(self) -> None:
         for p in self.running:
             if p.poll() is None:
                 p.kill()
                 p.wait()
+        for close in self.closers:
+            close()
 
 
 # --- the stack's settings for these scenarios ----------------------------------------------------
@@ -73,6 +77,8 @@ def memory_used_percent() -> float:
 
 def stack_env(root: Path) -> dict[str, str]:
     """Watcher settings the scenarios need (added to `workstation.Paths.stack_env`)."""
+    from .workstation_containers import stack_env as containers_env
+
     # Over what the stack itself will add as it starts (its models, Postgres): only the
     # scenario's ballast crosses it.
     threshold = min(95.0, memory_used_percent() + 10.0)
@@ -92,6 +98,7 @@ def stack_env(root: Path) -> dict[str, str]:
         "TR_WATCHERS_RECLAIMABLE__ROOT": str(root / "machine"),
         "TR_WATCHERS_RECLAIMABLE__INTERVAL_S": "1",
         "TR_WATCHERS_RECLAIMABLE__MIN_TOTAL_BYTES": str(4 * 2**20),
+        **containers_env(),
     }
 
 
@@ -442,7 +449,7 @@ def make_conversations(client: RecallClient, w: KindWorld, marker: str, log: Log
                    "metadata": {"session": session, "turn": i, "role": role}}
                   for i, (role, text) in enumerate(c["turns"])]
         client.ingest(events)
-        made.append({"m": m, "thing": c["thing"], "session": session})
+        made.append({"m": m, "topic": c["topic"], "thing": c["thing"], "session": session})
         wait_recallable(client, f"how did we fix {c['thing']} {m}?",
                         conclusion_gold(session, "diagnosis", "resolution"), timeout, namespace)
     w.values["conversations"] = made
@@ -463,29 +470,54 @@ def conclusion_gold(session: str, category: str, subcategory: str | None = None)
     return gold
 
 
-def questions(w: KindWorld, make_question: Callable[[str, str, Pred], Any]) -> list[Any]:
-    """Every phrasing of each kind's scenario (`make_question(kind, text, gold)`)."""
+def split_of(phrasing: str, scenario_dev: bool = True) -> str:
+    """"dev" or "held-out": a question is dev when its phrasing (the template, before names are
+    filled in) falls in the dev half (`folds.half_of`) and its scenario is a dev one; a phrasing
+    or a scenario held out makes it held-out. Ranking is tuned on the dev half only."""
+    from .folds import half_of
+
+    return "dev" if scenario_dev and half_of(phrasing) == "A" else "held-out"
+
+
+#: Scenarios of a kind held out (their questions are held-out, whatever the phrasing).
+HELD_OUT_WRITERS = frozenset({"redis"})
+HELD_OUT_USERS = frozenset({"dave", "eve"})
+HELD_OUT_TOPICS = frozenset({"build"})
+
+
+def questions(w: KindWorld, make_question: Callable[..., Any]) -> list[Any]:
+    """Every phrasing of each kind's scenario (`make_question(kind, text, gold, stale=…,
+    split=…)`)."""
+    from . import workstation_containers as containers
+
     qs: list[Any] = []
     if "pressure" in w.values:
         gold = pressure_gold(w.values["pressure"]["pid"])
-        qs += [make_question("pressure", q, gold) for q in PRESSURE_PHRASINGS]
+        qs += [make_question("pressure", q, gold, split=split_of(q)) for q in PRESSURE_PHRASINGS]
     for f in w.values.get("writers", []):
         gold = writer_gold(f["path"], f["pid"])
-        qs += [make_question("who-changed", q.format(conf=f["conf"], svc=f["svc"]), gold)
-               for q in WRITER_PHRASINGS]
+        dev = f["svc"] not in HELD_OUT_WRITERS
+        qs += [make_question("who-changed", q.format(conf=f["conf"], svc=f["svc"]), gold,
+                             split=split_of(q, dev)) for q in WRITER_PHRASINGS]
     if "reclaimable" in w.values:
         gold = reclaimable_gold()
-        qs += [make_question("reclaimable", q, gold) for q in RECLAIMABLE_PHRASINGS]
+        qs += [make_question("reclaimable", q, gold, split=split_of(q))
+               for q in RECLAIMABLE_PHRASINGS]
     if "security" in w.values:
         names = {**w.values["security"]["u"], "unit": w.values["security"]["unit"]}
         for text, needles in SECURITY_QUESTIONS:
             gold = security_gold(*(n.format(**names) for n in needles))
-            qs.append(make_question("security", text.format(**names), gold))
+            dev = not any("{" + u + "}" in text for u in HELD_OUT_USERS)
+            qs.append(make_question("security", text.format(**names), gold,
+                                    split=split_of(text, dev)))
     golds = {"cause": ("diagnosis", "root_cause"), "fix": ("diagnosis", "resolution"),
              "preference": ("user_pattern", None)}
     for c in w.values.get("conversations", []):
+        dev = c.get("topic") not in HELD_OUT_TOPICS
         for what, phrasings in CONCLUSION_PHRASINGS.items():
             gold = conclusion_gold(c["session"], *golds[what])
-            qs += [make_question("concluded", q.format(thing=c["thing"], m=c["m"]), gold)
-                   for q in phrasings]
+            qs += [make_question("concluded", q.format(thing=c["thing"], m=c["m"]), gold,
+                                 split=split_of(q, dev)) for q in phrasings]
+    qs += containers.questions(w.values, lambda text, gold, stale, dev, phrasing: make_question(
+        "containers", text, gold, stale=stale, split=split_of(phrasing, dev)))
     return qs
