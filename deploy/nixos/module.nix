@@ -11,7 +11,7 @@
 #     watchers.filesystem.watchPaths = [ "/etc/nixos" "/home/me/src" ];
 #   };
 #
-# Option names follow the design (docs/design/total-recall.md §14). The earlier names
+# Option names follow the design (docs/design.md §14). The earlier names
 # (tiers.hot.retentionHours, tiers.warm.retentionDays, recall.halfLifeHours,
 # watchers.services.*, watchers.filesystem.paths) still work as aliases, with a warning.
 #
@@ -176,7 +176,7 @@ let
     extra;
 in
 {
-  # The names before the design's spelling (issue 21): aliases that warn.
+  # The names before the design's spelling: aliases that warn.
   imports = [
     (lib.mkChangedOptionModule (prefix ++ [ "tiers" "hot" "retentionHours" ])
       (prefix ++ [ "tiers" "hot" "maxAge" ])

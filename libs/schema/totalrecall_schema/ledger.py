@@ -310,8 +310,8 @@ class LedgerFile:
 
 
 def memory_event(entry: Mapping[str, Any], namespace: str = "default") -> MemoryEvent:
-    """The memory an entry becomes (design §12: the ledger feeds memory). Its id comes from the
-    entry's hash, so publishing an entry again is idempotent."""
+    """The memory an entry becomes (docs/design.md §12: the ledger feeds memory). Its id comes
+    from the entry's hash, so publishing an entry again is idempotent."""
     target = entry["target"]
     summary = f"{entry['actor']} {entry['action']}" + (f": {target}" if target else "")
     detail = (entry["detail"] + "\n\n" if entry["detail"] else "") + (

@@ -41,8 +41,8 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     # `correction`: the user correcting what was said ("actually, it's port 6543"), derived from
     # their turn as a stated `preference` is (the recall API's core/conclusions.py).
     "user_pattern": ("work_session", "preference", "habit", "correction"),
-    # What the agent itself did to the machine, fed from the hash-chained ledger (design §12);
-    # the subcategory is the ledger entry's action.
+    # What the agent itself did to the machine, fed from the hash-chained ledger
+    # (docs/design.md §12); the subcategory is the ledger entry's action.
     "agent.action": ("command.run", "file.write", "file.delete", "service.restart",
                      "package.install", "config.edit"),
 }

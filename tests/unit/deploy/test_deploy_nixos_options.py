@@ -1,4 +1,4 @@
-"""The NixOS module's option names are the design's (docs/design/total-recall.md §14), and the
+"""The NixOS module's option names are the design's (docs/design.md §14), and the
 names it had before are aliases (`mkRenamedOptionModule` / `mkChangedOptionModule`). There is no
 nix binary here: the module is read with the tree-sitter Nix grammar and its option tree
 rebuilt from the syntax (static `mkOption`s plus the generated polled watchers)."""
@@ -15,9 +15,9 @@ NIX = DEPLOY / "nixos" / "module.nix"
 README = DEPLOY / "README.md"
 PREFIX = ("services", "agentos", "memory")
 
-#: The design's names (§14) that map to something this stack has. Not provided: the embedding
-#: model *name* / quantization (a GGUF path instead), tiers.hot.maxVectors, tiers.warm.quantize,
-#: tiers.cold.enabled, recall.autoInject / maxResults (the agent plugin's), patterns.*.
+#: The design's names (docs/design.md §14) that map to something this stack has. Not provided:
+#: the embedding model *name* / quantization (a GGUF path instead), tiers.hot.maxVectors,
+#: tiers.warm.quantize, tiers.cold.enabled, recall.autoInject / maxResults (the agent plugin's).
 DESIGN_OPTIONS = {
     "enable", "stateDir", "embedding.model", "embedding.device", "embedding.batchSize",
     "tiers.hot.maxAge", "tiers.warm.maxAge", "recall.weights.vector", "recall.weights.bm25",
@@ -25,6 +25,7 @@ DESIGN_OPTIONS = {
     "watchers.process.enable", "watchers.process.interval", "watchers.service.enable",
     "watchers.service.interval", "watchers.journal.enable", "watchers.network.enable",
     "watchers.filesystem.enable", "watchers.filesystem.watchPaths", "watchers.nixos.enable",
+    "patterns.enable", "patterns.detectionInterval", "patterns.minObservations",
 }
 #: old name → (new name, how): the names of the module before it followed the design.
 ALIASES = {
@@ -149,7 +150,8 @@ def test_max_age_is_a_duration_turned_into_seconds() -> None:
 def test_readme_names_the_options_and_the_aliases() -> None:
     readme = README.read_text()
     for name in ("tiers.{hot,warm}.maxAge", "recencyHalfLifeHours", "filesystem.{enable,watchPaths}",
-                 "embedding.{model,buildDefaultModel,device,threads,batchSize}"):
+                 "embedding.{model,buildDefaultModel,device,threads,batchSize}",
+                 "patterns.{enable,detectionInterval,minObservations}", "docs/design.md` §14"):
         assert name in readme, name
     for old in ALIASES:
         assert old.replace("watchers.services.enable", "watchers.services.*").replace(

@@ -1,7 +1,7 @@
 """Learning the user's patterns from what is remembered (pure: memories in, patterns out).
 
 Three learners, each with a minimum number of observations and a confidence (the design's
-`patterns.minObservations`; §13 "Learned patterns"), each pattern citing its evidence (the ids
+`patterns.minObservations`; docs/design.md §13), each pattern citing its evidence (the ids
 of the memories it was learned from):
 
 - work sessions: the hours and weekdays the user is active (their conversation turns, logins
