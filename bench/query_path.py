@@ -1,0 +1,139 @@
+"""A question's embedding made in the recall API's process (its query model) vs the embedder's
+query RPC through NATS, asked in turn, one question each way, idle and while the embedder
+ingests a backlog. nats-server, the embedder and this process run in one session (one scheduler
+group, as a stack does), so that neither path gets another group's share of the CPUs.
+
+    .venv/bin/python -m bench.query_path                       # the embedder's defaults
+    .venv/bin/python -m bench.query_path --threads 0 --ingest-idle
+
+Prints each path's p50/p99 idle and under ingest, p99 under ingest ÷ idle (the target of
+`embedder_bench.py`: ≤ 1.5×), and the texts/s ingested meanwhile
+(docs/perf/2026-11-29-recall-floor.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.embedder_bench import embedder_process, texts
+from bench.floor import pct
+from bench.machine import describe
+from bench.recall_bench import ALL_QUERIES
+
+
+async def run(url: str, model: Path, home: Path, args: argparse.Namespace) -> None:
+    import nats
+    from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+    from totalrecall_recall_api.adapters.nats_clients import NatsEmbedder
+    from totalrecall_recall_api.adapters.query_model import load_query_embedder
+    from totalrecall_schema import MemoryEvent, Topology, ensure_streams
+
+    topo = Topology.for_test(f"qp{int(time.time())}")
+    settings = {"nats_url": url, "subject_prefix": topo.prefix,
+                "stream_prefix": topo.stream_prefix, "model_path": str(model),
+                "n_threads": str(args.threads), "dedup_enabled": "false",
+                "ingest_idle": str(args.ingest_idle).lower()}
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    await ensure_streams(js, topo)
+    sub = await js.pull_subscribe(
+        topo.embedded_all, durable="qp", stream=topo.embedded_stream,
+        config=ConsumerConfig(durable_name="qp", ack_policy=AckPolicy.NONE,
+                              deliver_policy=DeliverPolicy.ALL))
+    salt = random.randrange(10**9)  # no cache anywhere has seen these questions
+    questions = iter(f"{q} ({salt}-{i})" for i, q in enumerate(ALL_QUERIES * 10))
+    res: dict[str, list[float]] = {f"{w} {p}": [] for p in ("idle", "ingest")
+                                   for w in ("in process", "embedder RPC")}
+    with embedder_process(settings, home):
+        rpc = NatsEmbedder(nc, topo, 30.0)
+        local = load_query_embedder(model, rpc, prefix=None, max_tokens=128, threads=1,
+                                    parallel_threads=1)
+        assert local is not None
+        await local.compare()
+        assert local.agreed, "the query model here does not embed as the embedder does"
+        for _ in range(5):
+            await rpc.embed_query(next(questions))
+            await local.embed_query(next(questions))
+
+        async def both(i: int, phase: str) -> None:
+            order = [("in process", local), ("embedder RPC", rpc)]
+            for name, emb in order if i % 2 else order[::-1]:
+                t0 = time.perf_counter()
+                await emb.embed_query(next(questions))
+                res[f"{name} {phase}"].append((time.perf_counter() - t0) * 1000)
+
+        for i in range(args.queries):
+            await both(i, "idle")
+            await asyncio.sleep(0.01)
+        for i, text in enumerate(texts(args.n, 2)):
+            ev = MemoryEvent(id=f"w-{i}", category="system.process", summary=text)
+            await js.publish(topo.events_subject(ev.category), ev.model_dump_json().encode(),
+                             headers={"Nats-Msg-Id": ev.key})
+        t0, got = time.perf_counter(), 0
+
+        async def drain() -> None:
+            nonlocal got
+            while got < args.n:
+                with contextlib.suppress(TimeoutError):
+                    got += len(await sub.fetch(256, timeout=0.5))
+
+        draining = asyncio.create_task(drain())
+        asked = 0
+        while not draining.done() and asked < args.queries:
+            await both(asked, "ingest")
+            asked += 1
+            await asyncio.sleep(0.02)
+        await asyncio.wait_for(draining, 1800)
+        rate = args.n / (time.perf_counter() - t0)
+        local.close()
+    await nc.close()
+    print(f"embedder ingest: {args.threads or 'every'} thread(s), SCHED_IDLE {args.ingest_idle}: "
+          f"{rate:.1f} texts/s ingested")
+    for key, xs in res.items():
+        print(f"  {key:20s} p50 {statistics.median(xs):6.1f} ms  p99 {pct(xs, 0.99):6.1f} ms"
+              f"  (n={len(xs)})")
+    for w in ("in process", "embedder RPC"):
+        busy, idle = res[f"{w} ingest"], res[f"{w} idle"]
+        print(f"  {w}: p99 under ingest ÷ idle {pct(busy, 0.99) / pct(idle, 0.99):.2f}× "
+              f"(target ≤ 1.5×), p50 {statistics.median(busy) / statistics.median(idle):.2f}×")
+    a, b = res["in process idle"], res["embedder RPC idle"]
+    print(f"  idle, embedder RPC ÷ in process: p50 {statistics.median(b) / statistics.median(a):.2f}×,"
+          f" p99 {pct(b, 0.99) / pct(a, 0.99):.2f}×")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--threads", type=int, default=1, help="the embedder's ingest threads (0: all)")
+    p.add_argument("--ingest-idle", action="store_true", help="the embedder's ingest SCHED_IDLE")
+    p.add_argument("--n", type=int, default=400, help="events ingested while asking")
+    p.add_argument("--queries", type=int, default=60, help="questions per path and phase")
+    args = p.parse_args()
+    from totalrecall.infra import NatsServer, free_port
+    from totalrecall.paths import default_model_path
+
+    sys.setswitchinterval(0.0005)  # as the recall API does with its query model loaded
+    model = default_model_path()
+    with open("/proc/loadavg") as f:
+        print(describe(), "| load", f.read().strip())
+    with tempfile.TemporaryDirectory() as tmp:
+        server = NatsServer(Path(tmp) / "nats", port=free_port(), monitor_port=free_port()).start()
+        try:
+            home = Path(tmp) / "home"
+            home.mkdir()
+            asyncio.run(run(server.url, model, home, args))
+        finally:
+            server.stop()
+    with open("/proc/loadavg") as f:
+        print("load after", f.read().strip())
+
+
+if __name__ == "__main__":
+    main()
