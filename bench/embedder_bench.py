@@ -195,6 +195,7 @@ async def bench_service(nats_url: str, model: Path, threads: int, query_threads:
     import nats
     from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
     from totalrecall_schema import EmbedRequest, MemoryEvent, Topology, ensure_streams
+    from totalrecall_schema.publish import publish_event
 
     topo = Topology.for_test(f"bench{int(time.time())}")
     settings = {"nats_url": nats_url, "subject_prefix": topo.prefix,
@@ -219,8 +220,7 @@ async def bench_service(nats_url: str, model: Path, threads: int, query_threads:
     async def publish(batch: list[str], tag: str) -> None:
         for i, t in enumerate(batch):
             ev = MemoryEvent(id=f"{tag}-{i}", category="system.process", summary=t)
-            await js.publish(topo.events_subject(ev.category), ev.model_dump_json().encode(),
-                             headers={"Nats-Msg-Id": ev.key})
+            await publish_event(js, topo, ev)
 
     async def query(text: str) -> float:
         t0 = time.perf_counter()
