@@ -170,7 +170,7 @@ class _FakeApi(BaseHTTPRequestHandler):
             self.state["progress"] = {"job": "rebuild", "phase": "index", "done": done,
                                       "total": 100, "elapsed_s": 0.1, "started_at": started,
                                       "finished": False}
-            time.sleep(0.6)
+            time.sleep(0.6)  # a job that takes a while: the CLI shows its progress meanwhile
         result = {"records": 100, "embedded": 100, "unembedded": 0, "model": "m"}
         self.state["progress"] = {"job": "rebuild", "phase": "done", "done": 100, "total": 100,
                                   "started_at": started, "finished": True, "result": result}

@@ -120,7 +120,7 @@ async def test_the_concurrent_responder_answers_requests(nc: Any, worker_nc: Any
 
     async def answer(body: bytes) -> bytes:
         asked.append(body)
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # work that takes a while: the requests overlap
         return b"re:" + body
 
     responder = ConcurrentResponder(f"{topology.prefix}.rpc.echo", answer, concurrency=2)

@@ -20,7 +20,7 @@ async def _recall(c: httpx.AsyncClient, **body: Any) -> dict[str, float]:
 
 class SlowKeywords(FakeWorld):
     async def bm25(self, *a: Any, **k: Any) -> list[tuple[str, float]]:
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # the slow stage under test
         return await super().bm25(*a, **k)
 
 
