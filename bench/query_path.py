@@ -21,6 +21,7 @@ import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench.embedder_bench import embedder_process, texts
@@ -32,9 +33,8 @@ from bench.recall_bench import ALL_QUERIES
 async def run(url: str, model: Path, home: Path, args: argparse.Namespace) -> None:
     import nats
     from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-    from totalrecall_recall_api.adapters.nats_clients import NatsEmbedder
-    from totalrecall_recall_api.adapters.query_model import load_query_embedder
-    from totalrecall_schema import MemoryEvent, Topology, ensure_streams
+    from totalrecall_schema import EmbedReply, EmbedRequest, MemoryEvent, Topology, ensure_streams
+    from totalrecall_worker.llama_model import LlamaBackend, default_prefixes, query_input
 
     topo = Topology.for_test(f"qp{int(time.time())}")
     settings = {"nats_url": url, "subject_prefix": topo.prefix,
@@ -52,22 +52,35 @@ async def run(url: str, model: Path, home: Path, args: argparse.Namespace) -> No
     questions = iter(f"{q} ({salt}-{i})" for i, q in enumerate(ALL_QUERIES * 10))
     res: dict[str, list[float]] = {f"{w} {p}": [] for p in ("idle", "ingest")
                                    for w in ("in process", "embedder RPC")}
+    # What the recall API's query model does (`adapters/query_model.py`): the embedder's code
+    # on one thread of its own, the event loop waiting.
+    backend = LlamaBackend(model, n_threads=1)
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="query-embed")
+    prefix = default_prefixes(model.name)[0]
+
+    async def local(text: str) -> list[float]:
+        def embed() -> list[float]:
+            return backend.embed_on([query_input(text, prefix, 128, backend.count_tokens)], 1)[0]
+        return await asyncio.get_running_loop().run_in_executor(pool, embed)
+
+    async def rpc(text: str) -> list[float]:
+        msg = await nc.request(topo.rpc_embed_query,
+                               EmbedRequest(texts=[text], kind="query").model_dump_json().encode(),
+                               timeout=30)
+        return EmbedReply.model_validate_json(msg.data).vectors[0]
+
     with embedder_process(settings, home):
-        rpc = NatsEmbedder(nc, topo, 30.0)
-        local = load_query_embedder(model, rpc, prefix=None, max_tokens=128, threads=1,
-                                    parallel_threads=1)
-        assert local is not None
-        await local.compare()
-        assert local.agreed, "the query model here does not embed as the embedder does"
+        probe = next(questions)
+        assert await local(probe) == await rpc(probe), "not the embedder's vectors"
         for _ in range(5):
-            await rpc.embed_query(next(questions))
-            await local.embed_query(next(questions))
+            await rpc(next(questions))
+            await local(next(questions))
 
         async def both(i: int, phase: str) -> None:
             order = [("in process", local), ("embedder RPC", rpc)]
-            for name, emb in order if i % 2 else order[::-1]:
+            for name, embed in order if i % 2 else order[::-1]:
                 t0 = time.perf_counter()
-                await emb.embed_query(next(questions))
+                await embed(next(questions))
                 res[f"{name} {phase}"].append((time.perf_counter() - t0) * 1000)
 
         for i in range(args.queries):
@@ -93,7 +106,8 @@ async def run(url: str, model: Path, home: Path, args: argparse.Namespace) -> No
             await asyncio.sleep(0.02)
         await asyncio.wait_for(draining, 1800)
         rate = args.n / (time.perf_counter() - t0)
-        local.close()
+    pool.shutdown()
+    backend.close()
     await nc.close()
     print(f"embedder ingest: {args.threads or 'every'} thread(s), SCHED_IDLE {args.ingest_idle}: "
           f"{rate:.1f} texts/s ingested")
