@@ -79,7 +79,12 @@ def test_another_vector_or_model_keeps_questions_on_the_embedder() -> None:
             await settle(emb)
             assert emb.agreed is False
             assert await emb.embed_query("b") == (rpc.vector, rpc.model)
-            assert rpc.asked[-1] == "b" and emb._probe is None  # never compared again
+            assert rpc.asked[-1] == "b" and emb._probe is None  # not compared again so soon
+            emb._probed_at -= query_model.RECHECK_S  # a minute later: compared again
+            rpc.vector, rpc.model = [0.6, 0.8], "mini:abc"  # the embedder has our model now
+            await emb.embed_query("c")
+            await settle(emb)
+            assert emb.agreed is True
             emb.close()
     asyncio.run(go())
 

@@ -11,7 +11,8 @@ ingest embeds in the embedder at a lowered one: a question never waits behind in
 Its vectors must be the embedder's, or the index would compare vectors of two spaces. A test
 compares the two bit for bit; at run time, one probe text is embedded both ways before the
 first local use, and a differing answer (another model file or prefix, a token limit set in one
-place only) keeps every question on the embedder. So does a missing model file or `llama_cpp`
+place only) keeps every question on the embedder (compared again a minute later: the embedder
+may have loaded the model since). So does a missing model file or `llama_cpp`
 (a container that ships neither): the embedder RPC is the fallback, always.
 """
 
@@ -36,6 +37,9 @@ PROBE = "why did the nginx service fail to start after the update?"
 TOLERANCE = 1e-5
 #: How long after a failed probe (the embedder not up yet) the next recall probes again.
 RETRY_S = 5.0
+#: How long after a disagreement (the embedder on another model, its fallback endpoint) the
+#: next recall compares again: the embedder may have loaded the same model since.
+RECHECK_S = 60.0
 
 
 class LocalQueryEmbedder:
@@ -78,8 +82,8 @@ class LocalQueryEmbedder:
                           ) -> tuple[list[float], str | None]:
         if self.agreed:
             return await self._local(text, exclusive), self.model
-        if self.agreed is None and self._probe is None \
-                and time.monotonic() - self._probed_at >= RETRY_S:
+        wait = RETRY_S if self.agreed is None else RECHECK_S
+        if self._probe is None and time.monotonic() - self._probed_at >= wait:
             self._probe = asyncio.create_task(self.compare())
         return await self.remote.embed_query(text, exclusive=exclusive)
 
