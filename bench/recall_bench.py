@@ -290,7 +290,7 @@ def _report(lat: list[float], n: int, queries: int, metrics: str,
                                     floors[1]):
                 print(line)
         if spread is not None:
-            print(f"  embedder: {spread[0]:.0f} long prompts on its parallel threads, "
+            print(f"  query embedding: {spread[0]:.0f} long prompts on its parallel threads, "
                   f"{spread[1]:.0f} on one (something else was running)")
 
 
@@ -370,8 +370,11 @@ def main(argv: list[str] | None = None) -> int:
             prompt_lat = _measure_prompts(client, args.prompts)
             prompt_metrics = client.get("/metrics").text
         emb = httpx.get(f"http://127.0.0.1:{stack.ports['embedder']}/metrics", timeout=30).text
-        name = "totalrecall_embedder_query_spread_total"
-        spread = (_counter(emb, name, outcome="spread"), _counter(emb, name, outcome="busy"))
+        # Spread by the embedder's query thread, or by the recall API's own query model.
+        names = (("totalrecall_embedder_query_spread_total", emb),
+                 ("totalrecall_recall_query_spread_total", prompt_metrics))
+        spread = (sum(_counter(m, n, outcome="spread") for n, m in names),
+                  sum(_counter(m, n, outcome="busy") for n, m in names))
     _report(lat, args.n, args.queries, metrics, prompt_lat, prompt_metrics, spread, floors)
     return 0
 

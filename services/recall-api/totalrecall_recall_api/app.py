@@ -19,6 +19,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError as PydanticValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .adapters.query_model import LocalQueryEmbedder
 from .alerts import AlertMonitor
 from .container import Container
 from .handlers import health as memory_health
@@ -179,6 +180,8 @@ def create_app(settings: Settings, *, publisher: Publisher | None = None,
                 if rows is not None and settings.alerts_enabled else None
             app.state.container = container = Container(settings=settings, metrics=metrics,
                                                         alerts=monitor, **ports)
+            if isinstance(ports.get("query_embedder"), LocalQueryEmbedder):
+                ports["query_embedder"].on_spread = metrics.spread_hook
             if monitor is not None:
                 stack.push_async_callback(_cancelled, asyncio.create_task(monitor.run()))
             if settings.patterns_enable:  # the user-pattern refresh, in the background

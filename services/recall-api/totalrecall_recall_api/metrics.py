@@ -47,6 +47,14 @@ class Metrics:
         self.alerts_seconds = Histogram("totalrecall_recall_alerts_check_seconds",
                                         "Time to examine one namespace's events for alerts",
                                         buckets=_BUCKETS, registry=r)
+        self.query_spread = Counter(
+            "totalrecall_recall_query_spread_total",
+            "Long prompts embedded here (the query model) by whether they were spread over "
+            "QUERY_PARALLEL_THREADS (spread) or kept on one because something else ran (busy)",
+            ["outcome"], registry=r)
+
+    def spread_hook(self, spread: bool) -> None:
+        self.query_spread.labels("spread" if spread else "busy").inc()
 
     def stage(self, name: str, seconds: float) -> None:
         """One recall stage took `seconds`: into its histogram and the request's own tally

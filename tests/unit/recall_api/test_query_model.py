@@ -116,12 +116,15 @@ def test_a_long_prompt_is_spread_only_while_the_machine_is_idle(
         monkeypatch: pytest.MonkeyPatch) -> None:
     b = FakeBackend([1.0])
     emb = local(b, FakeRpc([1.0]), parallel=2)
+    seen: list[bool] = []
+    emb.on_spread = seen.append  # the recall API counts them (totalrecall_recall_query_spread_total)
     monkeypatch.setattr("totalrecall_worker.priority.machine_idle", lambda *a, **k: True)
     emb._embed("x", True)
     emb._embed("x", False)  # a short question: its keyword search runs beside it
     monkeypatch.setattr("totalrecall_worker.priority.machine_idle", lambda *a, **k: False)
     emb._embed("x", True)
     assert b.threads == [2, 1, 1]
+    assert seen == [True, False]
     emb.close()
 
 

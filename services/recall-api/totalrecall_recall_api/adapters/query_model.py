@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,8 @@ class LocalQueryEmbedder:
         self._probe: asyncio.Task[None] | None = None
         self._probed_at = float("-inf")
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recall-query-embed")
+        #: told whether a long prompt was spread (True) or kept on one thread (False)
+        self.on_spread: Callable[[bool], None] | None = None
 
     @property
     def model(self) -> str:
@@ -70,7 +73,11 @@ class LocalQueryEmbedder:
         own = int(b.n_threads)
         # A long prompt is spread while nothing else runs (ggml's threads stall each other
         # beside a busy process): the embedder's rule (`Engine._threads_for`).
-        spread = exclusive and self.parallel_threads > own and machine_idle()
+        spread = False
+        if exclusive and self.parallel_threads > own:
+            spread = machine_idle()
+            if self.on_spread is not None:
+                self.on_spread(spread)
         vecs: list[list[float]] = b.embed_on([final], self.parallel_threads if spread else own)
         return vecs[0]
 
