@@ -124,7 +124,7 @@ def test_a_tier_too_large_is_not_mirrored_and_comes_back_when_small(tiers: ZvecT
     _same_as_zvec(tiers, queries=2)
     tiers.delete("hot", [f"k{i}" for i in range(100)])
     assert "hot" not in tiers._mirrors  # looked at again only after MIRROR_RETRY_S
-    monkeypatch.setattr("totalrecall_indexer.stores.zvec_tiers.MIRROR_RETRY_S", 0.0)
+    monkeypatch.setattr("totalrecall_indexer.stores.zvec_writes.MIRROR_RETRY_S", 0.0)
     tiers.delete("hot", ["k100"])
     assert len(tiers._mirrors["hot"]) == 419
     _same_as_zvec(tiers, queries=2)
@@ -145,7 +145,7 @@ def test_a_failed_write_drops_the_mirror(tiers: ZvecTiers, monkeypatch: Any) -> 
     tiers.delete("hot", ["k0"])
     with pytest.raises(ValueError):
         tiers.upsert("hot", [bad])
-    monkeypatch.setattr("totalrecall_indexer.stores.zvec_tiers.MIRROR_RETRY_S", 0.0)
+    monkeypatch.setattr("totalrecall_indexer.stores.zvec_writes.MIRROR_RETRY_S", 0.0)
     tiers.upsert("hot", _docs(70, 80))
     assert len(tiers._mirrors["hot"]) == len(_ids(tiers)) == 69
     _same_as_zvec(tiers, queries=2)
@@ -193,7 +193,7 @@ def test_searches_beside_writes_and_reloads(tiers: ZvecTiers, monkeypatch: Any) 
     no search fails, none returns a key deleted before it started, and the end state is zvec's."""
     import threading
 
-    monkeypatch.setattr("totalrecall_indexer.stores.zvec_tiers.MIRROR_RETRY_S", 0.0)
+    monkeypatch.setattr("totalrecall_indexer.stores.zvec_writes.MIRROR_RETRY_S", 0.0)
     tiers.upsert("hot", _docs(0, 200))
     gone: set[str] = set()
     errors: list[BaseException] = []

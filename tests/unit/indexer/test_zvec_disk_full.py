@@ -154,9 +154,9 @@ def test_a_tier_larger_than_a_query_page_is_listed_whole(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """zvec answers at most 100,000 documents a query: the consistency check lists a larger
     tier by halves of its time range (here with a page of 40)."""
-    import totalrecall_indexer.stores.zvec_tiers as zt
+    import totalrecall_indexer.stores.zvec_reads as zr
 
-    monkeypatch.setattr(zt, "LIST_PAGE", 40)
+    monkeypatch.setattr(zr, "LIST_PAGE", 40)
     tiers = _tiers(tmp_path / "zvec", Disk(10 * 2**30))
     try:
         tiers.upsert("warm", unit_docs(0, 130))
