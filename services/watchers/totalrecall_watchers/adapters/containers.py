@@ -4,7 +4,6 @@ the kernel's log (`/dev/kmsg`). What their output means is core/containers_*.py'
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import re
 import shutil
@@ -49,41 +48,6 @@ async def spawn_follower(cmd: list[str]) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         *cmd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         stdin=asyncio.subprocess.DEVNULL, limit=1 << 20)
-
-
-async def run_command(argv: list[str], timeout: float) -> tuple[int, str, str]:
-    """Run a short command; (rc, stdout, stderr), rc -1 when it could not run or timed out."""
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            stdin=asyncio.subprocess.DEVNULL)
-    except OSError as exc:
-        return -1, "", str(exc)
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        await end_process(proc)
-        return -1, "", f"timed out after {timeout:g} s"
-    finally:
-        if proc.returncode is None:
-            await end_process(proc)
-    assert proc.returncode is not None
-    return (proc.returncode, out.decode("utf-8", "replace"),
-            err.decode("utf-8", "replace"))
-
-
-async def end_process(proc: asyncio.subprocess.Process) -> None:
-    """Terminate a child still running, then kill it if it does not go."""
-    if proc.returncode is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        proc.terminate()
-    try:
-        await asyncio.wait_for(proc.wait(), 5)
-    except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await proc.wait()
 
 
 class KernelLog:

@@ -48,14 +48,8 @@ from typing import TYPE_CHECKING
 
 from totalrecall_schema import MemoryEvent
 
-from ..adapters.containers import (
-    Engine,
-    KernelLog,
-    end_process,
-    probe_engine,
-    run_command,
-    spawn_follower,
-)
+from ..adapters.containers import Engine, KernelLog, probe_engine, spawn_follower
+from ..adapters.processes import end_process, run_command
 from .base import Emit, EventContext, Watcher
 from .containers_disk import DiskRow, DiskState, disk_check, parse_df, parse_size
 from .containers_events import (

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from totalrecall_schema import MemoryEvent, Severity
 from totalrecall_schema.templates import exact_form
 
+from ..adapters.processes import end_process
 from .base import Emit, EventContext, Unavailable, Watcher
 from .log_files import LogTail, text_entry
 
@@ -106,15 +107,7 @@ async def follow_lines(command: list[str], on_line: Callable[[bytes], Awaitable[
         raise RuntimeError(f"{command[0]} exited with {rc}: {err[:300]}")
     finally:
         stop_task.cancel()
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.terminate()
-            try:
-                await asyncio.wait_for(proc.wait(), 5)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
+        await end_process(proc)
 
 
 class JournalParser:
