@@ -17,9 +17,9 @@ PASSTHROUGH: dict[str, tuple[str, str]] = {
     "model": ("embedding model management (`totalrecall model build --help`)",
               "commands.stack:model"),
     "import": ("bring history in, idempotently, with a progress bar: openclaw, claude-code, "
-               "shell, journal, logs, jsonl (`totalrecall import --help`)", "import_cmd:main"),
+               "shell, journal, logs, jsonl (`totalrecall import --help`)", "commands.importing:main"),
     "ledger": ("the agent's action ledger: `totalrecall ledger verify [--path] [--json]`",
-               "ledger_cmd:main"),
+               "commands.ledger:main"),
 }
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from totalrecall import main as cli
-from totalrecall.import_cmd import Rejected, Summary, parse_since, run_import
+from totalrecall.commands.importing import Rejected, Summary, parse_since, run_import
 from totalrecall.importers import Skip
 from totalrecall_client import IngestResponse
 from totalrecall_schema import MemoryEvent
@@ -70,7 +70,7 @@ class _FakeClient:
 def test_the_verb_prints_a_json_summary(capsys: pytest.CaptureFixture[str],
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     fake = _FakeClient()
-    from totalrecall import import_cmd
+    from totalrecall.commands import importing as import_cmd
 
     real_main = import_cmd.main
     monkeypatch.setattr(import_cmd, "main", lambda argv: real_main(argv, client=fake))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from totalrecall_schema.ledger import verify_file
 
-from .paths import home
+from ..paths import home
 
 
 def default_ledger_path() -> Path:

@@ -26,9 +26,9 @@ from typing import Any, TextIO
 
 from totalrecall_schema import MemoryEvent
 
-from .importers import IMPORTERS, Importer, Item, Options, Skip
-from .importers.base import since_filter
-from .importers.journal import JournalUnavailable
+from ..importers import IMPORTERS, Importer, Item, Options, Skip
+from ..importers.base import since_filter
+from ..importers.journal import JournalUnavailable
 
 #: The recall API's default `max_events_per_request` is 1000; half keeps requests small.
 DEFAULT_BATCH = 500
