@@ -28,12 +28,12 @@ from .core.candidates import collect, describe
 from .core.categories import categories_of
 from .core.choose import choose
 from .core.classify import QueryClass, classify
-from .core.conclusions import asked_first
 from .core.conclusions import profile as stated_profile
 from .core.derived import derived_before_turns
 from .core.expansion import expansion_keys, with_neighbours
 from .core.fusion import Candidate, boost_actors, by_score
 from .core.hosts import host_allowed, hosts_first, named_hosts
+from .core.intent import newest_state_first, routed_first
 from .core.named import named_first, named_identifiers
 from .core.rank import rank
 from .core.render import relative_time, system_alerts_block, system_memory_block
@@ -326,14 +326,17 @@ class RecallService:
         question names, else the newest."""
         ranked = answer_type_first(
             ranked, query, lambda c: by_key[c.key].summary if c.key in by_key else c.text)
-        # A question about what was concluded ("what was the fix for …", "what does the user
-        # prefer for …"): those memories first (`core/conclusions.py`).
-        ranked = named_first(asked_first(ranked, query), query)
+        # What the question asks about, in the words people use ("what ate my RAM", "who
+        # touched …", "did the backup container die", "what was the fix for …"): the memories
+        # of that kind first, and those naming the thing it names (`core/intent.py`).
+        ranked = named_first(routed_first(ranked, query, by_key.get), query)
         # A memory derived from a turn (what it concluded) just before that turn.
         ranked = derived_before_turns(ranked, by_key)
         # A host the question names: its memories before the others' (`core/hosts.py`).
-        return hosts_first(ranked, about_hosts, lambda key: hostname_of(by_key[key].metadata)
-                           if key in by_key else None)
+        ranked = hosts_first(ranked, about_hosts, lambda key: hostname_of(by_key[key].metadata)
+                             if key in by_key else None)
+        # "Is nginx up now?": of each container's, unit's or pressure's states, the newest first.
+        return newest_state_first(ranked, query, by_key.get)
 
     async def _supersede(self, ranked: list[Candidate], by_key: dict[str, Row],
                          namespace: str) -> list[Candidate]:

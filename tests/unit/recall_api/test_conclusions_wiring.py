@@ -186,7 +186,7 @@ async def test_recall_ranks_the_conclusion_first_and_the_profile_shows_the_prefe
     assert ids.index(cause["id"]) < ids.index("a1"), ids
     # what was concluded leads: the question asks for it
     assert body["memories"][0]["metadata"].get("derived_from")
-    assert "conclusion" in body["memories"][0]["metadata"]["_scores"]
+    assert "intent" in body["memories"][0]["metadata"]["_scores"]  # core/intent.py
     body = (await client.post("/memory/recall", json={
         "query": "what does the user prefer for backups?"})).json()
     first = body["memories"][0]

@@ -1,0 +1,292 @@
+"""What a question asks about the machine, in the words people use, and which memories answer it.
+
+"why's my box crawling?", "what ate my RAM?", "who touched the nginx config?", "did the backup
+container die?", "what can I clean up?": each asks about one kind of the machine's events (its
+pressure and hungry processes, a file's writer, reclaimable space, a container's life, the auth
+log), mostly in words the event does not hold ("crawling" is not in "System under memory
+pressure"). Keyword and vector search then rank whatever shares a word higher: a conversation
+that mentions a backup, a cache file's event for "what ate my RAM".
+
+Each intent below is the words that ask for it and a test of the memories that answer it (their
+category, subcategory, metadata). A question's intents lift every memory that answers one of
+them by the best score times the number it answers (`fusion.lift_by_best`): rank-lexicographic
+like named identifiers and hosts, the fused order kept within each level, no weight to tune. A
+question with no intent, or whose candidates answer none, is left as it was; so is a namespace
+without such memories (a conversation benchmark's).
+
+And a question about the present ("is nginx up now?", "is the web container healthy?") is
+about the newest state of what it names: of the state events of one subject (a container, a
+unit, a kind of pressure), the newest takes the best score of the group (`newest_state_first`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from .conclusions import asked_categories
+from .fusion import Candidate, by_score, lift_by_best
+from .supersede import ProcessRow, asks_about_now
+
+#: What these rules read of a stored memory (a `Memory` or a store's row fits).
+EventRow = ProcessRow
+
+
+def _re(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Intent:
+    name: str
+    asked: re.Pattern[str]
+    answers: Callable[[EventRow], bool]
+
+
+def _of(category: str, *subcategories: str) -> Callable[[EventRow], bool]:
+    subs = frozenset(subcategories)
+    return lambda m: m.category == category and (not subs or m.subcategory in subs)
+
+
+def _any(*tests: Callable[[EventRow], bool]) -> Callable[[EventRow], bool]:
+    return lambda m: any(t(m) for t in tests)
+
+
+def _written_by(m: EventRow) -> bool:
+    """A file event that names the process that wrote the file (as root: fanotify)."""
+    return m.category == "file" and bool(m.metadata.get("changed_by"))
+
+
+_SIZE = r"(?:big|bigger|biggest|large\w*|sizes?|space|room|takes?|taking|much|disk|worth)"
+INTENTS = (
+    # The machine is slow: its pressure events (each names the top processes of its moment).
+    Intent("slow", _re(
+        r"\b(?:slow\w*|sluggish\w*|crawl\w*|lag\w*|unresponsive|freez\w*|froze|forever|"
+        r"struggl\w*|speed (?:\w+ )?up|performance|hogs?|hogg\w*|resources)\b"),
+        _of("system.pressure", "memory", "swap", "cpu", "io", "load")),
+    # Memory is short, or a process is hungry for it: the memory pressure and those processes.
+    # (Not a container's OOM kill: that is its own limit, not the machine's memory.)
+    Intent("memory", _re(
+        r"\b(?:ram|memory|swap\w*|rss|resident|leak\w*)\b"),
+        _any(_of("system.pressure", "memory", "swap"),
+             _of("system.process", "high_mem", "oom_kill"))),
+    Intent("cpu", _re(r"\b(?:cpu|processor|cores?|load average|fans?|running hot)\b"),
+           _any(_of("system.pressure", "cpu", "load"), _of("system.process", "high_cpu"))),
+    # Space to get back: caches, old logs, unused images.
+    Intent("cleanup", _re(
+        r"\b(?:clean\w*|reclaim\w*|prun\w*|purg\w*|vacuum\w*|junk|clutter\w*|"
+        r"wast\w*|shrink\w*|disk (?:use|usage)|storage)\b"
+        # room to get back, either way round ("free up space", "how much room can I get back")
+        r"|\b(?:free\w*|get\w*|recover\w*|make|win)\b[^?!]*\b(?:space|room)\b"
+        r"|\b(?:space|room)\b[^?!]*\b(?:back|free\w*|recover\w*|reclaim\w*|wins?)\b"
+        # what to delete ("which old files or caches can be removed?")
+        r"|\b(?:delet\w*|remov\w*|throw\w* away|get rid of|clear\w*)\b[^?!]*\b(?:space|room|"
+        r"disk|caches?|logs?|old|temporary|junk)\b"
+        r"|\b(?:caches?|logs?|old|temporary|junk)\b[^?!]*\b(?:delet\w*|remov\w*|throw\w* away|"
+        r"get rid of|clear\w*)\b"
+        # a cache, the journal, logs: when their size is asked ("npm cache size?"), not when a
+        # container is called "cache"
+        r"|\b(?:caches?|journal|logs?)\b[^?!]*\b" + _SIZE + r"\b"
+        r"|\b" + _SIZE + r"\b[^?!]*\b(?:caches?|journal|logs?)\b"),
+        _any(_of("system.storage", "reclaimable"), _of("system.container", "disk"))),
+    # A container's life: started, died, OOM-killed, its health, its engine's disk use. (Not
+    # the docker group: that is an account's membership.)
+    Intent("containers", _re(r"\b(?:containers?|podman|docker(?! group)|compose|"
+                             r"health ?checks?|(?:un)?healthy|images?|volumes?)\b"),
+           _of("system.container")),
+    # Something failed: the machine's failures, and what a conversation found their cause to
+    # be (a diagnosis before the chat it came from).
+    Intent("failure", _re(r"\b(?:fail\w*|crash\w*|broke(?! up)|broken|break(?:s|ing)?|errors?|"
+                          r"die|dies|died|dying|dead|"
+                          r"exit(?:ed)? (?:code|status|with)|oom|went wrong|(?:is|are|went) down)\b"),
+           _any(_of("system.service", "fail"), _of("system.container", "die", "oom"),
+                _of("system.process", "crash", "oom_kill"), _of("error"), _of("cron", "failed"),
+                _of("diagnosis", "root_cause"))),
+    # Who (which process, which command) changed a file.
+    Intent("writer", _re(
+        r"\b(?:who|which (?:process|program|tool|command|user|script|app)|what (?:process|"
+        r"program|tool|command|script)?)\b[^?.!]{0,30}?\b(?:changed?|modif\w*|edit\w*|touch\w*|"
+        r"wr[io]te|rewr[io]te|updat\w*|overwr\w*|tamper\w*|mess\w* with)\b|"
+        r"\b(?:changed?|modified|edited|touched|written|rewritten|updated) by\b|"
+        r"\bhow did [^?!]+ get (?:modified|changed|edited)\b"),
+        _written_by),
+    # Privileges and accounts: the auth log.
+    Intent("security", _re(
+        r"\b(?:sudo\w*|su|root(?![ -]cause)|password\w*|passwd|shadow|logins?|log in|logged in|"
+        r"authenticat\w*|privileg\w*|accounts?|uid|gid|groups?|members?|membership|"
+        r"usermod|useradd|"
+        r"brute[- ]?force)\b"),
+        _of("security")),
+)
+
+
+def intents(query: str) -> tuple[Intent, ...]:
+    """The intents a question states."""
+    return tuple(i for i in INTENTS if i.asked.search(query))
+
+
+def routed_first(ranked: Sequence[Candidate], query: str,
+                 row: Callable[[str], EventRow | None]) -> list[Candidate]:
+    """`ranked` with the memories answering the question's intents first (lifted by the best
+    score times the number of its intents each answers, component `intent`), sorted; `row(key)`:
+    the stored memory of a candidate (None: unknown, not lifted). A question about what a
+    conversation concluded (`conclusions.asked_categories`: "what was the cause …") is one more
+    intent, answered by those conclusions: the two are weighed alike, so "what caused the slow
+    builds?" ranks the diagnosis that matches it and "what's the culprit of the high memory
+    use?" the pressure event, each by its fused score. Unchanged without an intent or a
+    candidate answering one."""
+    cands = list(ranked)
+    asked = intents(query)
+    concluded = asked_categories(query)
+    counts: dict[str, int] = {}
+    for c in cands:
+        m = row(c.key)
+        n = sum(1 for i in asked if m is not None and i.answers(m)) + (c.category in concluded)
+        if n:
+            counts[c.key] = n
+    if counts:
+        cands = lift_by_best(cands, lambda c: counts.get(c.key, 0), "intent")
+    return asked_kind_first(named_things_first(cands, query), query, row)
+
+
+# --- a thing the question calls by its name ------------------------------------------------------
+#: A name joined of parts ("backup-x7.service", "web-frontend", "haproxy.conf", "my_app"): a
+#: unit, a container, a file, a host is asked about by it.
+_COMPOUND = re.compile(r"(?<![\w./-])([a-z0-9]{2,}(?:[-_.][a-z0-9]{2,})+)(?![\w-])", re.IGNORECASE)
+
+
+def named_things(query: str) -> frozenset[str]:
+    """The compound names a question gives ("why did backup-x fail?" → backup-x)."""
+    return frozenset(m.group(1).lower().rstrip(".") for m in _COMPOUND.finditer(query)
+                     if not m.group(1).replace(".", "").isdigit())
+
+
+def _names(text: str, name: str) -> bool:
+    """`name` in `text` as a whole name, or as the start of a longer one (backup-x in
+    backup-x.service, in /usr/local/bin/backup-x), not inside another (backup-x in
+    my-backup-x-old)."""
+    return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text, re.IGNORECASE) is not None
+
+
+def named_things_first(ranked: Sequence[Candidate], query: str) -> list[Candidate]:
+    """`ranked` with the memories naming the things the question names first (lifted by the best
+    score times how many of them each names, component `named_thing`), sorted: "why did
+    backup-x fail?" is about backup-x, not about a NAS backup a conversation had trouble with,
+    however alike they read. Unchanged when the question names none or no memory names one (a
+    hyphenated word no memory holds verbatim)."""
+    cands = list(ranked)
+    names = named_things(query)
+    if not names or not cands:
+        return cands
+    counts = {c.key: n for c in cands if (n := sum(1 for x in names if _names(c.text, x)))}
+    if not counts or len(counts) == len(cands):
+        return cands
+    return lift_by_best(cands, lambda c: counts.get(c.key, 0), "named_thing")
+
+
+# --- the kind of conclusion asked for ------------------------------------------------------------
+#: What a conversation found, finer than its category: a cause, or a fix. A reorder within the
+#: diagnoses, not a level above the rest: "slow machine: what's the cause?" weighs the pressure
+#: event and the diagnoses alike, and of the diagnoses the causes come first.
+CONCLUSION_KINDS = (
+    (_re(r"\b(?:caus\w*|reasons?|culprit|root|diagnos\w*|went wrong|(?:was|is) wrong|why|"
+         r"break\w*|broke)\b"), frozenset({"root_cause"})),
+    (_re(r"\b(?:fix\w*|solv\w*|solution|resolv\w*|resolution|workaround|repair\w*)\b"),
+     frozenset({"resolution", "workaround"})),
+)
+DIAGNOSIS = "diagnosis"
+
+
+def asked_kinds(query: str) -> frozenset[str]:
+    """The subcategories of diagnosis a question asks for; empty when it asks for both kinds
+    or neither (nothing to put first)."""
+    found = [subs for pattern, subs in CONCLUSION_KINDS if pattern.search(query)]
+    return found[0] if len(found) == 1 else frozenset()
+
+
+def asked_kind_first(ranked: Sequence[Candidate], query: str,
+                     row: Callable[[str], EventRow | None]) -> list[Candidate]:
+    """The diagnoses among `ranked` handed their scores again, those of the kind the question
+    asks for first (component `conclusion_kind`): "how did we fix …" ranks the fix over the
+    cause found in the same conversation, which its words match as well."""
+    cands = list(ranked)
+    kinds = asked_kinds(query)
+    if not kinds:
+        return cands
+    members = [c for c in cands if c.category == DIAGNOSIS
+               and (m := row(c.key)) is not None and m.category == DIAGNOSIS]
+    order = sorted(members, key=lambda c: (row(c.key).subcategory in kinds,  # type: ignore[union-attr]
+                                           c.score), reverse=True)
+    if hand_out(order, "conclusion_kind"):
+        cands.sort(key=by_score, reverse=True)
+    return cands
+
+
+def hand_out(order: Sequence[Candidate], component: str) -> bool:
+    """The scores of `order` (a group of candidates) handed out again in that order, best
+    first (the difference recorded as `component`): the group ranks where it did, its members
+    in the new order. True when a score changed."""
+    changed = False
+    for c, score in zip(order, sorted((c.score for c in order), reverse=True), strict=True):
+        if score != c.score:
+            c.components[component] = round(score - c.score, 6)
+            c.score = score
+            changed = True
+    return changed
+
+
+# --- the newest state of what a question asks about ---------------------------------------------
+_STATE = _re(r"^\s*(?:is|are|isn'?t|aren'?t)\b[^?.!]*\b(?:up|down|running|alive|healthy|"
+             r"unhealthy|ok|okay|fine|working|failing|passing|broken|dead)\b")
+
+
+def asks_for_state(query: str) -> bool:
+    """A question about how something is now: "…now", "…currently", "is X still…", and a
+    question in the present about a state ("is nginx up?", "is the web container healthy?")."""
+    return asks_about_now(query) or bool(_STATE.search(query))
+
+
+#: A unit's lifecycle (not every line a service logs: a log importer files them all as
+#: `system.service`, and its lines are no states).
+UNIT_STATES = frozenset({"start", "stop", "restart", "fail", "status_change"})
+
+
+def state_subject(m: EventRow) -> tuple[str, str] | None:
+    """What a state event is the state of: a container (its name), a unit, a kind of pressure
+    (its onset and its easing). None: not a state event (a process's states are
+    `supersede.py`'s)."""
+    md = m.metadata
+    if m.category == "system.container" and m.subcategory != "disk":
+        name = md.get("container_name") or md.get("container_id")
+        return ("container", str(name)) if name else None
+    if m.category == "system.service" and m.subcategory in UNIT_STATES:
+        unit = md.get("service") or md.get("unit")
+        return ("unit", str(unit)) if unit else None
+    if m.category == "system.pressure":
+        what = md.get("pressure")
+        return ("pressure", str(what)) if what else None
+    return None
+
+
+def newest_state_first(ranked: Sequence[Candidate], query: str,
+                       row: Callable[[str], EventRow | None]) -> list[Candidate]:
+    """For a question about the present: the state events of each subject handed their
+    group's scores again, newest first (component `newest_state`), so the subject ranks where
+    it did and its current state leads it. Other memories and other questions: unchanged."""
+    cands = list(ranked)
+    if not cands or not asks_for_state(query):
+        return cands
+    groups: dict[tuple[str, str], list[Candidate]] = {}
+    for c in cands:
+        m = row(c.key)
+        subject = state_subject(m) if m is not None else None
+        if subject is not None:
+            groups.setdefault(subject, []).append(c)
+    changed = False
+    for members in groups.values():
+        newest = sorted(members, key=lambda c: c.timestamp, reverse=True)
+        changed = hand_out(newest, "newest_state") or changed
+    if changed:
+        cands.sort(key=by_score, reverse=True)
+    return cands
