@@ -99,7 +99,7 @@ CI_SIZED: dict[str, str] = {
     "malformed": "one round of the malformed messages (3 rounds, more payload kinds)",
     "a corpus of secrets": "12 of the fixed corpus's 32 secrets through every channel",
     "a generated corpus": "500 samples of each kind through the scrubber and a MemoryEvent, and "
-                          "the false-positive rate, no stack (200 of each through the stack's "
+                          "the false-positive rate, no stack (100 of each through the stack's "
                           "ingest and the stores, 3,000 through the scrubber)",
     "a corpus of prompt injections": "6 of the 20 corpus items",
     "the new write paths": "5 state-machine runs of 15 steps (40 of 25)",

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
+import os
 import random
 import secrets
 import shutil
@@ -353,8 +355,11 @@ def _check_generated(tmp_path: Path, per_kind: int) -> tuple[dict[str, object], 
     with chaos_stack(home, token=uuid.uuid4().hex) as stack:
         ids = _ingest_generated(stack, items, ns)
         probe = ChaosStack(stack.running)
-        wait_for(lambda: probe.drained() and len(probe.pg_id_counts(ns)) >= len(set(ids)), 900,
-                 "every generated sample in Postgres", every=2)
+        # Not all in within the time (a machine busy with other work) is a failure counted
+        # below, and what did arrive is still searched.
+        with contextlib.suppress(AssertionError):
+            wait_for(lambda: probe.drained() and len(probe.pg_id_counts(ns)) >= len(set(ids)),
+                     1200, "every generated sample in Postgres", every=2)
         stored = len(probe.pg_id_counts(ns))
         dump = _pg_dump(stack, tmp_path / "generated.sql")
     pieces = _Pieces(items)
@@ -367,8 +372,9 @@ def _check_generated(tmp_path: Path, per_kind: int) -> tuple[dict[str, object], 
     failures = [f"{store}: {len(hits)} samples leaked, by kind {_by_kind(items, hits)}; first: "
                 f"{items[min(hits)].text[:200]!r}" for store, hits in found.items() if hits]
     if stored < len(items) or zvec_docs < len(items) or ids[0] not in markdown:
-        failures.append(f"not every sample reached the stores: {stored} in Postgres, "
-                        f"{zvec_docs} in Zvec of {len(items)}")
+        failures.append(f"not every sample reached the stores in 20 minutes: {stored} in "
+                        f"Postgres, {zvec_docs} in Zvec of {len(items)} (1-min load average "
+                        f"{os.getloadavg()[0]:.1f})")
     failures += _fp_failures(fp)
     figures: dict[str, object] = {
         "seed": SEED, "kinds": len(secrets_gen.KINDS), "samples_per_kind": per_kind,
@@ -398,8 +404,8 @@ def _through_scrubber(per_kind: int) -> dict[str, list[str]]:
 @pytest.mark.chaos
 @pytest.mark.timeout(3600)
 def test_generated_secrets_through_ingest(tmp_path: Path) -> None:
-    """200 samples of each kind through the stack, 3,000 of each through the scrubber."""
-    figures, failures = _check_generated(tmp_path, per_kind=200)
+    """100 samples of each kind through the stack, 3,000 of each through the scrubber."""
+    figures, failures = _check_generated(tmp_path, per_kind=100)
     survived = _through_scrubber(3000)
     failures += [f"{k}: {len(v)} survived, e.g. {v[0]!r}" for k, v in survived.items()]
     figures["scrubber_samples_per_kind"] = 3000
