@@ -1,6 +1,6 @@
 """`make bench`: every benchmark in turn, each printing its own figures.
 
-    python -m bench                 # embedder, indexer (10k), recall over HTTP (20k and 100k)
+    python -m bench                 # embedder, query path, indexer (10k), recall (20k and 100k)
     python -m bench recall --n 1000000
 
 Each prints its figures as ratios to the hardware measured in the same run (llama.cpp alone),
@@ -16,6 +16,7 @@ from pathlib import Path
 HERE = Path(__file__).parent
 BENCHES: dict[str, list[str]] = {
     "embedder": ["-m", "bench.embedder_bench"],
+    "query-path": ["-m", "bench.query_path"],
     "indexer": [str(HERE / "indexer_bench.py"), "--n", "10000"],
     "recall": ["-m", "bench.recall_bench", "--n", "20000", "--queries", "300"],
     "recall-100k": ["-m", "bench.recall_bench", "--n", "100000", "--queries", "300"],
