@@ -95,6 +95,7 @@ class _Machine(RuleBasedStateMachine):
     own: list[str]  # the fuzzer's namespaces (valid names)
     victim: str
     victim_ids: list[str]
+    seeded: list[tuple[str, str]]  # (namespace, id) of ours, stored and indexed before the run
     ledger_ns: str
 
     memories = Bundle("memories")  # (namespace, id) that exist or existed
@@ -134,27 +135,18 @@ class _Machine(RuleBasedStateMachine):
     # --- state ---------------------------------------------------------------------------------
     @initialize(target=memories, data=st.data())
     def seed(self, data: st.DataObject) -> tuple[str, str]:
-        """A memory of one of our namespaces, stored and indexed (supersede finds it)."""
-        ns = data.draw(st.sampled_from(self.own))
-        r = self.client.post("/memory/ingest", json={
-            "summary": f"seed {uuid.uuid4().hex[:8]}: nginx failed, port 80 in use",
-            "namespace": ns, "category": "system.service",
-            "metadata": {"subject": data.draw(st.sampled_from(["nginx", "editor"]))}})
-        assert r.status_code == 200, r.text
-        mid = r.json()["ids"][0]
-        self.log.stored.add((ns, mid))
-        return (ns, mid)
+        """A memory of one of our namespaces, stored and indexed before the run (supersede
+        finds it; one superseded by an earlier run is superseded again)."""
+        return data.draw(st.sampled_from(self.seeded))
 
-    @rule(target=memories, old=st.one_of(memories, st.builds(lambda: ("", ""))),
-          data=st.data())
+    @rule(target=memories, old=memories, data=st.data())
     def supersede(self, old: tuple[str, str], data: st.DataObject) -> tuple[str, str]:
         v = Values(data)
         # its own namespace, or the other of ours (where the old id is not)
-        ns = v(st.sampled_from([old[0] or self.own[0], *self.own]))
+        ns = v(st.sampled_from([old[0], old[0], old[0], *self.own]))
         # the old id: one that exists (maybe in another of our namespaces, or the victim's
         # namespace's: never to be found from ours), else hostile
-        old_id = v(st.sampled_from([old[1] or "missing", old[1] or "missing",
-                                    *self.victim_ids[:2]]))
+        old_id = v(st.sampled_from([old[1], old[1], old[1], self.victim_ids[0], "missing"]))
         new: dict[str, Any] = {
             "summary": v(st.sampled_from(["the port conflict is fixed now", *HOSTILE[:15]])),
             "detail": v(st.sampled_from(["", *HOSTILE[:15]])),
@@ -177,7 +169,7 @@ class _Machine(RuleBasedStateMachine):
             for mid in r.json()["ids"]:
                 self.log.stored.add((target, mid))
             return (target, r.json()["ids"][0])
-        return ("", "")
+        return old
 
     @rule(data=st.data())
     def ledger_append(self, data: st.DataObject) -> None:
@@ -305,6 +297,23 @@ def _every_path_once(stack: Stack, ns: str, log: Log) -> None:
     log.stored |= {(p["namespace"], p["id"]) for p in answers["patterns refresh"].json()["stored"]}
 
 
+def _seed(stack: Stack, namespaces: list[str], log: Log) -> list[tuple[str, str]]:
+    """Memories of our namespaces for supersede to find, waited for in Postgres."""
+    seeded: list[tuple[str, str]] = []
+    for ns in namespaces:
+        r = stack.post("/memory/ingest", [{
+            "summary": f"seed {k}: nginx failed, port 80 in use", "namespace": ns,
+            "category": "system.service", "metadata": {"subject": ["nginx", "editor"][k % 2]}}
+            for k in range(6)])
+        assert r.status_code == 200, r.text
+        seeded += [(ns, i) for i in r.json()["ids"]]
+    log.stored |= set(seeded)
+    probe = ChaosStack(stack.running)
+    wait_for(lambda: all(len(probe.pg_id_counts(ns)) >= 6 for ns in namespaces), 300,
+             "the seeded memories in Postgres", every=1)
+    return seeded
+
+
 def _rows(stack: Stack) -> list[dict[str, Any]]:
     async def q() -> list[dict[str, Any]]:
         import asyncpg
@@ -349,9 +358,11 @@ def _check(tmp_path: Path, runs: int, steps: int) -> tuple[dict[str, object], li
                         if r["namespace"] == victim)
         namespaces_before = {r["namespace"] for r in _rows(stack)} - {victim}
         _every_path_once(stack, f"fz-{tag}-a", log)
+        seeded = _seed(stack, [f"fz-{tag}-a", f"fz-{tag}-b"], log)
         machine = type("WritePaths", (_Machine,), {
             "stack": stack, "log": log, "own": [f"fz-{tag}-a", f"fz-{tag}-b"],
-            "victim": victim, "victim_ids": victim_ids, "ledger_ns": "default"})
+            "victim": victim, "victim_ids": victim_ids, "ledger_ns": "default",
+            "seeded": seeded})
         hypothesis.stateful.run_state_machine_as_test(machine, settings=hypothesis.settings(
             max_examples=runs, stateful_step_count=steps, deadline=None, database=None,
             derandomize=True, phases=[Phase.generate],
