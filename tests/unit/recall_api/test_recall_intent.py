@@ -47,6 +47,8 @@ def _names(query: str) -> set[str]:
     ("was the cache container OOM-killed? out of memory?", {"containers", "memory", "failure"}),
     ("why did backup-x.service fail?", {"failure"}),
     ("how much room can I get back?", {"cleanup"}),
+    ("what changed before nginx.service broke?", {"changed", "writer"}),  # the when-clause: none
+    ("was app.conf created recently?", {"changed"}),
     ("which old files or caches can be removed?", {"cleanup"}),
     ("can I prune podman images?", {"cleanup", "containers"}),
     ("what can I clean up to free disk space?", {"cleanup"}),
@@ -66,6 +68,7 @@ def test_the_words_people_use_name_the_intent(query: str, expected: set[str]) ->
     "which big file was written to the watched directory?",
     "Which block was served to 10.251.42.84?",
     "When did Caroline and her boyfriend broke up?",
+    "what change fixed the flaky wifi?",
 ])
 def test_questions_about_other_things_state_none(query: str) -> None:
     assert _names(query) == set()
@@ -202,3 +205,12 @@ def test_the_memories_naming_the_thing_come_first() -> None:
     # nothing names it: unchanged
     out = named_things_first([nas, other], "why did backup-zz fail?")
     assert [c.key for c in out] == ["nas", "other"]
+
+
+def test_a_name_in_the_when_clause_is_the_moment_not_the_thing_asked() -> None:
+    conf = _cand("conf", 0.5)
+    conf.text = "Modified /etc/app.conf by ansible"
+    fail = _cand("fail", 0.9)
+    fail.text = "app-x1.service: Failed with result 'exit-code'."
+    out = named_things_first([fail, conf], "what changed before app-x1.service broke?")
+    assert [c.key for c in out] == ["fail", "conf"] and "named_thing" not in fail.components

@@ -106,11 +106,18 @@ INTENTS = (
     # Who (which process, which command) changed a file.
     Intent("writer", _re(
         r"\b(?:who|which (?:process|program|tool|command|user|script|app)|what (?:process|"
-        r"program|tool|command|script)?)\b[^?.!]{0,30}?\b(?:changed?|modif\w*|edit\w*|touch\w*|"
+        r"program|tool|command|script)?)\b[^?.!]{0,30}?\b(?:changed|changes|modif\w*|edit(?:s|ed|ing)?|touch\w*|"
         r"wr[io]te|rewr[io]te|updat\w*|overwr\w*|tamper\w*|mess\w* with)\b|"
         r"\b(?:changed?|modified|edited|touched|written|rewritten|updated) by\b|"
         r"\bhow did [^?!]+ get (?:modified|changed|edited)\b"),
         _written_by),
+    # What changed (a file, a config, a package): "what changed before nginx broke?".
+    Intent("changed", _re(
+        r"\bwhat (?:\w+ ){0,2}(?:changed|modified|edited|updated)\b|"  # not "what change fixed"
+        r"\bwhich (?:\w+ ){0,2}(?:was|were|got|is) (?:changed|modified|edited|updated)\b|"
+        r"\b(?:was|were) (?:\S+ ){1,3}(?:changed|modified|edited|created|updated)\b"),
+        _any(_of("file", "create", "modify", "delete", "move", "permission_change"),
+             _of("system.config"), _of("system.package", "install", "remove", "upgrade"))),
     # Privileges and accounts: the auth log.
     Intent("security", _re(
         r"\b(?:sudo\w*|su|root(?![ -]cause)|password\w*|passwd|shadow|logins?|log in|logged in|"
@@ -121,9 +128,20 @@ INTENTS = (
 )
 
 
+#: A clause that says when, after the question proper ("what changed | before nginx broke?"):
+#: it names the moment asked about, not what is asked for.
+_WHEN_CLAUSE = re.compile(r"\s(?:before|after|since|until|while)\s", re.IGNORECASE)
+
+
+def asked_part(query: str) -> str:
+    """The question without a trailing clause that says when ("… before nginx broke")."""
+    return _WHEN_CLAUSE.split(query, maxsplit=1)[0]
+
+
 def intents(query: str) -> tuple[Intent, ...]:
-    """The intents a question states."""
-    return tuple(i for i in INTENTS if i.asked.search(query))
+    """The intents a question states (in its asked part)."""
+    part = asked_part(query)
+    return tuple(i for i in INTENTS if i.asked.search(part))
 
 
 def routed_first(ranked: Sequence[Candidate], query: str,
@@ -176,7 +194,7 @@ def named_things_first(ranked: Sequence[Candidate], query: str) -> list[Candidat
     however alike they read. Unchanged when the question names none or no memory names one (a
     hyphenated word no memory holds verbatim)."""
     cands = list(ranked)
-    names = named_things(query)
+    names = named_things(asked_part(query))
     if not names or not cands:
         return cands
     counts = {c.key: n for c in cands if (n := sum(1 for x in names if _names(c.text, x)))}
