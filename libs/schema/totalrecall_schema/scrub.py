@@ -31,7 +31,7 @@ _END = r"(?![A-Za-z0-9_-])"
 #: passwords hold them), a trailing one is not; ';' and '&' end it where the next `name=` starts
 #: (`Password=a;Host=b` is two assignments, `password=a;b` one value) and before whitespace
 #: (`secrets: 32; more`).
-_UNQUOTED = r"(?:[^\s\"';&,\\]|,(?=[^\s\"'\\,])|[;&](?![A-Za-z_][A-Za-z0-9_.-]*=|\s|$))"
+_UNQUOTED = r"(?:[^\s\"';&,\\]|,+(?=[^\s\"'\\,])|[;&](?![A-Za-z_][A-Za-z0-9_.-]*=|\s|$))"
 #: key=value, key: value, --key value, "key": "value", KEY="value"; the quotes may be escaped
 #: (JSON inside a JSON string).
 _KV = re.compile(
@@ -140,15 +140,19 @@ _UUID = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
 
 def _high_entropy(value: str) -> bool:
     """A value that reads as generated (a key from `openssl rand`, a UUID-free token): 16+
-    characters with letters and digits mixed and at least 3 bits of entropy per character.
-    Words (`created_at`), versions, paths and UUIDs (an idempotency or partition key is an id)
-    are not."""
-    if value.startswith("[REDACTED") or not any(c.isdigit() for c in value) \
-            or not any(c.isalpha() for c in value) or _UUID.fullmatch(value):
+    characters with letters and digits mixed and at least 3 bits of entropy per character, or
+    24+ letters of both cases with at least 4 bits (a random key that drew no digit). Words
+    (`created_at`), versions, paths and UUIDs (an idempotency or partition key is an id) are
+    not."""
+    if value.startswith("[REDACTED") or not any(c.isalpha() for c in value) \
+            or _UUID.fullmatch(value):
         return False
     counts = Counter(value)
     bits = -sum(n / len(value) * math.log2(n / len(value)) for n in counts.values())
-    return bits >= 3.0
+    if any(c.isdigit() for c in value):
+        return bits >= 3.0
+    return len(value) >= 24 and value.lower() != value and value.upper() != value \
+        and bits >= 4.0
 
 
 def _redact_kv(m: re.Match[str]) -> str:
@@ -165,7 +169,11 @@ def _redact_kv(m: re.Match[str]) -> str:
         rest = "," + _KV.sub(_redact_kv, rest)
         if len(value) < 3:
             return m.group("k") + m.group("kq") + m.group("sep") + value + rest
-    if not _looks_like_value(m.group("sep"), value):
+    # A flag's next word is its value (`--session-id abcDEFghi`), random-looking or not.
+    flag = m.group("k").startswith("-") and not value.startswith("-")
+    if not flag and not _looks_like_value(m.group("sep"), value):
+        return m.group(0)
+    if value == REDACTED or value.startswith("[REDACTED"):
         return m.group(0)
     return f"{head}{REDACTED}{rest}"
 

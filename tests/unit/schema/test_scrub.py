@@ -51,6 +51,10 @@ SECRETS = [
     ("redis-cli -h cache -a Oy6$^usU!sPX2nx ping", "Oy6$^usU!sPX2nx"),
     ("master_key=Wjc6ssWMUnws4lkN1QwJYNjgYmy2XA96PL0nBENt9g7k", "Wjc6ssWMUnws4lkN1Qw"),
     ('{"webhook_key": "w47GHYYTbHpVNc4SVGphdXBBxjw7usfKkTmtlKls27q3"}', "w47GHYYTbHpVNc4"),
+    ("WARN --session-id otVOFqRgFYwlOyldLxIZZlcK", "otVOFqRgFYwlOyldLxIZZlcK"),
+    ("pwd: gw4RORvF3wLr6Lu,,glFQpP)Xil", "glFQpP)Xil"),
+    ("--api-key ,,2%ixVBd$7),aAsqRYK$xQxkd_86rnG", "aAsqRYK$xQxkd_86rnG"),
+    ("export DJANGO_KEY=PQXkVyfcMWYcLJIeeNzJcXgnKftqVebWcIdunsaEGFuaOdVaWI", "PQXkVyfcMWYcLJIee"),
 ]
 
 
