@@ -311,6 +311,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                               "latency_corpus": {"n": len(latency.docs),
                                                  "queries": len(latency.queries),
                                                  "prompts": len(prompts)},
+                              "quality": [{"key": c.key, "memories": len(c.docs),
+                                           "questions": len(c.queries)} for c in quality],
                               "runs_asked": a.runs, "runs": [], "unavailable": {}}
     from eval.stack import default_model_path
 

@@ -103,3 +103,13 @@ def test_render_has_date_machine_tables_and_failures() -> None:
     assert "1 thread(s): p50 4.00 ms, p99 6.00 ms" in text
     assert "| peer | ×2.0 |" in text
     assert "- **other**: needs a GPU" in text
+
+
+def test_render_names_the_quality_corpora_of_a_smaller_run() -> None:
+    result = {"run_at": "t", "machine": "m", "latency_corpus": {"n": 3000, "queries": 105},
+              "quality": [{"key": "locomo/conv-26", "memories": 419, "questions": 197}],
+              "runs": [{**OURS, "run": 1}], "unavailable": {}}
+    text = render(result)
+    assert "What each system gets: locomo/conv-26 (419 memories, 197 questions)" in text
+    assert "every LoCoMo dev conversation" not in text
+    assert "runs completed per system: Total Recall 1" in text
