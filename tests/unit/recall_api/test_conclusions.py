@@ -10,7 +10,6 @@ from totalrecall_recall_api.core.conclusion_rules import RULES
 from totalrecall_recall_api.core.conclusions import (
     MAX_PER_TURN,
     asked_categories,
-    asked_first,
     derive,
     derived_first,
     extract,
@@ -361,14 +360,25 @@ def test_what_a_question_asks_for(query: str, cats: set[str]) -> None:
 
 
 def test_the_conclusions_asked_for_come_first_in_their_order() -> None:
+    """Routed by `core/intent.py` (a question about a conclusion is one of its intents): the
+    diagnoses first, the fix the question asks for before the cause."""
+    from totalrecall_recall_api.core.intent import routed_first
+
     def cand(key: str, score: float, category: str) -> Candidate:
         return Candidate(key, NOW, key, score=score, category=category)
 
+    class R:
+        def __init__(self, category: str, subcategory: str = "") -> None:
+            self.category, self.subcategory, self.metadata, self.timestamp = \
+                category, subcategory, {}, NOW
+
+    rows = {"turn": R("conversation"), "event": R("system.service", "start"),
+            "cause": R("diagnosis", "root_cause"), "fix": R("diagnosis", "resolution")}
     ranked = [cand("turn", 0.9, "conversation"), cand("event", 0.8, "system.service"),
               cand("cause", 0.5, "diagnosis"), cand("fix", 0.4, "diagnosis")]
-    out = asked_first(ranked, "what was the fix for nginx?")
-    assert [c.key for c in out] == ["cause", "fix", "turn", "event"]
-    assert out[0].components["conclusion"] == 0.9
+    out = routed_first(ranked, "what was the fix for nginx?", rows.get)
+    assert [c.key for c in out] == ["fix", "cause", "turn", "event"]
+    assert out[1].components["intent"] == 0.9
     fresh = [cand("turn", 0.9, "conversation"), cand("cause", 0.5, "diagnosis")]
-    assert [c.key for c in asked_first(fresh, "nginx port 80")] == ["turn", "cause"]
-    assert [c.key for c in asked_first(fresh[:1], "what was the fix?")] == ["turn"]
+    assert [c.key for c in routed_first(fresh, "nginx port 80", rows.get)] == ["turn", "cause"]
+    assert [c.key for c in routed_first(fresh[:1], "what was the fix?", rows.get)] == ["turn"]

@@ -39,7 +39,6 @@ from typing import Any
 from totalrecall_schema import Memory, MemoryEvent
 
 from .conclusion_rules import ASSISTANT, RULES, USER, Rule, candidates, rx
-from .fusion import Candidate, lift_by_best
 from .supersede import subject_of
 from .tools import tools_in_text
 
@@ -301,7 +300,7 @@ def derived_first(keys: Sequence[str], turn_of: Mapping[str, str]) -> list[str]:
     return out
 
 
-# --- questions about what was concluded ----------------------------------------------------------
+# --- questions about what was concluded (routed by `intent.routed_first`) --------------------
 # Not a bare "why did …": most such questions are about the machine ("why did backup.service
 # fail?"), answered by its events; a conversation's diagnosis would be lifted over them for no
 # reason but its category (the workstation set's why-failed kind: Hit@5 1.0 → 0.33).
@@ -329,17 +328,6 @@ def asked_categories(query: str) -> frozenset[str]:
     if _ASKS_APPROVAL.search(query):
         found.add("approval")
     return frozenset(found)
-
-
-def asked_first(ranked: Sequence[Candidate], query: str) -> list[Candidate]:
-    """`ranked` with the memories of the kind of conclusion the question asks for first (each
-    lifted by the best score, component `conclusion`: rank-lexicographic, as a named identifier
-    or host is), in their fused order; unchanged when it asks for none or none is there."""
-    cands = list(ranked)
-    cats = asked_categories(query)
-    if not cats or not any(c.category in cats for c in cands):
-        return cands
-    return lift_by_best(cands, lambda c: 1 if c.category in cats else 0, "conclusion")
 
 
 # --- the user profile ---------------------------------------------------------------------------
