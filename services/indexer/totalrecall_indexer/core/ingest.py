@@ -108,59 +108,11 @@ class IngestWriter:
         now = now_ms()
         vec_ok = await self._vectors_accepted(batch)
 
-        rows: list[PgRow] = []
-        by_tier: dict[str, list[ZDoc]] = {}
-        for ev in batch:
-            tier = force_tier or st.tier_for(ev.event.ts_ms, now)
-            ok = vec_ok[ev.event.key]
-            rec = LogRecord.from_embedded(ev)
-            if not ok:
-                rec.model = None if ev.vector is None else ev.model
-            rows.append(PgRow(rec=rec, tier=tier, embedded=ok, part=st.part_of(ev.event)))
-            if ok:
-                by_tier.setdefault(tier, []).append(zdoc(ev))
-
+        rows, by_tier = self._plan(batch, vec_ok, force_tier, now)
         st.check_writable(by_tier)
-
-        async def write_markdown_log() -> None:
-            if not write_markdown:
-                return
-            t0 = time.perf_counter()
-            try:
-                ares = await asyncio.to_thread(
-                    st.markdown.append, [LogRecord.from_embedded(e) for e in batch])
-            except OSError as exc:
-                raise StoreUnavailable(f"markdown log: {exc}") from exc
-            m.write_seconds.labels(store="markdown").observe(time.perf_counter() - t0)
-            res.markdown_written, res.markdown_skipped = ares.written, ares.skipped
-
-        async def write_postgres() -> None:
-            t0 = time.perf_counter()
-            try:
-                await st.pg.upsert(rows)
-            except Exception as exc:
-                if is_data_error(exc):
-                    raise
-                raise StoreUnavailable(f"postgres: {type(exc).__name__}: {exc}") from exc
-            m.write_seconds.labels(store="postgres").observe(time.perf_counter() - t0)
-
-        async def write_zvec() -> None:
-            t0 = time.perf_counter()
-            for tier, docs in by_tier.items():
-                try:
-                    await asyncio.to_thread(st.tiers.upsert, tier, docs)
-                except OSError as exc:
-                    raise StoreUnavailable(f"zvec {tier}: {exc}") from exc
-                except TierUnavailable as exc:
-                    # Never a data error: dead-lettering would ack a memory Zvec lacks.
-                    st.builds_wanted.set()
-                    raise StoreUnavailable(str(exc)) from exc
-                st.new_since_optimize[tier] += len(docs)
-                res.by_tier[tier] = len(docs)
-            m.write_seconds.labels(store="zvec").observe(time.perf_counter() - t0)
-
-        outcomes = await asyncio.gather(write_markdown_log(), write_postgres(), write_zvec(),
-                                        return_exceptions=True)
+        outcomes = await asyncio.gather(
+            self._write_markdown_log(batch, res) if write_markdown else _nothing(),
+            self._write_postgres(rows), self._write_zvec(by_tier, res), return_exceptions=True)
         errors = [o for o in outcomes if isinstance(o, BaseException)]
         for err in errors:  # a data error wins: retrying would not help
             if not isinstance(err, StoreUnavailable):
@@ -176,6 +128,62 @@ class IngestWriter:
             m.events.labels(outcome="unembedded").inc(res.unembedded)
         return res
 
+    def _plan(self, batch: list[EmbeddedEvent], vec_ok: dict[str, bool], force_tier: str | None,
+              now: int) -> tuple[list[PgRow], dict[str, list[ZDoc]]]:
+        """The batch's Postgres rows, and its Zvec docs by tier (the events whose vectors the
+        index accepts)."""
+        st = self.state
+        rows: list[PgRow] = []
+        by_tier: dict[str, list[ZDoc]] = {}
+        for ev in batch:
+            tier = force_tier or st.tier_for(ev.event.ts_ms, now)
+            ok = vec_ok[ev.event.key]
+            rec = LogRecord.from_embedded(ev)
+            if not ok:
+                rec.model = None if ev.vector is None else ev.model
+            rows.append(PgRow(rec=rec, tier=tier, embedded=ok, part=st.part_of(ev.event)))
+            if ok:
+                by_tier.setdefault(tier, []).append(zdoc(ev))
+        return rows, by_tier
+
+    async def _write_markdown_log(self, batch: list[EmbeddedEvent], res: BatchResult) -> None:
+        st, m = self.state, self.state.metrics
+        t0 = time.perf_counter()
+        try:
+            ares = await asyncio.to_thread(
+                st.markdown.append, [LogRecord.from_embedded(e) for e in batch])
+        except OSError as exc:
+            raise StoreUnavailable(f"markdown log: {exc}") from exc
+        m.write_seconds.labels(store="markdown").observe(time.perf_counter() - t0)
+        res.markdown_written, res.markdown_skipped = ares.written, ares.skipped
+
+    async def _write_postgres(self, rows: list[PgRow]) -> None:
+        st, m = self.state, self.state.metrics
+        t0 = time.perf_counter()
+        try:
+            await st.pg.upsert(rows)
+        except Exception as exc:
+            if is_data_error(exc):
+                raise
+            raise StoreUnavailable(f"postgres: {type(exc).__name__}: {exc}") from exc
+        m.write_seconds.labels(store="postgres").observe(time.perf_counter() - t0)
+
+    async def _write_zvec(self, by_tier: dict[str, list[ZDoc]], res: BatchResult) -> None:
+        st, m = self.state, self.state.metrics
+        t0 = time.perf_counter()
+        for tier, docs in by_tier.items():
+            try:
+                await asyncio.to_thread(st.tiers.upsert, tier, docs)
+            except OSError as exc:
+                raise StoreUnavailable(f"zvec {tier}: {exc}") from exc
+            except TierUnavailable as exc:
+                # Never a data error: dead-lettering would ack a memory Zvec lacks.
+                st.builds_wanted.set()
+                raise StoreUnavailable(str(exc)) from exc
+            st.new_since_optimize[tier] += len(docs)
+            res.by_tier[tier] = len(docs)
+        m.write_seconds.labels(store="zvec").observe(time.perf_counter() - t0)
+
     def _observe_lag(self, batch: list[EmbeddedEvent]) -> None:
         """Time from an event to its being searchable."""
         done_ms = now_ms()
@@ -185,3 +193,7 @@ class IngestWriter:
             lag = (done_ms - max(seen, ev.event.ts_ms)) / 1000.0
             if lag >= 0:
                 self.state.metrics.searchable_seconds.observe(lag)
+
+
+async def _nothing() -> None:
+    """An awaitable that does nothing (the Markdown log of a batch that is not appended)."""
