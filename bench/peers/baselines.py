@@ -174,8 +174,10 @@ class PlainHybridPeer:
     name = "plain hybrid (0.7·cos + 0.3·BM25)"
     alpha = 0.7
 
-    def __init__(self, model: Path, threads: int = 1, ingest_threads: int = 2,
+    def __init__(self, model: Path, threads: int = 1, ingest_threads: int = 1,
                  n_ctx: int = 256) -> None:
+        # ingest_threads 1: see EmbeddingsServer in systems.py (ggml's spinning threads on a busy
+        # 2-core machine); 2 is what our embedder uses on a quiet one.
         self.model, self.n_ctx = model, n_ctx
         self.threads, self.ingest_threads = threads, ingest_threads
         self.llm: Any = None            # questions: 1 thread, like our embedder's query path

@@ -79,16 +79,16 @@ PEERS = """\
   through `getMemorySearchManager(...).search(query, {maxResults: 10})` with the long-lived
   manager the Gateway uses (file watcher, sync on search). Embeddings: `memory.search.provider:
   "openai"` with `remote.baseUrl` pointing at `python -m llama_cpp.server` (llama-cpp-python's
-  OpenAI-compatible server, its own venv) serving the same GGUF as our embedder (n_ctx 512, 2
-  threads, like our embedder's ingest); everything else is memory-core's default: hybrid
+  OpenAI-compatible server, its own venv) serving the same GGUF as our embedder (n_ctx 512, 1
+  thread: on this busy machine two embedded 2-3× slower); everything else is memory-core's default: hybrid
   0.7·vector + 0.3·FTS5 BM25, MMR, minScore 0.35, chunks of about 400 tokens. A result is a
   chunk (several memories); it counts as the memories on its lines, in file order, until 10.
   Its memory figure includes the embeddings server. (Its `local` provider would need the
   `@openclaw/llama-cpp-provider` plugin, which downloads a `llama-server` build from GitHub
   releases: nothing but the package registries is reachable here.)
 - **plain hybrid**: docs/eval.md's baseline "0.7·cos + 0.3·min-max(BM25)" as a store
-  (`bench/peers/baselines.py`, its own process): llama.cpp with the same GGUF (questions on 1
-  thread, memories on 2, like our embedder), exact
+  (`bench/peers/baselines.py`, its own process): llama.cpp with the same GGUF (1 thread; see
+  the configuration line), exact
   cosine over every memory of the namespace, bm25s scores min-max normalised, nothing else.
 - **bm25s**: Lucene BM25 (k1 1.5, b 0.75), English stop words and Snowball stemming, as
   `eval/bm25_baseline.py`; the index is rebuilt after new memories (bm25s cannot add).

@@ -242,7 +242,9 @@ class EmbeddingsServer:
     """`python -m llama_cpp.server` (llama-cpp-python's OpenAI-compatible server) serving the same
     GGUF as our embedder, on loopback."""
 
-    def __init__(self, model: Path, workdir: Path, threads: int = 2, n_ctx: int = 512) -> None:
+    def __init__(self, model: Path, workdir: Path, threads: int = 1, n_ctx: int = 512) -> None:
+        # 1 thread: ggml's threads spin-wait for each other, and on a busy 2-core machine two of
+        # them embedded 2-3x slower than one (the floor's 1- and 2-thread figures show the same).
         from totalrecall.infra import free_port
 
         self.port = free_port()
