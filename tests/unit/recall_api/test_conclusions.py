@@ -349,8 +349,10 @@ def test_the_profile_keeps_the_newest_few_statements_one_per_subject() -> None:
     ("what was the root cause of the outage?", {"diagnosis"}),
     # A bare "why did …" is about the machine as often: its events answer, nothing is lifted.
     ("why did the backup fail last week?", set()),
-    ("what does the user prefer for containers?", {"user_pattern"}),
-    ("which shell is my favourite?", {"user_pattern"}),
+    ("what does the user prefer for containers?", {"user_pattern", "approval"}),
+    ("which shell is my favourite?", {"user_pattern", "approval"}),
+    ("what did I ask you to always do about backups?", {"user_pattern", "approval"}),
+    ("what did we find was wrong with the wifi?", {"diagnosis"}),
     ("did I approve the kernel upgrade?", {"approval"}),
     ("what is using my CPU right now?", set()),
     ("holiday plans in Lisbon", set()),

@@ -305,10 +305,11 @@ def derived_first(keys: Sequence[str], turn_of: Mapping[str, str]) -> list[str]:
 # fail?"), answered by its events; a conversation's diagnosis would be lifted over them for no
 # reason but its category (the workstation set's why-failed kind: Hit@5 1.0 → 0.33).
 _ASKS_DIAGNOSIS = rx(r"\b(?:diagnos\w*|root[ -]cause|caus(?:e|ed|es|ing)|culprit|what went wrong|"
-                      r"what was wrong|fix(?:ed|es)?|solution|solved|"
+                      r"(?:was|is) wrong|fix(?:ed|es)?|solution|solved|"
                       r"resolved?|workaround)\b")
 _ASKS_PREFERENCE = rx(r"\b(?:prefer\w*|preference|favou?rite|likes? to|wants? me to|"
                        r"how (?:do|does) (?:i|the user) (?:like|want)|my (?:rules?|defaults?)|"
+                       r"(?:ask(?:ed)?|told|tell|want(?:ed)?) you to|"
                        r"correct(?:ed|ion))\b")
 _ASKS_APPROVAL = rx(r"\b(?:approv\w*|refus\w*|go[- ]ahead|allowed|said (?:yes|no)|agreed)\b")
 _ASKS_CONCLUSION = rx(r"\b(?:conclu\w*|decid\w*|decision|settle[ds]?|outcome|takeaways?)\b")
@@ -324,7 +325,9 @@ def asked_categories(query: str) -> frozenset[str]:
     if _ASKS_DIAGNOSIS.search(query):
         found.add("diagnosis")
     if _ASKS_PREFERENCE.search(query):
-        found.add("user_pattern")
+        # a standing rule ("never change X without asking me") is read as a refusal: it is
+        # what the user wants all the same
+        found |= {"user_pattern", "approval"}
     if _ASKS_APPROVAL.search(query):
         found.add("approval")
     return frozenset(found)
