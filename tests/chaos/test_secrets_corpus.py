@@ -303,7 +303,7 @@ class _Pieces:
                 size = 16 if all(c in secrets_gen.HEX for c in secret) else secrets_gen.PIECE
                 for k in range(max(1, len(secret) - size + 1)):
                     piece = secret[k:k + size]
-                    if not piece.isdigit():
+                    if not piece.isdigit() and not any(piece in pre for pre in secrets_gen.PUBLIC):
                         self.by_len.setdefault(size, {})[piece] = i
 
     def found(self, text: str) -> set[int]:
@@ -336,10 +336,10 @@ def _ingest_generated(stack: Stack, items: list[secrets_gen.Sample], ns: str) ->
     """Each sample as one event (summary, detail, metadata), 100 a request; the ids."""
     ids: list[str] = []
     for k in range(0, len(items), 100):
-        body = [{"summary": f"{s.kind}: {s.text}"[:2000], "detail": f"seen in: {s.text}",
+        body = [{"summary": f"sample {k + j}: {s.text}"[:2000], "detail": f"seen in: {s.text}",
                  "category": "system.service", "namespace": ns,
                  "metadata": {"command": s.text, "env": {"LINE": s.text}}}
-                for s in items[k:k + 100]]
+                for j, s in enumerate(items[k:k + 100])]
         r = stack.post("/memory/ingest", body, timeout=120)
         assert r.status_code == 200, r.text[:500]
         ids += r.json()["ids"]
