@@ -142,8 +142,8 @@ async def _running(app: Any) -> None:
                      "the containers watcher to start")
     st = runner.status["containers"]
     assert st.state == "running", (st.state, st.reason)
-    # `podman events` is up: give it a moment to subscribe before the first container runs.
-    await asyncio.sleep(1.0)
+    # No wait for `podman events` to subscribe: it follows from the moment it started
+    # (`--since`), so a container run before the subscription is seen all the same.
 
 
 async def _sh(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -420,7 +420,9 @@ async def test_the_followed_command_restarts_from_where_it_stopped(tmp_path: Pat
     assert (oom.metadata.model_extra or {})["oom_source"] == "podman inspect (State.OOMKilled)"
     assert oom.summary.endswith("exit code 137, memory limit 8.4 MB")
     first = calls(cli)
-    assert ["events", "--format", "json", "--filter", "type=container"] in first
+    # From the moment it started following: nothing before the subscription is missed.
+    assert ["events", "--format", "json", "--filter", "type=container", "--since",
+            format_since(int(w.ctx.clock.now().timestamp() * 10**9))] in first
     assert ["container", "inspect", OOM_ID] in first
     # The runner restarts it: from the last event seen; the ones replayed are skipped.
     with pytest.raises(RuntimeError):

@@ -22,8 +22,9 @@ find (category `system.container`):
 
   The same thing of the same container (name, subcategory, exit code / health) is reported once
   per `dedup_window_s` (a crash loop is one event, the next after the window says how many were
-  not reported). An engine's follower that exits is restarted by the runner (with backoff) from
-  the last event it saw (`--since`; the events replayed are recognised and skipped). Event ids
+  not reported). The first follower starts from the moment the watcher did (`--since`: nothing
+  before its subscription is missed); one that exits is restarted by the runner (with backoff)
+  from the last event it saw (the events replayed are recognised and skipped). Event ids
   derive from the engine's own event (container id, action, time): a replay is idempotent.
 
 * **Disk use**, every `interval_s` (10 min): `<engine> system df --format '{{json .}}'` (images,
@@ -95,6 +96,7 @@ class ContainersWatcher(Watcher):
             oom_wait_s=settings.oom_wait_s, label_keys=settings.labels)
         self.disk_state: dict[str, DiskState] = {}
         self._since: dict[str, int] = {}
+        self._started_ns: dict[str, int] = {}
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._followed: set[str] = set()
         self._base_note = ""
@@ -156,6 +158,9 @@ class ContainersWatcher(Watcher):
 
     # --- running ------------------------------------------------------------------------------
     async def run(self, emit: Emit, stop: asyncio.Event) -> None:
+        started = int(self.ctx.clock.now().timestamp() * 10**9)
+        for e in self.engines:
+            self._started_ns.setdefault(e.name, started)
         jobs = [asyncio.create_task(self._follow(e, emit, stop), name=f"containers-{e.name}")
                 for e in self.engines]
         if self.settings.disk:
@@ -174,7 +179,9 @@ class ContainersWatcher(Watcher):
     def events_command(self, engine: Engine) -> list[str]:
         fmt = "json" if engine.name == "podman" else "{{json .}}"
         cmd = [engine.cli, "events", "--format", fmt, "--filter", "type=container"]
-        since = self._since.get(engine.name)
+        # Before any event: the moment the watcher started following, so that nothing between
+        # "running" and the engine's subscription is missed (the first seconds of a container).
+        since = self._since.get(engine.name, self._started_ns.get(engine.name))
         if since is not None:
             cmd += ["--since", format_since(since)]
         return cmd
