@@ -71,6 +71,11 @@ def test_ci_sized_runs_are_recorded_when_asked_and_counted_apart(
     assert [r["run"] for r in runs] == ["ci-sized", "ci-sized", "full"]
     assert report.verdict(runs, lambda _c: True) == \
         "yes; held in 1 of 1 runs on main; CI-sized: held in 1 of 2"
+    monkeypatch.delenv("TR_CHAOS_FULL")
+    report.record("r", False, {})  # a later CI-sized run is counted, not the headline
+    runs = report.load(tmp_path)["r"]
+    assert report.verdict(runs, lambda _c: True) == \
+        "yes; held in 1 of 1 runs on main; CI-sized: held in 1 of 3"
 
 
 def test_a_fast_run_never_overwrites_the_full_results(
