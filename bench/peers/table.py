@@ -65,10 +65,10 @@ def fmt_ratio(r: float | None) -> str:
 
 def cell(s: Mapping[str, Any], c: Column) -> str:
     """The figure (a median over runs where there were several), then its spread over the runs
-    (min–max) when it had more than one."""
+    (min–max) when it had more than one that differed (quality asked twice gives the same)."""
     text = fmt(s.get(c.key), c.fmt)
     spread = s.get(f"{c.key}_spread")
-    if spread and spread[2] > 1 and text != "—":
+    if spread and spread[2] > 1 and spread[0] != spread[1] and text != "—":
         text += f" ({c.fmt.format(spread[0])}–{c.fmt.format(spread[1])})"
     return text
 

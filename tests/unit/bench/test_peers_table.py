@@ -89,6 +89,8 @@ def test_aggregate_takes_the_median_and_keeps_the_spread() -> None:
     assert rows[1]["logqa_Hit@5"] is None
     line = results_table(rows).splitlines()[2]
     assert "| 20.0 (10.0–30.0) |" in line and "| 0.700 |" in line
+    same = aggregate([{**OURS, "run": 1}, {**OURS, "run": 2}], [c.key for c in COLUMNS])
+    assert "| 0.700 | 0.800 |" in results_table(same)      # equal runs: no (x–x)
 
 
 def test_render_has_date_machine_tables_and_failures() -> None:
