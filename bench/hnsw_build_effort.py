@@ -1,11 +1,12 @@
 """HNSW build effort (`ef_construction`) of a tier: what a build costs and what searches find.
 
-Embeds machine log lines and conversation turns from `../shared/eval` plus the sustained-load
-row's events with the packaged model, fills a tier's collection (the indexer's schema) with all
-but the held-out queries, builds it, writes `--increment` more and builds again (what the hot
-tier does under ingest), then compares each query's 40 nearest found by HNSW (ef 128, as the
-indexer searches) with the exact ones. Figures per value: CPU seconds of both builds (one build
-thread, as the indexer runs it), recall@10 and @40, CPU per search. Usage:
+Embeds machine log lines and conversation turns from the eval data
+(`eval.datasets.default_data_dir`) plus the sustained-load row's events with the packaged model,
+fills a tier's collection (the indexer's schema) with all but the held-out queries, builds it,
+writes `--increment` more and builds again (what the hot tier does under ingest), then compares
+each query's 40 nearest found by HNSW (ef 128, as the indexer searches) with the exact ones.
+Figures per value: CPU seconds of both builds (one build thread, as the indexer runs it),
+recall@10 and @40, CPU per search. Usage:
 
     python -m bench.hnsw_build_effort [--texts 20000] [--efc 200 100 64] [--tier hot warm]
         [--vectors cache.npy]

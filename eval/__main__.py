@@ -46,7 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int, default=200)
     p.add_argument("--wait-timeout", type=float, default=3600.0,
                    help="seconds to wait until everything ingested is searchable")
-    p.add_argument("--data-dir", type=Path, default=None, help="default: ../shared/eval")
+    p.add_argument("--data-dir", type=Path, default=None,
+                   help="default: $TOTALRECALL_EVAL_DATA, else an eval/ folder with the data "
+                        "sets beside the repository")
     p.add_argument("--no-docs", action="store_true", help="do not rewrite docs/eval.md")
     p.add_argument("--out-dir", type=Path, default=None, help="default: eval/results")
     p.add_argument("--no-as-of", action="store_true",

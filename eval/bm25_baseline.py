@@ -1,7 +1,7 @@
 """Plain BM25 over the same texts we ingest: the reference a keyword index must at least match.
 
 bm25s (Lucene's BM25, k1 1.5, b 0.75) with English stop words and Snowball stemming, the same
-baseline as `shared/eval/README.md`'s LoCoMo row; one index per corpus (per namespace).
+baseline as the benchmark data README's LoCoMo row; one index per corpus (per namespace).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Loaders for the benchmark data in `shared/eval/` (see its README), with the data-quirk fixes.
+"""Loaders for the benchmark data (`default_data_dir`; each set's README is in its folder),
+with the data-quirk fixes.
 
 Both benchmarks become the same shape: a list of `Haystack`s (one memory namespace each), each with
 its `Turn`s (one memory per dialogue turn) and its `Question`s (gold = turn ids / session ids).
@@ -6,6 +7,7 @@ its `Turn`s (one memory per dialogue turn) and its `Question`s (gold = turn ids 
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import re
@@ -30,16 +32,24 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def default_data_dir() -> Path:
-    """`$TOTALRECALL_EVAL_DATA`, else `../shared/eval` beside the repository."""
+    """`$TOTALRECALL_EVAL_DATA`, else the first `eval/` folder holding the data sets (`locomo/`,
+    `logqa/`, `longmemeval/`) in a directory beside the repository (where a workspace keeps
+    its benchmark data), else `<repo>/.eval-data`. Nothing is downloaded."""
     import os
 
     env = os.environ.get("TOTALRECALL_EVAL_DATA")
     if env:
         return Path(env)
-    for cand in (REPO.parent / "shared" / "eval", Path("/work/shared/eval")):
-        if cand.is_dir():
-            return cand
-    return REPO.parent / "shared" / "eval"
+    with contextlib.suppress(OSError):
+        for sibling in sorted(REPO.parent.iterdir()):
+            cand = sibling / "eval"
+            if sibling != REPO and all((cand / d).is_dir() for d in DATASET_DIRS):
+                return cand
+    return REPO / ".eval-data"
+
+
+#: The folders of the benchmark data, each with its own README.
+DATASET_DIRS = ("locomo", "logqa", "longmemeval")
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""LogQA: real LogHub system logs with questions (`shared/eval/logqa/`, see its README).
+"""LogQA: real LogHub system logs with questions (the data's `logqa/` folder, see its README).
 
 Each system (HDFS, OpenSSH, Spark) is loaded as `totalrecall import logs` loads a log (the same
 mapping, `cli/totalrecall/importers/logs.py`): one memory per line in one namespace per system,

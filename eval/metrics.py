@@ -1,4 +1,4 @@
-"""Retrieval metrics exactly as `shared/eval/README.md` defines them.
+"""Retrieval metrics exactly as the benchmark data's README defines them (copied below).
 
 LoCoMo: R@k = |gold ∩ top-k| / |gold|; Hit@5 = any gold in top 5; MRR = 1/rank of the first gold
 hit (0 when none is retrieved). LongMemEval: the same at turn level (recall_any@5, recall_all@5,

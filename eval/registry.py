@@ -24,7 +24,7 @@ class RunOptions:
     max_results: int = 10
     batch_size: int = 200
     wait_timeout: float = 3600.0
-    data_dir: Path | None = None        # default: ../shared/eval
+    data_dir: Path | None = None        # default: datasets.default_data_dir()
     ask_as_of: bool = True              # ask at the dataset's question date where it has one
     watched: Any = None                 # workstation.Paths the stack's watchers watch (None:
                                         # read from the TR_WATCHERS_* environment)

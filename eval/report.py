@@ -13,7 +13,7 @@ from .folds import LEAVE_ONE_OUT, fold_table, headline_metrics
 RESULTS_DIR = REPO / "eval" / "results"
 DOCS = REPO / "docs" / "eval.md"
 
-#: Baselines measured on the same dev data (shared/eval/README.md).
+#: Baselines measured on the same dev data (the benchmark data's README).
 LOCOMO_BASELINES: list[tuple[str, dict[str, float]]] = [
     ("BM25 (bm25s, English stemming)", {"R@5": 0.481, "R@10": 0.563, "Hit@5": 0.536, "MRR": 0.414}),
     ("dense all-MiniLM-L6-v2, cosine", {"R@5": 0.408, "R@10": 0.510, "Hit@5": 0.464, "MRR": 0.327}),
@@ -167,10 +167,10 @@ conversation and each LongMemEval-S question is loaded into its own namespace th
 as timestamp, stable ids), then every question goes through the real `POST /memory/recall`
 (timeframe "all", maxResults 10; a LongMemEval question is asked as of its `question_date`, sent
 as `asOf`, so that "last Saturday" means what it meant to the asker). Metrics as defined in
-`shared/eval/README.md`: LoCoMo R@k = |gold ∩ top-k| / |gold|, Hit@5, MRR of the first gold hit;
+the benchmark data's README: LoCoMo R@k = |gold ∩ top-k| / |gold|, Hit@5, MRR of the first gold hit;
 LongMemEval session level (ranked turns → sessions, deduplicated) and turn level (gold =
 `has_answer` turns). Baselines (from the README) are on the same dev data.
-LogQA (`shared/eval/logqa/`: LogHub HDFS, OpenSSH and Spark samples, 2,000 lines each, with
+LogQA (the data's `logqa/`: LogHub HDFS, OpenSSH and Spark samples, 2,000 lines each, with
 train and val questions) is loaded as a log importer would: one memory per line, one namespace
 per system, category `system.service`, source `journal`, the line's own timestamp, the text
 `"<Level> <Component>[<Pid>]: <Content>"`, the component as `metadata.service`, stable ids
