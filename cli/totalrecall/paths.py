@@ -13,8 +13,8 @@ def home() -> Path:
     return Path(os.environ.get("TOTALRECALL_HOME", DEFAULT_HOME)).expanduser()
 
 
-#: The default model file: all-MiniLM-L6-v2 with int8 (Q8_0) weights. Same retrieval quality as
-#: f16 on LoCoMo (R@10 0.771 vs 0.766), a query embeds ~35 % faster on one CPU thread.
+#: The default model file, `totalrecall_schema.service_settings.DEFAULT_MODEL_FILE` (named here
+#: again so that this module imports only the standard library; a test keeps the two equal).
 DEFAULT_MODEL_FILE = "all-MiniLM-L6-v2.q8_0.gguf"
 
 

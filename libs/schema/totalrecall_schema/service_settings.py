@@ -21,6 +21,12 @@ from .nats_url import connect_options
 from .partitions import MAX_PARTITIONS
 from .topology import MAX_REPLICAS, Topology
 
+#: The embedding model's file under `$TOTALRECALL_HOME/models/`, the same for every part that
+#: loads it (the embedder, the recall API's query model, the CLI): all-MiniLM-L6-v2 with int8
+#: (Q8_0) weights. Same retrieval quality as f16 on LoCoMo (R@10 0.771 vs 0.766), a query embeds
+#: ~35 % faster on one CPU thread.
+DEFAULT_MODEL_FILE = "all-MiniLM-L6-v2.q8_0.gguf"
+
 DEFAULT_HOME = "~/.local/share/totalrecall"
 
 C = TypeVar("C")

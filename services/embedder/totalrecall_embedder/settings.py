@@ -7,9 +7,7 @@ from typing import Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
-from totalrecall_schema.service_settings import ServiceSettings
-
-DEFAULT_MODEL_FILE = "all-MiniLM-L6-v2.q8_0.gguf"
+from totalrecall_schema.service_settings import DEFAULT_MODEL_FILE, ServiceSettings
 
 
 class Settings(ServiceSettings):

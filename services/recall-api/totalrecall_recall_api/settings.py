@@ -9,13 +9,10 @@ from typing import Any, Literal
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 from totalrecall_schema import TierPolicy
-from totalrecall_schema.service_settings import ServiceSettings
+from totalrecall_schema.service_settings import DEFAULT_MODEL_FILE, ServiceSettings
 
 #: The indexer's setting of the namespace MEMORY.md's sections are indexed in by default.
 MEMORY_MD_NAMESPACE_ENV = "TR_INDEXER_MEMORY_MD_NAMESPACE"
-#: The embedder's default model file (under `<home>/models`).
-QUERY_MODEL_FILE = "all-MiniLM-L6-v2.q8_0.gguf"
-
 
 class Settings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="TR_RECALL_", extra="ignore")
@@ -65,7 +62,7 @@ class Settings(ServiceSettings):
     #: without the file, or off, every question goes to the embedder.
     query_model: bool = True
     query_model_path: Path = Field(default_factory=lambda data: Path(
-        os.environ.get("TR_EMBEDDER_MODEL_PATH") or data["home"] / "models" / QUERY_MODEL_FILE
+        os.environ.get("TR_EMBEDDER_MODEL_PATH") or data["home"] / "models" / DEFAULT_MODEL_FILE
     ).expanduser())
     query_prefix: str | None = Field(
         default_factory=lambda: os.environ.get("TR_EMBEDDER_QUERY_PREFIX"))
