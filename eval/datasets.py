@@ -29,6 +29,8 @@ from totalrecall.importers.base import (
 )
 
 REPO = Path(__file__).resolve().parent.parent
+#: The folders of the benchmark data, each with its own README.
+DATASET_DIRS = ("locomo", "logqa", "longmemeval")
 
 
 def default_data_dir() -> Path:
@@ -46,10 +48,6 @@ def default_data_dir() -> Path:
             if sibling != REPO and all((cand / d).is_dir() for d in DATASET_DIRS):
                 return cand
     return REPO / ".eval-data"
-
-
-#: The folders of the benchmark data, each with its own README.
-DATASET_DIRS = ("locomo", "logqa", "longmemeval")
 
 
 @dataclass(frozen=True)

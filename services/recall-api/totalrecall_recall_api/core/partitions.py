@@ -62,7 +62,7 @@ def merge_admin_replies(verb: str, replies: Sequence[AdminReply], count: int) ->
         result.update(_sum_stats(results), missing_partitions=missing)
     elif verb == "compact":
         result["moved"] = _sum_counts(res.get("moved") for res in results)
-    ok = bool(done) and not errors if verb != "stats" else bool(done)
+    ok = bool(done) and (verb == "stats" or not errors)
     return AdminReply(ok=ok, result=result, error="; ".join(errors) or None,
                       partitions=sorted(got), missing_partitions=missing)
 
