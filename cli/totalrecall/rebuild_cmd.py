@@ -2,8 +2,10 @@
 (`memory/daily/*.md` and `memory/MEMORY.md`), with a progress bar.
 
 - Stack running (an indexer answers on NATS): the indexer rebuilds itself (admin RPC `rebuild`);
-  progress comes from `topology.rpc_index_progress`. When only the HTTP API is reachable,
-  `POST /memory/rebuild` is used and progress is polled from `GET /memory/stats`.
+  progress comes from `topology.rpc_index_progress`. With index partitions (`TR_PARTITIONS`),
+  every partition's owner rebuilds its part and the answers of all of them are awaited.
+  When only the HTTP API is reachable, `POST /memory/rebuild` is used and progress is polled
+  from `GET /memory/stats`.
 - Stack stopped: the rebuild runs here (`totalrecall_indexer.api.rebuild`). Postgres is
   started for the time of the rebuild if it is down and lives under `$TOTALRECALL_HOME/pg`.
   Vectors come from a running embedder (NATS) if there is one, else from the model file loaded
@@ -179,6 +181,8 @@ async def rebuild_via_nats(settings: Any, view: Progress, timeout: float) -> dic
     sub = await nc.subscribe(topo.rpc_index_progress, cb=on_progress)
     try:
         req = AdminRequest(verb="rebuild").model_dump_json().encode()
+        if topo.partitions > 1:
+            return await _rebuild_partitions(nc, topo, req, timeout)
         try:
             msg = await nc.request(topo.rpc_index_admin, req, timeout=timeout)
         except (TimeoutError, nats.errors.TimeoutError):
@@ -203,6 +207,22 @@ async def rebuild_via_nats(settings: Any, view: Progress, timeout: float) -> dic
             await sub.unsubscribe()
         with contextlib.suppress(Exception):
             await nc.close()
+
+
+async def _rebuild_partitions(nc: Any, topo: Any, req: bytes, timeout: float
+                              ) -> dict[str, Any]:
+    """A partitioned index: every partition's owner rebuilds its part from its own Markdown
+    logs, and answers once done; the answers are merged (records summed). The first answer
+    is not enough: a standby answers at once, for no partition, having done nothing."""
+    from totalrecall_schema import AdminReply
+    from totalrecall_schema.partition_rpc import admin_partitions, gather, merge_admin_replies
+
+    replies = await gather(nc, topo.rpc_index_admin, req, timeout, topo.partitions,
+                           AdminReply.model_validate_json, admin_partitions)
+    reply = merge_admin_replies("rebuild", replies, topo.partitions)
+    if not reply.ok:
+        raise RuntimeError(reply.error or "rebuild failed")
+    return dict(reply.result)
 
 
 def _from_progress(p: dict[str, Any]) -> dict[str, Any]:

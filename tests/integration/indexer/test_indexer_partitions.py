@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import asyncpg
@@ -125,7 +126,6 @@ async def test_two_partitions_two_writers_one_merged_answer(
                         for p in procs])
         await wait_for(ready, timeout=60, what="both owners with documents")
         healths = [await p.health() for p in procs]
-        rows = await conn.fetch("SELECT key, part FROM memories")
 
         # An admin verb reaches every owner and their answers are merged: a forget of one
         # memory of each partition finds both, the stats count every partition's rows.
@@ -140,13 +140,25 @@ async def test_two_partitions_two_writers_one_merged_answer(
         assert stats.ok and stats.missing_partitions == [], stats
         assert stats.result["pg_count"] == N - 2
         assert len(stats.result["owners"]) == 2  # type: ignore[arg-type]
+
+        # `totalrecall rebuild` on a running fleet: every owner rebuilds its part from its own
+        # Markdown, and the command waits for all of them (not the first answer).
+        from totalrecall.rebuild_cmd import Progress, rebuild_via_nats
+        rebuilt = await rebuild_via_nats(SimpleNamespace(nats_url=nats_url, topology=topo),
+                                         Progress("none"), timeout=120)
+        assert rebuilt["records"] == N - 2, rebuilt
+        assert sorted(o["partitions"][0] for o in rebuilt["owners"]) == [0, 1], rebuilt
+        assert int(await conn.fetchval("SELECT count(*) FROM memories")) == N - 2
+        rows = await conn.fetch("SELECT key, part FROM memories")
     finally:
         for p in procs:
             p.stop()
         await conn.close()
         await nc.close()
 
-    assert {r["key"]: r["part"] for r in rows} == owner
+    # After the rebuild, each row still in its owner's partition, the forgotten ones not back.
+    assert {r["key"]: r["part"] for r in rows} == {
+        k: p for k, p in owner.items() if k not in {e.key for e in gone}}
     # Each owner holds exactly its partition's memories: in Zvec and in its Markdown logs.
     per_part = collections.Counter(owner.values())
     for p, health in enumerate(healths):

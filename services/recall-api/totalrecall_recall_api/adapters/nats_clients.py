@@ -4,9 +4,7 @@ ingested events."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+from collections.abc import Sequence
 
 from nats.aio.client import Client as NATS
 from nats.errors import Error as NatsError
@@ -21,12 +19,11 @@ from totalrecall_schema import (
     VectorSearchReply,
     VectorSearchRequest,
 )
+from totalrecall_schema.partition_rpc import admin_partitions, gather, merge_admin_replies
 from totalrecall_schema.publish import publish_event
 
-from ..core.partitions import covered, merge_admin_replies, merge_partition_replies
+from ..core.partitions import covered, merge_partition_replies
 from ..ports import PublishFailed
-
-R = TypeVar("R")
 
 
 class UpstreamError(RuntimeError):
@@ -68,39 +65,13 @@ class NatsVectorIndex:
             raise UpstreamError(reply.error)
         return reply
 
-    async def _scatter(self, subject: str, body: bytes, timeout: float,
-                       parse: Callable[[bytes], R], heard: Callable[[list[R]], set[int]]
-                       ) -> list[R]:
-        """The request goes out once and each indexer answers for the partitions it owns;
-        the answers are gathered until every partition is heard from, or the timeout."""
-        inbox = self.nc.new_inbox()
-        sub = await self.nc.subscribe(inbox)
-        replies: list[R] = []
-        want = set(range(self.topology.partitions))
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        try:
-            await self.nc.publish(subject, body, reply=inbox)
-            while not heard(replies) >= want:
-                left = deadline - loop.time()
-                if left <= 0:
-                    break
-                try:
-                    msg = await sub.next_msg(timeout=left)
-                except TimeoutError:
-                    break
-                replies.append(parse(msg.data))
-        finally:
-            with contextlib.suppress(Exception):
-                await sub.unsubscribe()
-        return replies
-
     async def _gather(self, body: bytes, topk: int, timeout: float) -> VectorSearchReply:
-        """Scatter-gather (`_scatter`), merged. What no owner answered for is in
+        """Scatter-gather (`partition_rpc.gather`), merged. What no owner answered for is in
         `missing_partitions` (recall then has keywords only for it); no answer at all, or only
         errors, is an error as before."""
-        replies = await self._scatter(self.topology.rpc_vector_search, body, timeout,
-                                      VectorSearchReply.model_validate_json, covered)
+        replies = await gather(self.nc, self.topology.rpc_vector_search, body, timeout,
+                               self.topology.partitions, VectorSearchReply.model_validate_json,
+                               covered)
         merged = merge_partition_replies(replies, self.topology.partitions, topk)
         if not merged.partitions:
             errors = [r.error for r in replies if r.error]
@@ -115,9 +86,9 @@ class NatsVectorIndex:
         answer (a forget or a compaction is then not ok: retried, it finishes)."""
         body = request.model_dump_json().encode()
         if self.topology.partitions > 1:
-            replies = await self._scatter(
-                self.topology.rpc_index_admin, body, timeout, AdminReply.model_validate_json,
-                lambda rs: {p for r in rs for p in r.partitions or ()})
+            replies = await gather(self.nc, self.topology.rpc_index_admin, body, timeout,
+                                   self.topology.partitions, AdminReply.model_validate_json,
+                                   admin_partitions)
             if not replies:
                 raise TimeoutError(f"no indexer answered in {timeout:.1f} s")
             return merge_admin_replies(request.verb, replies, self.topology.partitions)
