@@ -80,7 +80,7 @@ STAGE_BUDGETS_MS: dict[str, tuple[tuple[str, ...], float]] = {
 #: shared with other work: at a load average of 23, recall p99 was 11.6 s, every recall answered.
 FAST_P99_BOUND_MS = 2000.0
 #: The fast variant lets a recall wait for a slot this long instead of shedding it after 2 s
-#: (HTTP 503, `admission.py`): on an overloaded shared machine, shedding is the designed answer,
+#: (HTTP 503, `recall/admission.py`): on an overloaded shared machine, shedding is the designed answer,
 #: but the fast variant checks that every recall is answered.
 FAST_QUEUE_WAIT = {"TR_RECALL_RECALL_QUEUE_WAIT_S": "25"}
 #: A recall whose `embed` stage took this long or more computed its question's vector (a

@@ -269,8 +269,9 @@ export interface paths {
          * @description The memories for a question (vector + keyword + recency, fused, MMR) and the
          *     `<system_memory>` block to put into the prompt; `namespaces` reads several at once,
          *     `host`/`hosts` only the memories of those hosts.
-         *     503 with Retry-After when the service is saturated (admission.py). The `Server-Timing`
-         *     header tells where this recall's time went (`stage_times`): `queue` is its wait for a slot.
+         *     503 with Retry-After when the service is saturated (recall/admission.py).
+         *     The `Server-Timing` header tells where this recall's time went (recall/stage_times.py):
+         *     `queue` is its wait for a slot.
          */
         post: operations["recall_memory_recall_post"];
         delete?: never;

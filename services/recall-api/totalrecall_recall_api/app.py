@@ -20,14 +20,14 @@ from pydantic import ValidationError as PydanticValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .adapters.query_model import LocalQueryEmbedder
-from .alerts import AlertMonitor
+from .alerts.monitor import AlertMonitor
 from .container import Container
 from .handlers import health as memory_health
 from .handlers import router
+from .handlers.ui_files import UI_DIR, UiFiles
 from .metrics import Metrics
 from .ports import AlertRows, Embedder, Publisher, Store, VectorIndex
 from .settings import Settings
-from .ui_files import UI_DIR, UiFiles
 
 log = logging.getLogger("totalrecall.recall")
 
@@ -76,7 +76,7 @@ class _TooLarge(Exception):
 #: What answers without the bearer token, off loopback too: nothing of it holds a memory, a
 #: namespace's name or a secret. The API's schema and its documentation pages; the web page's
 #: static files (a browser cannot send a token when it loads a page: the page asks for it and
-#: sends it with every call, `ui_files.py`); `/metrics` (counts and latencies per endpoint,
+#: sends it with every call, `handlers/ui_files.py`); `/metrics` (counts and latencies per endpoint,
 #: stage, tier and alert rule: what a Prometheus on the private network scrapes). `/health` and
 #: `/memory/health` answer a probe without a token with their status only. Any other path,
 #: a route added later included, needs the token.
@@ -246,11 +246,11 @@ async def _connect(settings: Settings, stack: AsyncExitStack) -> dict[str, Any]:
         NatsVectorIndex,
         PostgresStore,
     )
+    from .adapters.alert_store import PostgresAlertRows
     from .adapters.query_model import load_query_embedder
+    from .adapters.termstats import TermStats
     from .adapters.warm import warm
-    from .alert_store import PostgresAlertRows
-    from .service import SYSTEM_CATEGORIES
-    from .termstats import TermStats
+    from .recall.service import SYSTEM_CATEGORIES
 
     async def _closed_cb() -> None:
         log.warning("NATS connection closed")

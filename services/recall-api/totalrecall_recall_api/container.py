@@ -8,18 +8,18 @@ from typing import Any
 
 from totalrecall_schema import AdminRequest
 
-from . import statedisk
-from .admission import Admission
-from .alerts import AlertMonitor
-from .citations import Citations
-from .conclusions import ConclusionExtractor
-from .learning import PatternLearner
-from .ledger import Ledger
+from .adapters import statedisk
+from .adapters.citations import Citations
+from .alerts.monitor import AlertMonitor
 from .metrics import Metrics
 from .ports import Embedder, Publisher, Store, VectorIndex
-from .query_vectors import QueryVectors
-from .service import RecallService
-from .sessions import SessionContinuity
+from .recall.admission import Admission
+from .recall.query_vectors import QueryVectors
+from .recall.service import RecallService
+from .sessions.conclusion_extractor import ConclusionExtractor
+from .sessions.continuity_service import SessionContinuity
+from .sessions.learning import PatternLearner
+from .sessions.ledger import Ledger
 from .settings import Settings
 
 

@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from . import stage_times
+from .recall import stage_times
 
 # Buckets around the design's budgets (query embedding 50 ms, hot search 20 ms, BM25 10 ms,
 # merge 5 ms, total 85 ms) with resolution below them.

@@ -39,7 +39,7 @@ class Settings(ServiceSettings):
     #: recall latency (docs/perf/2026-11-26-settings-notes.md). 0 keeps Python's defaults.
     gc_threshold: int = Field(default=50_000, ge=0)
 
-    #: Admission control (admission.py): recalls served at once, and how long another may wait
+    #: Admission control (recall/admission.py): recalls served at once, and how long another may wait
     #: for a slot before it is refused with 503 + Retry-After. 0 recalls: no limit.
     max_concurrent_recalls: int = Field(default=8, ge=0)
     recall_queue_wait_s: float = Field(default=2.0, gt=0)
@@ -51,7 +51,7 @@ class Settings(ServiceSettings):
     # instead of holding up the prompt. Searches that include the warm/cold tiers get longer
     # (the design's budgets: warm < 500 ms, cold < 2 s).
     embed_timeout_s: float = 1.0
-    #: The vectors of questions asked lately, reused for this long (query_vectors.py); a
+    #: The vectors of questions asked lately, reused for this long (recall/query_vectors.py); a
     #: change of the embedder's model shows within it. 0 entries or 0 s: off.
     query_vector_cache_size: int = Field(default=1024, ge=0)
     query_vector_cache_s: float = Field(default=300.0, ge=0)
@@ -185,7 +185,7 @@ class Settings(ServiceSettings):
     # Query words this long also match as prefixes (`nginx` → `nginx.service`); 0 turns it off.
     bm25_prefix_min_chars: int = 4
 
-    # User-pattern learning (core/patterns.py, learning.py), the design's `patterns.*` options:
+    # User-pattern learning (core/patterns.py, sessions/learning.py), the design's `patterns.*` options:
     # `enable`, `detectionInterval` (daily), `minObservations` (3). Each namespace's memories of
     # the last `patterns_window_days` (at most `patterns_max_memories`) are read; a pattern needs
     # `min_observations` and `min_confidence`. Times of day are in `patterns_timezone` (an IANA
@@ -202,7 +202,7 @@ class Settings(ServiceSettings):
     patterns_timezone: str = ""
     patterns_namespaces: list[str] = Field(default_factory=list)
 
-    # Session continuity (sessions.py): the session-start bundle of `/memory/warm` holds at
+    # Session continuity (sessions/continuity_service.py): the session-start bundle of `/memory/warm` holds at
     # most `warm_essentials_max` lines of today's and yesterday's essentials and the first
     # `warm_memory_md_max_chars` of MEMORY.md; a finished session's summary (`/memory/session/end`)
     # is its best `session_summary_sentences` sentences, from at most `session_max_turns` turns.

@@ -178,7 +178,7 @@ async def test_each_units_newest_state_is_read_unit_by_unit(pg: PgStore, pg_dsn:
     """The idle rule's "newest state of each unit" (a walk of the units, then one probe each)
     gives what a DISTINCT ON over every service event gives, other namespaces and categories
     left out."""
-    from totalrecall_recall_api.alert_store import _FIELDS, PostgresAlertRows
+    from totalrecall_recall_api.adapters.alert_store import _FIELDS, PostgresAlertRows
 
     events: list[MemoryEvent] = []
     for i, unit in enumerate(("nginx.service", "postgresql-15.service", "redis.service")):

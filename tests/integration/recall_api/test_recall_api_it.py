@@ -423,9 +423,9 @@ async def test_a_new_connection_has_a_recalls_statements_ready_before_one_needs_
     import functools
 
     from totalrecall_recall_api.adapters import GENERIC_PLANS, PostgresStore
+    from totalrecall_recall_api.adapters.termstats import TermStats
     from totalrecall_recall_api.adapters.warm import warm
-    from totalrecall_recall_api.service import SYSTEM_CATEGORIES
-    from totalrecall_recall_api.termstats import TermStats
+    from totalrecall_recall_api.recall.service import SYSTEM_CATEGORIES
 
     def pool(generic: bool) -> Any:
         return asyncpg.create_pool(
@@ -510,7 +510,7 @@ async def test_bm25_finds_a_rare_word_behind_many_recent_common_matches(pg_dsn: 
     """Only the `scan_cap` newest matches are ranked; the matches of the query's rare words are
     looked up on their own, so an old memory with the telling word is not crowded out."""
     from totalrecall_recall_api.adapters import PostgresStore
-    from totalrecall_recall_api.termstats import TermStats
+    from totalrecall_recall_api.adapters.termstats import TermStats
 
     await create_memories_table(pg_dsn)
     t0 = datetime(2024, 3, 1, 8, 0, tzinfo=UTC)
@@ -542,7 +542,7 @@ async def test_a_word_newer_than_the_statistics_is_looked_up_not_crowded_out(pg_
     count there. Beside a common word of the question (whose newest matches are walked), it is
     still looked up on its own: the memory holding it is found however old its timestamp."""
     from totalrecall_recall_api.adapters import PostgresStore
-    from totalrecall_recall_api.termstats import TermStats
+    from totalrecall_recall_api.adapters.termstats import TermStats
 
     await create_memories_table(pg_dsn)
     t0 = datetime(2024, 3, 1, 8, 0, tzinfo=UTC)
@@ -570,8 +570,8 @@ async def test_a_rare_word_is_not_crowded_out_by_a_word_the_statistics_under_cou
     looked up on its own, so the oldest line holding it is found behind hundreds of newer
     lines sharing the common word (the CI failure of tests/e2e/test_log_memory.py)."""
     from totalrecall_recall_api.adapters import PostgresStore
+    from totalrecall_recall_api.adapters.termstats import TermStats
     from totalrecall_recall_api.core.text import query_terms
-    from totalrecall_recall_api.termstats import TermStats
 
     await create_memories_table(pg_dsn)
     t0 = datetime(2008, 11, 9, 20, 0, tzinfo=UTC)
@@ -606,8 +606,8 @@ async def test_an_identifier_in_the_question_finds_its_line_in_a_new_store(
     """Asked right after a log was loaded into a new store (no word statistics yet), behind
     many newer lines sharing its words, a line is found by its identifier."""
     from totalrecall_recall_api.adapters import PostgresStore
+    from totalrecall_recall_api.adapters.termstats import TermStats
     from totalrecall_recall_api.core.text import query_terms
-    from totalrecall_recall_api.termstats import TermStats
 
     await create_memories_table(pg_dsn)
     t0 = datetime(2008, 11, 9, 20, 0, tzinfo=UTC)
@@ -634,8 +634,8 @@ async def test_words_that_follow_each_other_in_the_question_count_as_a_phrase(
         pg_dsn: str) -> None:
     """"task 28.0" is the task, not stage 28.0 of another task; "variable 4" is not 40."""
     from totalrecall_recall_api.adapters import PostgresStore
+    from totalrecall_recall_api.adapters.termstats import TermStats
     from totalrecall_recall_api.core.text import query_terms
-    from totalrecall_recall_api.termstats import TermStats
 
     await create_memories_table(pg_dsn)
     t0 = datetime(2017, 6, 9, 20, 0, tzinfo=UTC)
@@ -666,8 +666,8 @@ async def test_a_common_word_of_the_question_tells_apart_what_its_rare_words_fou
     webmaster it is the one that says which failed ("Failed password …" over the shorter, newer
     "Invalid user …")."""
     from totalrecall_recall_api.adapters import PostgresStore
+    from totalrecall_recall_api.adapters.termstats import TermStats
     from totalrecall_recall_api.core.text import query_terms
-    from totalrecall_recall_api.termstats import TermStats
 
     await create_memories_table(pg_dsn)
     t0 = datetime(2024, 12, 10, 6, 0, tzinfo=UTC)
@@ -701,8 +701,8 @@ async def test_a_word_searched_as_a_prefix_ranks_the_memory_holding_it_as_it_is_
     """"postgres" is searched as `postgres:*` (so that "nginx" finds "nginx.service"): the line of
     user postgres scores the word's own IDF, the newer lines of user postgres1 the prefix's."""
     from totalrecall_recall_api.adapters import PostgresStore
+    from totalrecall_recall_api.adapters.termstats import TermStats
     from totalrecall_recall_api.core.text import query_terms
-    from totalrecall_recall_api.termstats import TermStats
 
     await create_memories_table(pg_dsn)
     t0 = datetime(2024, 12, 10, 6, 0, tzinfo=UTC)
@@ -769,7 +769,7 @@ async def test_the_newest_repeats_of_a_template_within_the_filters(pg_dsn: str) 
 async def test_the_counts_of_a_burst_of_inserts_weigh_the_next_search(pg_dsn: str) -> None:
     """The store's counts are exact at every commit: a load is weighed by its own words at the
     next search that reads them, with no refresh to wait for."""
-    from totalrecall_recall_api.termstats import TermStats
+    from totalrecall_recall_api.adapters.termstats import TermStats
 
     await create_memories_table(pg_dsn)
     pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
@@ -794,7 +794,7 @@ async def test_a_namespace_loaded_into_a_big_store_is_weighed_by_its_own_counts(
     """A conversation loaded into a big store is searched with its own word counts from its
     first question, not the store's."""
     from totalrecall_recall_api.adapters import PostgresStore
-    from totalrecall_recall_api.termstats import TermStats
+    from totalrecall_recall_api.adapters.termstats import TermStats
 
     await create_memories_table(pg_dsn)
     await insert_rows(pg_dsn, [{"id": f"log-{i}", "namespace": "machine",
@@ -839,7 +839,7 @@ async def test_words_the_store_has_never_seen_are_looked_up_not_searched_for(pg_
     GIN index, not from walking every memory of the namespace newest first (the planner cannot
     tell that a word is absent: 126 ms at 100k memories); common words keep the walk."""
     from totalrecall_recall_api.adapters import PostgresStore
-    from totalrecall_recall_api.termstats import TermStats
+    from totalrecall_recall_api.adapters.termstats import TermStats
 
     await create_memories_table(pg_dsn)
     t0 = datetime(2024, 5, 1, 8, 0, tzinfo=UTC)
@@ -1060,7 +1060,7 @@ async def test_a_new_questions_parse_and_word_counts_come_in_one_statement(pg_ds
     """A question not parsed before: its lexemes (words, identifiers, which follow which) and
     their counts in one statement, the same as parsing first and counting after."""
     from totalrecall_recall_api.adapters import PostgresStore
-    from totalrecall_recall_api.termstats import TermStats
+    from totalrecall_recall_api.adapters.termstats import TermStats
 
     await create_memories_table(pg_dsn)
     t0 = datetime(2024, 3, 1, 8, 0, tzinfo=UTC)

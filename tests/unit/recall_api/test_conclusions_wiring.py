@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 from test_recall_api import FakeWorld, _client
-from totalrecall_recall_api import conclusions as wiring
+from totalrecall_recall_api.sessions import conclusion_extractor as wiring
 from totalrecall_schema import Memory, MemoryEvent
 
 NOW = datetime.now(UTC)

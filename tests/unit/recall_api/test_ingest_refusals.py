@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 from nats.errors import TimeoutError as NatsTimeoutError
 from test_recall_api import FakeWorld, _client
-from totalrecall_recall_api import statedisk
-from totalrecall_recall_api.adapters import JetStreamPublisher
+from totalrecall_recall_api.adapters import JetStreamPublisher, statedisk
 from totalrecall_recall_api.ports import PublishFailed
 from totalrecall_schema import MemoryEvent, Topology
 

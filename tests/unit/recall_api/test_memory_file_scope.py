@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 import pytest
+from totalrecall_recall_api.adapters.citations import Citations
 from totalrecall_recall_api.app import create_app
-from totalrecall_recall_api.citations import Citations
 from totalrecall_recall_api.settings import Settings
 from totalrecall_schema.events import memory_key
 

@@ -1,11 +1,11 @@
-"""The recall API's query vectors of recent questions (query_vectors.py)."""
+"""The recall API's query vectors of recent questions (recall/query_vectors.py)."""
 
 from __future__ import annotations
 
 import asyncio
 
 import pytest
-from totalrecall_recall_api.query_vectors import Embedding, QueryVectors
+from totalrecall_recall_api.recall.query_vectors import Embedding, QueryVectors
 
 
 class Embedder:

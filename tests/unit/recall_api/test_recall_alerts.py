@@ -20,7 +20,7 @@ from alert_events import (
     unit_failed_entry,
     unit_states,
 )
-from totalrecall_recall_api.alerts import AlertMonitor
+from totalrecall_recall_api.alerts.monitor import AlertMonitor
 from totalrecall_recall_api.core.alerts import (
     EventRow,
     Thresholds,

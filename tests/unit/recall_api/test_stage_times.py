@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 import httpx
-from totalrecall_recall_api.stage_times import add, collecting, server_timing
+from totalrecall_recall_api.recall.stage_times import add, collecting, server_timing
 
 from tests.chaos.load_client import server_timing as parse_server_timing
 from tests.unit.recall_api.test_recall_api import FakeWorld, _client

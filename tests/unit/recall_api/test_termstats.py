@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from totalrecall_recall_api.adapters.termstats import TermStats
 from totalrecall_recall_api.adapters.tsquery import operand, quote
 from totalrecall_recall_api.core.term_weights import Counts, is_prefix
-from totalrecall_recall_api.termstats import TermStats
 
 
 def _stats(df: dict[str, int], n: int, asked: tuple[str, ...] = ()) -> Counts:

@@ -15,8 +15,8 @@ import pytest
 # The daily-log record of one memory, as the indexer writes it (same folder, no package).
 from test_memory_file_scope import _record
 from test_recall_api import Built
+from totalrecall_recall_api.adapters.citations import Citations
 from totalrecall_recall_api.app import create_app
-from totalrecall_recall_api.citations import Citations
 from totalrecall_recall_api.ports import Row
 from totalrecall_recall_api.settings import Settings
 from totalrecall_schema import Memory

@@ -24,9 +24,9 @@ from totalrecall_schema import (
 from ..core.categories import categories_of, category_list
 from ..core.text import query_terms
 from ..core.timeframe import visible_until
-from ..degraded import Stages, note
 from ..ports import Embedder, Row, RowsBM25, Store, TemplateRows, VectorIndex
-from ..query_vectors import QueryVectors
+from ..recall.degraded import Stages, note
+from ..recall.query_vectors import QueryVectors
 from ..settings import Settings
 
 #: The categories of a machine's own events (a diagnostic question's recent troubles).

@@ -14,8 +14,8 @@ import asyncpg
 
 from ..core.term_weights import Counts, is_prefix
 from ..ports import CategoryFilter, Row
-from ..termstats import TermStats
 from .records import COLUMNS_M, MemoryRecord
+from .termstats import TermStats
 from .tsquery import LEXEMES_SQL, WORD_LEXEMES_SQL, operand, quote
 
 #: Query texts whose lexemes `PostgresStore` remembers.

@@ -15,9 +15,9 @@ from totalrecall_schema import Memory
 
 from ..core.continuity import NOTABLE_CATEGORIES, NOTABLE_SUBCATEGORIES
 from ..ports import CategoryFilter, Row
-from ..termstats import TermStats
 from .keyword_search import KeywordSearch, any_of
 from .records import COLUMNS_M, MEMORY_COLUMNS, MemoryRecord, memory_of
+from .termstats import TermStats
 from .tsquery import PREFIX_MIN_CHARS
 
 _EXPORT_SQL = ("SELECT id, namespace, ts, category, subcategory, actor, source, summary, detail, "

@@ -18,8 +18,8 @@ from typing import cast
 
 import asyncpg
 
-from ..termstats import TermStats
 from .postgres import PostgresStore
+from .termstats import TermStats
 
 log = logging.getLogger("totalrecall.recall.postgres")
 

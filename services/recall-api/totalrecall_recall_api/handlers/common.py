@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import Depends, HTTPException, Request
 from totalrecall_schema import IngestEvent, IngestResponse, MemoryEvent
 
-from .. import statedisk
+from ..adapters import statedisk
 from ..container import Container
 from ..core.categories import UnknownCategory, categories_of
 from ..core.supersede import subject_of

@@ -13,7 +13,7 @@ from totalrecall_schema import memory_key
 from totalrecall_schema.api import read_scope
 from totalrecall_schema.events import NAMESPACE_PATTERN
 
-from ..citations import scoped_text
+from ..adapters.citations import scoped_text
 from ..core import memory_md
 from .common import C
 

@@ -13,8 +13,8 @@ from totalrecall_schema import RecallRequest, RecallResponse, TimelineRequest, T
 from totalrecall_schema.api import read_scope
 from totalrecall_schema.events import NAMESPACE_PATTERN
 
-from .. import stage_times
-from ..admission import Overloaded
+from ..recall import stage_times
+from ..recall.admission import Overloaded
 from .common import C, category_filter
 
 router = APIRouter()
@@ -25,8 +25,9 @@ async def recall(c: C, body: RecallRequest, response: Response) -> RecallRespons
     """The memories for a question (vector + keyword + recency, fused, MMR) and the
     `<system_memory>` block to put into the prompt; `namespaces` reads several at once,
     `host`/`hosts` only the memories of those hosts.
-    503 with Retry-After when the service is saturated (admission.py). The `Server-Timing`
-    header tells where this recall's time went (`stage_times`): `queue` is its wait for a slot."""
+    503 with Retry-After when the service is saturated (recall/admission.py).
+    The `Server-Timing` header tells where this recall's time went (recall/stage_times.py):
+    `queue` is its wait for a slot."""
     category_filter(body.category)
     with stage_times.collecting() as times:
         t0 = time.perf_counter()

@@ -18,7 +18,7 @@ from typing import TypeVar
 
 from totalrecall_schema import Degraded
 
-from .metrics import Metrics
+from ..metrics import Metrics
 
 log = logging.getLogger("totalrecall.recall")
 T = TypeVar("T")

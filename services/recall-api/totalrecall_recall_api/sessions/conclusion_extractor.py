@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from totalrecall_schema import MemoryEvent
 
-from .core.conclusions import derive, is_turn, role_of, turn_text
-from .metrics import Metrics
+from ..core.conclusions import derive, is_turn, role_of, turn_text
+from ..metrics import Metrics
 
 log = logging.getLogger("totalrecall.conclusions")
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from totalrecall_schema.ledger import LedgerAppend, LedgerFile, memory_event
 
-from .ports import Publisher
+from ..ports import Publisher
 
 log = logging.getLogger("totalrecall.recall.ledger")
 

@@ -20,10 +20,10 @@ from zoneinfo import ZoneInfo
 
 from totalrecall_schema import Memory, MemoryEvent
 
-from .core.patterns import Options, Pattern, learn
-from .core.supersede import superseded
-from .ports import Publisher, Store
-from .settings import Settings
+from ..core.patterns import Options, Pattern, learn
+from ..core.supersede import superseded
+from ..ports import Publisher, Store
+from ..settings import Settings
 
 log = logging.getLogger("totalrecall.patterns")
 

@@ -21,24 +21,24 @@ from totalrecall_schema import (
 )
 from totalrecall_schema.host import hostname_of
 
-from .adapters.candidates import SYSTEM_CATEGORIES, Sources
-from .citations import Citations
-from .core.answer_type import answer_type_first
-from .core.candidates import collect, describe
-from .core.categories import categories_of
-from .core.choose import choose
-from .core.classify import QueryClass, classify
-from .core.conclusions import profile as stated_profile
-from .core.derived import derived_before_turns
-from .core.expansion import expansion_keys, with_neighbours
-from .core.fusion import Candidate, boost_actors, by_score
-from .core.hosts import host_allowed, hosts_first, named_hosts
-from .core.intent import newest_state_first, routed_first
-from .core.named import named_first, named_identifiers
-from .core.rank import rank
-from .core.render import relative_time, system_alerts_block, system_memory_block
-from .core.repeats import order_repeats, slotted_templates, with_newest_repeats
-from .core.supersede import (
+from ..adapters.candidates import SYSTEM_CATEGORIES, Sources
+from ..adapters.citations import Citations
+from ..core.answer_type import answer_type_first
+from ..core.candidates import collect, describe
+from ..core.categories import categories_of
+from ..core.choose import choose
+from ..core.classify import QueryClass, classify
+from ..core.conclusions import profile as stated_profile
+from ..core.derived import derived_before_turns
+from ..core.expansion import expansion_keys, with_neighbours
+from ..core.fusion import Candidate, boost_actors, by_score
+from ..core.hosts import host_allowed, hosts_first, named_hosts
+from ..core.intent import newest_state_first, routed_first
+from ..core.named import named_first, named_identifiers
+from ..core.rank import rank
+from ..core.render import relative_time, system_alerts_block, system_memory_block
+from ..core.repeats import order_repeats, slotted_templates, with_newest_repeats
+from ..core.supersede import (
     STATE_SUBCATEGORIES,
     asks_about_history,
     asks_about_now,
@@ -47,16 +47,16 @@ from .core.supersede import (
     supersede_ended,
     superseded,
 )
-from .core.temporal import date_refs, earliest_day
-from .core.timeframe import after_asking, plan, visible_until
+from ..core.temporal import date_refs, earliest_day
+from ..core.timeframe import after_asking, plan, visible_until
+from ..metrics import Metrics
+from ..ports import Embedder, KnownHosts, Row, Store, VectorIndex
+from ..settings import Settings
 from .degraded import collecting
-from .metrics import Metrics
-from .ports import Embedder, KnownHosts, Row, Store, VectorIndex
 from .query_vectors import QueryVectors
-from .settings import Settings
 
 if TYPE_CHECKING:
-    from .alerts import AlertMonitor
+    from ..alerts.monitor import AlertMonitor
 
 __all__ = ["SYSTEM_CATEGORIES", "RecallService"]
 

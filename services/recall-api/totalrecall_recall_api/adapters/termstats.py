@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from .core.term_weights import Counts, is_prefix
+from ..core.term_weights import Counts, is_prefix
 
 log = logging.getLogger("totalrecall.recall.termstats")
 

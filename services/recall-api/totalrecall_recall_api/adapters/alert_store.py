@@ -14,7 +14,7 @@ from typing import Any
 
 import asyncpg
 
-from .core.alerts import COREDUMP_IDENTIFIER, EventRow
+from ..core.alerts import COREDUMP_IDENTIFIER, EventRow
 
 _FIELDS = ("id, namespace, ts, category, subcategory, source, severity, service, summary, "
            "metadata, repeat_count, last_seen")

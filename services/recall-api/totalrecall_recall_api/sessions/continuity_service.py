@@ -10,8 +10,8 @@ from typing import Any
 
 from totalrecall_schema import Memory, MemoryEvent
 
-from .core import memory_md as memory_file
-from .core.continuity import (
+from ..core import memory_md as memory_file
+from ..core.continuity import (
     SUMMARY_SUBCATEGORY,
     Turn,
     essentials,
@@ -20,9 +20,9 @@ from .core.continuity import (
     summary_id,
     turn_of,
 )
+from ..ports import Publisher, Store
+from ..settings import Settings
 from .learning import local_zone
-from .ports import Publisher, Store
-from .settings import Settings
 
 
 @dataclass

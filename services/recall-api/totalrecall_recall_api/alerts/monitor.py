@@ -19,10 +19,10 @@ from datetime import UTC, datetime, timedelta
 
 from totalrecall_schema import Alert
 
-from .core.alerts import EventRow, Thresholds, detect, sort_alerts
-from .metrics import Metrics
-from .ports import AlertRows
-from .settings import Settings
+from ..core.alerts import EventRow, Thresholds, detect, sort_alerts
+from ..metrics import Metrics
+from ..ports import AlertRows
+from ..settings import Settings
 
 log = logging.getLogger("totalrecall.recall.alerts")
 

@@ -1,0 +1,1 @@
+"""The recall itself: the search service, its stages and what bounds and times them."""
