@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from totalrecall_schema import EventMetadata, MemoryEvent, Topology
-from totalrecall_watchers.publisher import NatsPublisher
+from totalrecall_watchers.adapters.publisher import NatsPublisher
 
 UNITS = ("nginx", "postgresql", "sshd", "docker", "cron", "backup", "redis", "grafana")
 CATEGORIES = ("system.service", "error", "system.process")

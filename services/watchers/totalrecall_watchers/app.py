@@ -1,126 +1,40 @@
-"""`create_app(settings)`: the watchers, the publisher, /health and /metrics in one ASGI app."""
+"""`create_app(settings)`: the watchers, the publisher, /health and /metrics in one ASGI app.
+
+The object graph comes from `container.build`; the lifespan starts the publisher, then the
+watchers' loops (`lifecycle.WatcherRunner`), and stops them in the reverse order."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from totalrecall_schema.host import local_host
 
-from .core.base import Clock, EventContext, SystemClock, Watcher
-from .core.ratelimit import RateLimiter
-from .handlers import EventHandler
+from .adapters.publisher import Publisher
+from .container import build
+from .core.base import Clock, Watcher
 from .metrics import Metrics
-from .publisher import NatsPublisher, Publisher
-from .runner import WatcherRunner
 from .settings import Settings
 
 log = logging.getLogger("totalrecall_watchers")
-
-WATCHER_NAMES = ("process", "journal", "services", "storage", "filesystem", "network", "nixos",
-                 "packages", "sessions", "timers", "hardware", "pressure", "reclaimable",
-                 "containers", "security", "ports", "firewall")
-
-
-def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher], list[str]]:
-    """The enabled watchers (in priority order) and the names of the disabled ones."""
-    from .core.containers import ContainersWatcher
-    from .core.filesystem import FilesystemWatcher
-    from .core.firewall import FirewallWatcher
-    from .core.hardware import HardwareWatcher
-    from .core.journal import JournalWatcher
-    from .core.network import NetworkWatcher
-    from .core.nixos import NixosWatcher
-    from .core.packages import PackagesWatcher
-    from .core.ports import PortsWatcher
-    from .core.pressure import PressureWatcher
-    from .core.process import ProcessThresholds, ProcessWatcher
-    from .core.reclaimable import ReclaimableWatcher
-    from .core.security import SecurityWatcher
-    from .core.sessions import SessionsWatcher
-    from .core.storage import StorageWatcher
-    from .core.systemd import ServicesWatcher, TimersWatcher
-
-    s = settings
-    # The journal watcher leaves the auth lines the security watcher reports (while it runs).
-    security = SecurityWatcher(ctx, s.security) if s.security.enabled else None
-    factories: dict[str, Any] = {
-        "process": lambda: ProcessWatcher(ctx, interval_s=s.process.interval_s,
-                                          thresholds=ProcessThresholds(
-                                              cpu_percent=s.process.cpu_percent,
-                                              rss_mb=s.process.rss_mb,
-                                              mem_percent=s.process.mem_percent,
-                                              rearm_factor=s.process.rearm_factor,
-                                              max_cmdline_chars=s.process.max_cmdline_chars),
-                                          exit_status=s.process.exit_status),
-        "journal": lambda: JournalWatcher(ctx, s.journal,
-                                          claim=security.claims if security else None),
-        "services": lambda: ServicesWatcher(ctx, interval_s=s.services.interval_s),
-        "storage": lambda: StorageWatcher(ctx, s.storage),
-        "filesystem": lambda: FilesystemWatcher(ctx, s.filesystem),
-        "network": lambda: NetworkWatcher(ctx, s.network),
-        "nixos": lambda: NixosWatcher(ctx, s.nixos),
-        "packages": lambda: PackagesWatcher(ctx, s.packages, s.packages_state_file),
-        "sessions": lambda: SessionsWatcher(ctx, interval_s=s.sessions.interval_s),
-        "timers": lambda: TimersWatcher(ctx, interval_s=s.timers.interval_s),
-        "hardware": lambda: HardwareWatcher(ctx, s.hardware),
-        "pressure": lambda: PressureWatcher(ctx, s.pressure),
-        "containers": lambda: ContainersWatcher(ctx, s.containers),
-        "reclaimable": lambda: ReclaimableWatcher(ctx, s.reclaimable),
-        "security": lambda: security,
-        "ports": lambda: PortsWatcher(ctx, s.ports),
-        "firewall": lambda: FirewallWatcher(ctx, s.firewall),
-    }
-    enabled: list[Watcher] = []
-    disabled: list[str] = []
-    for name in WATCHER_NAMES:
-        if getattr(s, name).enabled:
-            enabled.append(factories[name]())
-        else:
-            disabled.append(name)
-    return enabled, disabled
 
 
 def create_app(settings: Settings, *, publisher: Publisher | None = None,
                clock: Clock | None = None, watchers: list[Watcher] | None = None,
                metrics: Metrics | None = None) -> Starlette:
-    clock = clock or SystemClock()
-    metrics = metrics or Metrics()
-    ctx = EventContext(namespace=settings.namespace, hostname=settings.hostname, clock=clock,
-                       machine_id=local_host(settings.home).machine_id)
-    if watchers is None:
-        watchers, disabled = build_watchers(settings, ctx)
-    else:
-        disabled = []
-    if publisher is None:
-        publisher = NatsPublisher(
-            nats_url=settings.nats_url, topology=settings.topology, spool=settings.spool_dir,
-            metrics=metrics, publish_timeout_s=settings.publish_timeout_s,
-            connect_timeout_s=settings.connect_timeout_s,
-            reconnect_wait_s=settings.reconnect_wait_s,
-            drain_interval_s=settings.spool.drain_interval_s,
-            max_spool_events=settings.spool.max_events, max_spool_bytes=settings.spool.max_bytes,
-            as_host=settings.hostname if settings.remote else None)
-    rl = settings.rate_limit
-    limiter = RateLimiter(per_watcher_per_hour=rl.per_watcher_per_hour,
-                          per_watcher_burst=rl.per_watcher_burst,
-                          global_per_hour=rl.global_per_hour, global_burst=rl.global_burst,
-                          monotonic=clock.monotonic)
-    handler = EventHandler(publisher, limiter, metrics)
-    runner = WatcherRunner(watchers, handler, metrics, disabled=disabled,
-                           recheck_s=settings.unavailable_recheck_s)
+    """The test doubles are those of `container.build`. Nothing is started here."""
+    c = build(settings, publisher=publisher, clock=clock, watchers=watchers, metrics=metrics)
+    runner, publisher_, limiter = c.runner, c.publisher, c.limiter
     started = {"ok": False}
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await publisher.start()
+        await publisher_.start()
         await runner.start()
         started["ok"] = True
         try:
@@ -128,11 +42,11 @@ def create_app(settings: Settings, *, publisher: Publisher | None = None,
         finally:
             started["ok"] = False
             await runner.stop()
-            await publisher.stop()
+            await publisher_.stop()
 
     async def health(request: Request) -> JSONResponse:
         watchers_h = runner.health()
-        nats_h = publisher.health()
+        nats_h = publisher_.health()
         failed = [n for n, w in watchers_h.items() if w["state"] == "failed"]
         status = "ok" if nats_h.get("connected") and not failed else "degraded"
         body = {"status": status if started["ok"] else "starting", "service": "watchers",
@@ -141,13 +55,14 @@ def create_app(settings: Settings, *, publisher: Publisher | None = None,
 
     async def metrics_endpoint(request: Request) -> Response:
         runner.export_stats()
-        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+        return Response(generate_latest(c.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     app = Starlette(routes=[Route("/health", health), Route("/metrics", metrics_endpoint)],
                     lifespan=lifespan)
+    app.state.container = c
     app.state.runner = runner
-    app.state.publisher = publisher
+    app.state.publisher = publisher_
     app.state.limiter = limiter
-    app.state.metrics = metrics
+    app.state.metrics = c.metrics
     app.state.settings = settings
     return app

@@ -6,9 +6,9 @@ import logging
 
 from totalrecall_schema import MemoryEvent
 
+from .adapters.publisher import Publisher
 from .core.ratelimit import RateLimiter
 from .metrics import Metrics
-from .publisher import Publisher
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from nats.js.api import AckPolicy, ConsumerConfig
 from nats_cluster import NatsCluster
 from totalrecall_embedder.settings import Settings as EmbedderSettings
 from totalrecall_schema import MemoryEvent, Topology, ensure_streams
-from totalrecall_watchers.publisher import NatsPublisher
+from totalrecall_watchers.adapters.publisher import NatsPublisher
 from waiting import wait_for
 
 TOPO = Topology(replicas=3)  # the production names: these servers are the test's own

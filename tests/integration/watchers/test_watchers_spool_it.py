@@ -8,7 +8,7 @@ import nats
 from nats.js.errors import NotFoundError
 from totalrecall.infra import NatsServer, free_ports
 from totalrecall_schema import MemoryEvent, Topology
-from totalrecall_watchers.publisher import NatsPublisher
+from totalrecall_watchers.adapters.publisher import NatsPublisher
 from watchers_it_helpers import StreamReader, wait_until
 
 

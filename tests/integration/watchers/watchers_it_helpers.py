@@ -11,7 +11,8 @@ import nats
 import pytest
 from nats.js.errors import NotFoundError
 from totalrecall_schema import MemoryEvent, Topology
-from totalrecall_watchers.app import WATCHER_NAMES, create_app
+from totalrecall_watchers.app import create_app
+from totalrecall_watchers.container import WATCHER_NAMES
 from totalrecall_watchers.settings import Settings
 from waiting import wait_for
 

@@ -68,12 +68,12 @@ def test_the_check_catches_an_internal_import() -> None:
     source = ("from totalrecall_indexer.settings import Settings\n"
               "import totalrecall_embedder.core.backend\n"
               "from totalrecall_indexer import rebuild\n"
-              "importlib.import_module('totalrecall_watchers.runner')\n"
+              "importlib.import_module('totalrecall_watchers.lifecycle')\n"
               "from totalrecall_indexer.api import rebuild\n"
               "from totalrecall_schema.daily_log import parse_daily\n")
     assert [m for _, m in violations(source)] == [
         "totalrecall_indexer.settings", "totalrecall_embedder.core.backend",
-        "totalrecall_indexer.rebuild", "totalrecall_watchers.runner"]
+        "totalrecall_indexer.rebuild", "totalrecall_watchers.lifecycle"]
 
 
 def test_every_public_entry_point_exports_what_it_declares() -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from starlette.testclient import TestClient
 from totalrecall_schema import MemoryEvent
+from totalrecall_watchers.adapters.publisher import RecordingPublisher
 from totalrecall_watchers.app import create_app
 from totalrecall_watchers.core.base import EventContext, FakeClock, Unavailable, Watcher
-from totalrecall_watchers.publisher import RecordingPublisher
 from totalrecall_watchers.settings import Settings
 from waiting import wait_for_sync
 

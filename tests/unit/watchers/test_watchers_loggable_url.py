@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from totalrecall_schema import Topology
-from totalrecall_watchers.publisher import NatsPublisher, connect_options, loggable_url
+from totalrecall_watchers.adapters.publisher import NatsPublisher, connect_options, loggable_url
 
 
 def test_credentials_are_dropped_from_the_logged_url() -> None:

@@ -6,8 +6,8 @@ import asyncio
 
 from totalrecall_schema import MemoryEvent
 from totalrecall_watchers.core.base import EventContext, FakeClock, Unavailable, Watcher
+from totalrecall_watchers.lifecycle import WatcherRunner
 from totalrecall_watchers.metrics import Metrics
-from totalrecall_watchers.runner import WatcherRunner
 from waiting import wait_for
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from totalrecall_watchers.adapters.publisher import RecordingPublisher
 from totalrecall_watchers.core.base import EventContext, FakeClock
 from totalrecall_watchers.core.filesystem import FileChangeTracker, PathFilter
 from totalrecall_watchers.core.journal import JournalParser
@@ -14,7 +15,6 @@ from totalrecall_watchers.core.ratelimit import RateLimiter
 from totalrecall_watchers.core.scrub import scrub_cmdline, scrub_extra
 from totalrecall_watchers.handlers import EventHandler
 from totalrecall_watchers.metrics import Metrics
-from totalrecall_watchers.publisher import RecordingPublisher
 
 JWT = ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
        "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U")

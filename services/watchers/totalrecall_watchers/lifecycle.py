@@ -1,4 +1,6 @@
-"""Runs every watcher as its own task; a watcher that fails never takes the service down."""
+"""The watchers' background loops: every watcher runs as its own task (polling on its interval,
+or following its stream); a watcher that fails never takes the service down. Built by
+`container.build`, started and stopped by the app's lifespan."""
 
 from __future__ import annotations
 
