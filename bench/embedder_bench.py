@@ -19,12 +19,11 @@ import contextlib
 import os
 import random
 import statistics
-import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from bench.embedder_stack import bench_model, connect_bus, embedder_process, nats_and_home
 
 WORDS = [
     "disk", "memory", "swap", "nginx", "postgres", "kernel", "chrome", "backup", "cron",
@@ -151,37 +150,6 @@ def ratio_lines(raw_all: dict[str, float], svc: dict[str, float]) -> list[str]:
             f"{busy / idle:.2f}× (target ≤ 1.5×: {'met' if busy / idle <= 1.5 else 'not met'})"]
 
 
-@contextlib.contextmanager
-def embedder_process(settings: dict[str, str], home: Path) -> Iterator[str]:
-    """`python -m totalrecall_embedder` with these `TR_EMBEDDER_` settings, as `make run` starts
-    it: its own process (own GIL, own event loop), so the bench's publishing and draining do not
-    sit in the service's way. Yields the service's base URL once /health answers."""
-    import httpx
-    from totalrecall.infra import free_port
-    from totalrecall.infra.process import spawn, stop
-
-    port = free_port()
-    env = {**os.environ, "TOTALRECALL_HOME": str(home), "TR_EMBEDDER_HTTP_PORT": str(port),
-           **{f"TR_EMBEDDER_{k.upper()}": v for k, v in settings.items()}}
-    log = home / "embedder.log"
-    proc = spawn([sys.executable, "-m", "totalrecall_embedder"], log_path=log, env=env)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the embedder exited: {log.read_text()}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise TimeoutError("the embedder did not become healthy in 120 s")
-            time.sleep(0.1)
-        yield base
-    finally:
-        stop(proc, timeout=60)
-
-
 def _metric(text: str, name: str) -> float:
     for line in text.splitlines():
         if line.startswith(name + " "):
@@ -192,23 +160,13 @@ def _metric(text: str, name: str) -> float:
 async def bench_service(nats_url: str, model: Path, threads: int, query_threads: int,
                         n: int, home: Path) -> dict[str, Any]:
     import httpx
-    import nats
-    from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-    from totalrecall_schema import EmbedRequest, MemoryEvent, Topology, ensure_streams
+    from totalrecall_schema import EmbedRequest, MemoryEvent
     from totalrecall_schema.publish import publish_event
 
-    topo = Topology.for_test(f"bench{int(time.time())}")
-    settings = {"nats_url": nats_url, "subject_prefix": topo.prefix,
-                "stream_prefix": topo.stream_prefix, "model_path": str(model),
-                "n_threads": str(threads), "query_n_threads": str(query_threads),
-                "dedup_enabled": "false"}
-    nc = await nats.connect(nats_url)
-    js = nc.jetstream()
-    await ensure_streams(js, topo)
-    sub = await js.pull_subscribe(
-        topo.embedded_all, durable="bench", stream=topo.embedded_stream,
-        config=ConsumerConfig(durable_name="bench", ack_policy=AckPolicy.NONE,
-                              deliver_policy=DeliverPolicy.ALL))
+    bus = await connect_bus(nats_url, "bench", durable="bench")
+    nc, js, topo, sub = bus.nc, bus.js, bus.topo, bus.embedded
+    settings = bus.embedder_settings(model, n_threads=str(threads),
+                                     query_n_threads=str(query_threads))
 
     async def drain(expected: int, timeout: float) -> int:
         got, deadline = 0, time.monotonic() + timeout
@@ -312,13 +270,9 @@ def main() -> None:
     p.add_argument("--model", type=Path)
     args = p.parse_args()
 
-    from totalrecall.paths import default_model_path
-
     from bench.machine import describe
 
-    model = args.model or default_model_path()
-    if not model.is_file():
-        sys.exit(f"no model at {model}: run `totalrecall model build`")
+    model = bench_model(args.model)
     print(describe())
     print(f"model {model.name}, ingest threads {args.threads}, query threads "
           f"{args.query_threads}")
@@ -332,23 +286,9 @@ def main() -> None:
     for k, v in raw_all.items():
         print(f"  {k:28s} {v:8.1f} texts/s")
 
-    with tempfile.TemporaryDirectory() as tmp:
-        server = None
-        url = args.nats_url
-        if url is None:
-            from totalrecall.infra import NatsServer, free_port
-
-            server = NatsServer(Path(tmp) / "nats", port=free_port(),
-                                monitor_port=free_port()).start()
-            url = server.url
-        try:
-            home = Path(tmp) / "home"
-            home.mkdir()
-            svc = asyncio.run(bench_service(url, model, args.threads, args.query_threads,
-                                            args.n, home))
-        finally:
-            if server is not None:
-                server.stop()
+    with nats_and_home(args.nats_url) as (url, home):
+        svc = asyncio.run(bench_service(url, model, args.threads, args.query_threads, args.n,
+                                        home))
     device = svc.pop("device")
     print(f"service through NATS (events stream → embedder → embedded stream), device {device}:")
     for k, v in svc.items():

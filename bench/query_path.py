@@ -19,35 +19,25 @@ import contextlib
 import random
 import statistics
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bench.embedder_bench import embedder_process, texts
+from bench.embedder_bench import texts
+from bench.embedder_stack import bench_model, connect_bus, embedder_process, nats_and_home
 from bench.floor import pct
 from bench.machine import describe
 from bench.recall_bench import ALL_QUERIES
 
 
 async def run(url: str, model: Path, home: Path, args: argparse.Namespace) -> None:
-    import nats
-    from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-    from totalrecall_schema import EmbedReply, EmbedRequest, MemoryEvent, Topology, ensure_streams
+    from totalrecall_schema import EmbedReply, EmbedRequest, MemoryEvent
     from totalrecall_worker.llama_model import LlamaBackend, default_prefixes, query_input
 
-    topo = Topology.for_test(f"qp{int(time.time())}")
-    settings = {"nats_url": url, "subject_prefix": topo.prefix,
-                "stream_prefix": topo.stream_prefix, "model_path": str(model),
-                "n_threads": str(args.threads), "dedup_enabled": "false",
-                "ingest_idle": str(args.ingest_idle).lower()}
-    nc = await nats.connect(url)
-    js = nc.jetstream()
-    await ensure_streams(js, topo)
-    sub = await js.pull_subscribe(
-        topo.embedded_all, durable="qp", stream=topo.embedded_stream,
-        config=ConsumerConfig(durable_name="qp", ack_policy=AckPolicy.NONE,
-                              deliver_policy=DeliverPolicy.ALL))
+    bus = await connect_bus(url, "qp", durable="qp")
+    nc, js, topo, sub = bus.nc, bus.js, bus.topo, bus.embedded
+    settings = bus.embedder_settings(model, n_threads=str(args.threads),
+                                     ingest_idle=str(args.ingest_idle).lower())
     salt = random.randrange(10**9)  # no cache anywhere has seen these questions
     questions = iter(f"{q} ({salt}-{i})" for i, q in enumerate(ALL_QUERIES * 10))
     res: dict[str, list[float]] = {f"{w} {p}": [] for p in ("idle", "ingest")
@@ -130,21 +120,12 @@ def main() -> None:
     p.add_argument("--n", type=int, default=400, help="events ingested while asking")
     p.add_argument("--queries", type=int, default=60, help="questions per path and phase")
     args = p.parse_args()
-    from totalrecall.infra import NatsServer, free_port
-    from totalrecall.paths import default_model_path
-
     sys.setswitchinterval(0.0005)  # as the recall API does with its query model loaded
-    model = default_model_path()
+    model = bench_model()
     with open("/proc/loadavg") as f:
         print(describe(), "| load", f.read().strip())
-    with tempfile.TemporaryDirectory() as tmp:
-        server = NatsServer(Path(tmp) / "nats", port=free_port(), monitor_port=free_port()).start()
-        try:
-            home = Path(tmp) / "home"
-            home.mkdir()
-            asyncio.run(run(server.url, model, home, args))
-        finally:
-            server.stop()
+    with nats_and_home() as (url, home):
+        asyncio.run(run(url, model, home, args))
     with open("/proc/loadavg") as f:
         print("load after", f.read().strip())
 
