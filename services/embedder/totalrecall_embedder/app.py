@@ -1,6 +1,6 @@
 """The embedder app: a FastStream NATS worker with /metrics and /health.
 
-`create_app` builds the object graph (`bootstrap.build`), registers the batch RPC and the HTTP
+`create_app` builds the object graph (`container.build`), registers the batch RPC and the HTTP
 routes, and hands the start/stop hooks to `lifecycle.Lifecycle`.
 """
 
@@ -15,7 +15,7 @@ from prometheus_client import make_asgi_app
 from totalrecall_schema import EmbedReply
 from totalrecall_worker import json_response, raw_body
 
-from .bootstrap import build
+from .container import build
 from .core.backend import EmbedBackend
 from .core.engine import LocalFactory, RemoteFactory
 from .handlers import handle_batch_rpc
@@ -30,7 +30,7 @@ def create_app(settings: Settings, *, embedder_backend: EmbedBackend | None = No
                remote_factory: RemoteFactory | None = None,
                gpu_probe: Callable[[], bool] | None = None,
                metrics: Metrics | None = None) -> AsgiFastStream:
-    """The test doubles are those of `bootstrap.build`. Nothing is loaded, opened or connected
+    """The test doubles are those of `container.build`. Nothing is loaded, opened or connected
     here."""
     c = build(settings, embedder_backend=embedder_backend, query_backend=query_backend,
               local_factory=local_factory, remote_factory=remote_factory, gpu_probe=gpu_probe,

@@ -1,4 +1,4 @@
-"""One bootstrap: the embedder's object graph, built from its settings. Nothing is loaded,
+"""The container: the embedder's object graph, built from its settings. Nothing is loaded,
 opened or connected here (`lifecycle.py` does that when the app starts)."""
 
 from __future__ import annotations
@@ -13,13 +13,15 @@ from faststream.nats import NatsBroker
 from pydantic import SecretStr
 from totalrecall_worker import WorkerRuntime
 
+from .adapters.backfill_journal import BackfillJournal
+from .adapters.embedding_cache import EmbeddingCache
+from .adapters.llama_probe import gpu_offload_supported
+from .adapters.query_responder import QueryResponder
+from .adapters.remote import default_remote_factory
 from .core.backend import EmbedBackend
-from .core.backfill import BackfillJournal
-from .core.cache import EmbeddingCache
 from .core.engine import CacheHook, Engine, EngineConfig, LocalFactory, RemoteFactory, SpreadHook
 from .handlers import handle_query_rpc
 from .metrics import Metrics
-from .query_responder import QueryResponder
 from .settings import Settings
 
 log = logging.getLogger("totalrecall.embedder")
@@ -36,6 +38,8 @@ class Container:
     runtime: WorkerRuntime = field(default_factory=WorkerRuntime)
     #: Memories published without a vector, for the backfill (None: backfill off).
     journal: BackfillJournal | None = None
+    #: The documents' embedding cache the engine reads through (None: off or not open yet).
+    cache: EmbeddingCache | None = None
     #: What llama.cpp's CPU backend was built for (filled at start, shown in /health).
     cpu_features: list[str] = field(default_factory=list)
 
@@ -51,7 +55,8 @@ class Container:
         s = self.settings
         if s.cache_enabled:
             try:
-                self.engine.cache = EmbeddingCache(s.cache_path, s.cache_max_entries)
+                self.cache = self.engine.cache = EmbeddingCache(s.cache_path,
+                                                                s.cache_max_entries)
             except (OSError, sqlite3.Error) as exc:
                 log.warning("embedding cache disabled: cannot open %s: %s", s.cache_path, exc)
         if s.backfill_enabled:
@@ -77,8 +82,10 @@ def build_engine(settings: Settings, *, backend: EmbedBackend | None = None,
                            dedup_skip_categories=frozenset(settings.dedup_skip_categories),
                            fallback_api_key=key)
     return Engine(cfg, backend=backend, query_backend=query_backend,
-                  local_factory=local_factory, remote_factory=remote_factory,
-                  gpu_probe=gpu_probe, on_cache=on_cache, on_spread=on_spread)
+                  local_factory=local_factory,
+                  remote_factory=remote_factory or default_remote_factory,
+                  gpu_probe=gpu_probe or gpu_offload_supported, on_cache=on_cache,
+                  on_spread=on_spread)
 
 
 def build(settings: Settings, *, embedder_backend: EmbedBackend | None = None,

@@ -12,8 +12,8 @@ from pydantic import ValidationError
 from totalrecall_schema import EmbeddedEvent, EmbedReply, EmbedRequest, Topology, utcnow
 from totalrecall_worker import dead_letter_then_ack
 
+from .adapters.backfill_journal import BackfillJournal, Pending
 from .core.backend import ModelUnavailable
-from .core.backfill import BackfillJournal, Pending
 from .core.batch import STAGE, Incoming, plan_batch
 from .core.dedup import dedup_key
 from .core.engine import Engine

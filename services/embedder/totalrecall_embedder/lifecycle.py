@@ -13,8 +13,8 @@ from typing import Any
 from totalrecall_schema import ensure_streams_when_ready
 from totalrecall_worker import PullConsumer, PullSpec, confirm_subscriptions, consumer_backlog
 
-from .bootstrap import Container
-from .core.device import llama_cpu_features
+from .adapters.llama_probe import llama_cpu_features
+from .container import Container
 from .handlers import handle_backfill, handle_event_batch
 
 log = logging.getLogger("totalrecall.embedder")
@@ -76,7 +76,7 @@ class Lifecycle:
 
     def _close_all(self) -> None:
         self.c.engine.close()
-        for store in (self.c.engine.cache, self.c.journal):
+        for store in (self.c.cache, self.c.journal):
             if store is not None:
                 with contextlib.suppress(Exception):
                     store.close()
@@ -135,7 +135,7 @@ class Lifecycle:
         consuming = self.consumer.alive
         status = ("ok" if engine.local and nats_ok and consuming and c.responder.connected
                   else "degraded")
-        journal, cache = c.journal, engine.cache
+        journal, cache = c.journal, c.cache
         return {
             "status": status, "nats": nats_ok, "consuming": consuming,
             "query_rpc": c.responder.connected,

@@ -9,10 +9,10 @@ from pathlib import Path
 import httpx
 import pytest
 from embedder_fakes import FakeBackend, FakeMsg, FakePublisher
+from totalrecall_embedder.adapters.backfill_journal import BackfillJournal
+from totalrecall_embedder.adapters.remote import RemoteBackend, embeddings_url
 from totalrecall_embedder.core.backend import ModelUnavailable
-from totalrecall_embedder.core.backfill import BackfillJournal
 from totalrecall_embedder.core.engine import Engine, EngineConfig
-from totalrecall_embedder.core.remote import RemoteBackend, embeddings_url
 from totalrecall_embedder.handlers import handle_backfill, handle_event_batch
 from totalrecall_embedder.metrics import Metrics
 from totalrecall_schema import EmbeddedEvent, MemoryEvent, Topology

@@ -1,4 +1,5 @@
-"""Embedding caches: on disk for documents (ingest, `rpc_embed_batch`), in memory for queries.
+"""The embedding cache on disk, for documents (ingest, `rpc_embed_batch`); the queries' one is in
+memory (`core/query_lru.py`).
 
 The disk cache maps (model fingerprint, sha256 of the exact text the model saw, prefix
 included) to the vector as little-endian float32. Vectors leave the backends rounded to 7
@@ -14,7 +15,6 @@ import logging
 import sqlite3
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -137,31 +137,3 @@ class EmbeddingCache:
     def close(self) -> None:
         with self._lock:
             self._db.close()
-
-
-class QueryLRU:
-    """Small in-memory LRU of query vectors, keyed by (model fingerprint, text); thread-safe."""
-
-    def __init__(self, max_entries: int = 1024) -> None:
-        self.max_entries = max_entries
-        self._d: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._d)
-
-    def get(self, model: str, text: str) -> list[float] | None:
-        with self._lock:
-            v = self._d.get((model, text))
-            if v is not None:
-                self._d.move_to_end((model, text))
-            return v
-
-    def put(self, model: str, text: str, vec: list[float]) -> None:
-        if self.max_entries <= 0:
-            return
-        with self._lock:
-            self._d[(model, text)] = vec
-            self._d.move_to_end((model, text))
-            while len(self._d) > self.max_entries:
-                self._d.popitem(last=False)

@@ -10,7 +10,8 @@ from typing import Any
 
 import httpx
 
-from .backend import MAX_TEXT_CHARS, ModelUnavailable
+from ..core.backend import MAX_TEXT_CHARS, EmbedBackend, ModelUnavailable
+from ..core.engine import EngineConfig
 
 log = logging.getLogger("totalrecall.embedder")
 
@@ -86,3 +87,10 @@ class RemoteBackend:
 
     def close(self) -> None:
         self._client.close()
+
+
+def default_remote_factory(c: EngineConfig) -> EmbedBackend:
+    """The fallback chain's remote link as the container wires it into the engine."""
+    assert c.fallback_url is not None
+    return RemoteBackend(c.fallback_url, model=c.fallback_model, api_key=c.fallback_api_key,
+                         timeout=c.fallback_timeout_s, chunk=c.rpc_batch_chunk)

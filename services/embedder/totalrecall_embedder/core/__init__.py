@@ -1,5 +1,6 @@
-"""Pure logic of the embedder: backends, device choice, caches, backfill journal, batch
-planning, dedup, the engine."""
+"""Pure logic of the embedder: backends, device choice, the query cache, batch planning, dedup,
+the engine. What does I/O (the SQLite stores, the remote endpoint, llama.cpp's build probes) is
+in `adapters/`."""
 
 from .backend import (
     EmbedBackend,
@@ -8,16 +9,15 @@ from .backend import (
     default_prefixes,
     model_fingerprint,
 )
-from .backfill import BackfillJournal, Pending
 from .batch import Incoming, Outgoing, Plan, plan_batch
-from .cache import EmbeddingCache, QueryLRU
 from .dedup import DedupWindow, TemplateVectors, content_hash, event_template
-from .device import DeviceChoice, choose_device, gpu_offload_supported
+from .device import DeviceChoice, choose_device
 from .engine import Engine, EngineConfig
+from .query_lru import QueryLRU
 
 __all__ = [
-    "BackfillJournal", "DedupWindow", "DeviceChoice", "EmbedBackend", "EmbeddingCache", "Engine",
-    "EngineConfig", "Incoming", "LlamaBackend", "ModelUnavailable", "Outgoing", "Pending", "Plan",
-    "QueryLRU", "TemplateVectors", "choose_device", "content_hash", "default_prefixes",
-    "event_template", "gpu_offload_supported", "model_fingerprint", "plan_batch",
+    "DedupWindow", "DeviceChoice", "EmbedBackend", "Engine", "EngineConfig", "Incoming",
+    "LlamaBackend", "ModelUnavailable", "Outgoing", "Plan", "QueryLRU", "TemplateVectors",
+    "choose_device", "content_hash", "default_prefixes", "event_template", "model_fingerprint",
+    "plan_batch",
 ]

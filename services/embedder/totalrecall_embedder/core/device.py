@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import dataclass
 from typing import Literal
-
-log = logging.getLogger("totalrecall.embedder")
 
 Device = Literal["gpu", "cpu"]
 #: What /health and the device metric report: a local device, the remote endpoint, or nothing.
@@ -22,17 +19,6 @@ class DeviceChoice:
     reason: str
 
 
-def gpu_offload_supported() -> bool:
-    """True when this llama.cpp build can offload to a GPU (CUDA, Metal, Vulkan, …)."""
-    try:
-        import llama_cpp
-
-        return bool(llama_cpp.llama_supports_gpu_offload())
-    except Exception as exc:  # pragma: no cover - broken install
-        log.warning("cannot ask llama.cpp about GPU offload: %s", exc)
-        return False
-
-
 def cpu_features(system_info: str) -> list[str]:
     """The CPU instruction sets a llama.cpp build was compiled for, from its
     `llama_print_system_info()` ("CPU : SSE3 = 1 | AVX2 = 1 | AVX512 = 1 | … | CUDA : …"): what
@@ -41,17 +27,6 @@ def cpu_features(system_info: str) -> list[str]:
     if section is None:
         return []
     return [name for name, value in re.findall(r"(\w+) = (\w+)", section.group(1)) if value != "0"]
-
-
-def llama_cpu_features() -> list[str]:
-    """`cpu_features` of the llama.cpp build this process loads ([] when it cannot say)."""
-    try:
-        import llama_cpp
-
-        return cpu_features(llama_cpp.llama_print_system_info().decode(errors="replace"))
-    except Exception as exc:  # pragma: no cover - broken install
-        log.warning("cannot ask llama.cpp about its build: %s", exc)
-        return []
 
 
 def choose_device(setting: str, gpu_supported: bool) -> DeviceChoice:

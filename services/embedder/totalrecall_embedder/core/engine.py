@@ -10,14 +10,14 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from .backend import EmbedBackend, LlamaBackend, ModelUnavailable, default_prefixes, query_input
-from .cache import EmbeddingCache, QueryLRU
 from .dedup import DedupWindow, TemplateVectors
-from .device import ActiveDevice, gpu_offload_supported
-from .loading import LocalFactory, ModelLoading, RemoteFactory, default_remote_factory, device_of
+from .device import ActiveDevice
+from .loading import LocalFactory, ModelLoading, RemoteFactory, device_of, no_gpu, no_remote
 from .priority import embedding_pool, foreign_runnable, machine_idle, usable_cpus
+from .query_lru import QueryLRU
 
 log = logging.getLogger("totalrecall.embedder")
 
@@ -28,6 +28,15 @@ SpreadHook = Callable[[bool], None]
 #: runnable(own): tasks running besides the caller and `own` of ours (None: unknown)
 RunnableProbe = Callable[[int], "int | None"]
 Kind = Literal["query", "document"]
+
+
+class VectorCache(Protocol):
+    """The documents' vectors cache (`adapters/embedding_cache.py`: SQLite), by model
+    fingerprint and exact text."""
+
+    def get_many(self, model: str, texts: Sequence[str]) -> dict[int, list[float]]: ...
+
+    def put_many(self, model: str, items: Sequence[tuple[str, Sequence[float]]]) -> None: ...
 
 
 @dataclass
@@ -82,7 +91,7 @@ class Engine(ModelLoading):
                  local_factory: LocalFactory | None = None,
                  remote_factory: RemoteFactory | None = None,
                  gpu_probe: Callable[[], bool] | None = None,
-                 cache: EmbeddingCache | None = None,
+                 cache: VectorCache | None = None,
                  on_cache: CacheHook | None = None,
                  on_spread: SpreadHook | None = None,
                  runnable: RunnableProbe | None = None) -> None:
@@ -96,8 +105,8 @@ class Engine(ModelLoading):
         #: a GPU was asked for (device=cuda) or is usable (device=auto, GPU build)
         self.gpu_wanted = False
         self._local_factory: LocalFactory = local_factory or LlamaBackend
-        self._remote_factory: RemoteFactory = remote_factory or default_remote_factory
-        self._gpu_probe = gpu_probe or gpu_offload_supported
+        self._remote_factory: RemoteFactory = remote_factory or no_remote
+        self._gpu_probe = gpu_probe or no_gpu
         self.cache = cache
         self.query_cache = QueryLRU(config.query_cache_entries)
         self.on_cache = on_cache

@@ -30,12 +30,16 @@ LocalFactory = Callable[..., EmbedBackend]
 RemoteFactory = Callable[["EngineConfig"], EmbedBackend]
 
 
-def default_remote_factory(c: EngineConfig) -> EmbedBackend:
-    from .remote import RemoteBackend
+def no_remote(c: EngineConfig) -> EmbedBackend:
+    """The remote factory of an engine given none: the real one does HTTP
+    (`adapters/remote.py`), and the container passes it."""
+    raise ModelUnavailable("no remote embedder wired in (the container passes adapters/remote.py)")
 
-    assert c.fallback_url is not None
-    return RemoteBackend(c.fallback_url, model=c.fallback_model, api_key=c.fallback_api_key,
-                         timeout=c.fallback_timeout_s, chunk=c.rpc_batch_chunk)
+
+def no_gpu() -> bool:
+    """The GPU probe of an engine given none: asking llama.cpp is the container's part
+    (`adapters/llama_probe.py`), so an engine built alone runs on the CPU."""
+    return False
 
 
 def device_of(backend: EmbedBackend | None) -> ActiveDevice:
