@@ -18,9 +18,10 @@ from urllib.parse import urlsplit
 import nats
 import psutil
 from totalrecall_schema import Topology
+from waiting import wait_for_sync
 
 from bench.peers.procmem import rollup_kb
-from tests.chaos.stack_inputs import Stack, wait_for
+from tests.chaos.stack_inputs import Stack
 
 T = TypeVar("T")
 
@@ -275,8 +276,8 @@ def drain_s(stack: Stack) -> float | None:
 
     start = time.monotonic()
     try:
-        wait_for(lambda: asyncio.run(current()) == (0, 0), DRAIN_TIMEOUT_S, "the pipeline to drain",
-                 every=1)
+        wait_for_sync(lambda: asyncio.run(current()) == (0, 0), DRAIN_TIMEOUT_S,
+                      what="the pipeline to drain", interval=1)
     except AssertionError:
         return None  # recorded as not drained (the lag at the end is in the figures)
     return time.monotonic() - start

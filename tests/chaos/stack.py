@@ -18,35 +18,20 @@ import signal
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 from totalrecall.launcher import RunningStack, launched_stack
 from totalrecall_schema import memory_key
-
-T = TypeVar("T")
+from waiting import wait_for_sync
 
 SERVICES = ("watchers", "embedder", "indexer", "recall-api")
 #: JetStream durable consumers of the pipeline (embedder on events, indexer on embedded).
 CONSUMERS = ("embedder", "indexer")
-
-
-def wait_for(fn: Callable[[], T | None], timeout: float, what: str, every: float = 0.25) -> T:
-    """Poll `fn` until it returns something truthy (returned), or fail after `timeout`."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while True:
-        last = fn()
-        if last:
-            return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} "
-                                 f"(last={last!r})")
-        time.sleep(every)
 
 
 @dataclass
@@ -109,7 +94,7 @@ class ChaosStack:
                 return False
             h = self.health(name)
             return h is not None and h[0] == 200
-        wait_for(back, timeout, f"{name} restarted after kill -9")
+        wait_for_sync(back, timeout, what=f"{name} restarted after kill -9", interval=0.25)
         return time.monotonic() - t0
 
     # --- the pipeline --------------------------------------------------------------------------

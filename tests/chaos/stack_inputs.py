@@ -20,8 +20,7 @@ from typing import Any
 
 import httpx
 from totalrecall.launcher import RunningStack, launched_stack
-
-from tests.chaos.stack import wait_for
+from waiting import wait_for_sync
 
 
 @dataclass
@@ -57,7 +56,9 @@ class Stack:
         def hit() -> dict[str, Any] | None:
             return next((m for m in self.recall(query, **kw)["memories"]
                          if marker in m["summary"] + m.get("detail", "")), None)
-        return wait_for(hit, timeout, f"{marker!r} to be recallable", every=0.5)
+        found = wait_for_sync(hit, timeout, what=f"{marker!r} to be recallable", interval=0.5)
+        assert found is not None  # wait_for_sync returns a truthy value or raises
+        return found
 
     def supervisor_restarts(self) -> int:
         """Services the supervisor had to restart (it logs each crash)."""

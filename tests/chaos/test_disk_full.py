@@ -29,9 +29,10 @@ from typing import Any
 
 import pytest
 from full_disk import fill, needs_root, tmpfs
+from waiting import wait_for_sync
 
 from .report import REPO, record, slug
-from .stack import SERVICES, ChaosStack, chaos_stack_in, lost_and_twice, slash, wait_for
+from .stack import SERVICES, ChaosStack, chaos_stack_in, lost_and_twice, slash
 from .streaming import NAMESPACE, Streamer
 
 ROW = "the state disk full (a size-limited tmpfs as `TOTALRECALL_HOME`)"
@@ -92,8 +93,8 @@ def run_row(base: Path, model_path: Path, events: int, rate: float, full_s: floa
         with chaos_stack_in(home, model_path) as stack:
             used_at_start = _used_mb(home)
             streamer = Streamer(stack.api, total=events, rate=rate, run=run, batch=20).start()
-            wait_for(lambda: len(stack.pg_id_counts(NAMESPACE)) >= events // 5, 300,
-                     "a fifth of the stream stored")
+            wait_for_sync(lambda: len(stack.pg_id_counts(NAMESPACE)) >= events // 5, 300,
+                          what="a fifth of the stream stored", interval=0.25)
             filled_mb = fill(filler) / 2**20
             t_full = time.monotonic()
             accepted_before = len(streamer.accepted)
@@ -113,7 +114,8 @@ def run_row(base: Path, model_path: Path, events: int, rate: float, full_s: floa
             def all_in() -> bool:
                 return (stack.drained()
                         and len(stack.pg_id_counts(NAMESPACE)) >= len(set(accepted)))
-            wait_for(all_in, 900, "the pipeline to catch up once space is back", every=1)
+            wait_for_sync(all_in, 900,
+                          what="the pipeline to catch up once space is back", interval=1)
             recovered_s = time.monotonic() - t_free
             pg = stack.pg_id_counts(NAMESPACE)
             healthy_after = _health_while_full(stack)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from waiting import wait_for_sync
 
 from .report import record
 from .stack import (
@@ -26,7 +27,6 @@ from .stack import (
     chaos_stack_in,
     lost_and_twice,
     slash,
-    wait_for,
 )
 from .streaming import NAMESPACE, Streamer
 
@@ -78,7 +78,8 @@ def run_row(home: Path, model_path: Path, events: int, rate: float, kills_each: 
         def all_in_postgres() -> bool:
             return stack.drained() and len(stack.pg_id_counts(NAMESPACE)) >= len(set(accepted))
         try:
-            wait_for(all_in_postgres, 900, "the pipeline to drain every accepted event", every=1)
+            wait_for_sync(all_in_postgres, 900,
+                          what="the pipeline to drain every accepted event", interval=1)
         except AssertionError:
             # Recorded: a run that never caught up is a run that did not hold.
             record(ROW, False, {

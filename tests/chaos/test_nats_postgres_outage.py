@@ -25,9 +25,10 @@ from typing import Any
 
 import httpx
 import pytest
+from waiting import wait_for_sync
 
 from .report import record
-from .stack import ChaosStack, chaos_stack_in, lost_and_twice, slash, wait_for
+from .stack import ChaosStack, chaos_stack_in, lost_and_twice, slash
 from .streaming import NAMESPACE, Streamer
 
 ROW = "nats-server killed and restarted mid-stream; Postgres stopped 60 s"
@@ -91,7 +92,7 @@ def _kill_nats(stack: ChaosStack) -> float:
                              timeout=1).status_code == 200
         except httpx.HTTPError:
             return False
-    wait_for(back, 60, "nats-server restarted")
+    wait_for_sync(back, 60, what="nats-server restarted", interval=0.25)
     return time.monotonic() - t0
 
 
@@ -105,12 +106,13 @@ def _stop_postgres(stack: ChaosStack, seconds: float, query: str) -> tuple[float
     try:
         t0 = time.monotonic()
         os.kill(pg, signal.SIGINT)  # fast shutdown: connections refused from now on
-        wait_for(lambda: stack.postgres_pid() is None, 30, "postgres to stop")
+        wait_for_sync(lambda: stack.postgres_pid() is None, 30,
+                      what="postgres to stop", interval=0.25)
         probe = _probe(stack, seconds, query)
         down = time.monotonic() - t0
     finally:
         os.kill(supervisor, signal.SIGCONT)  # it sees Postgres gone and restarts it
-    wait_for(stack.postgres_pid, 60, "the supervisor to restart postgres")
+    wait_for_sync(stack.postgres_pid, 60, what="the supervisor to restart postgres", interval=0.25)
     return down, probe
 
 
@@ -125,11 +127,12 @@ def run_row(home: Path, model_path: Path, events: int, rate: float, pg_down_s: f
     run = uuid.uuid4().hex[:6]
     with chaos_stack_in(home, model_path) as stack:
         streamer = Streamer(stack.api, total=events, rate=rate, run=run).start()
-        wait_for(lambda: len(streamer.accepted) >= events // 5, 120, "a fifth of the stream")
+        wait_for_sync(lambda: len(streamer.accepted) >= events // 5, 120,
+                      what="a fifth of the stream", interval=0.25)
         refused_before = sum(streamer.failures.values())
         nats_back_s = _kill_nats(stack)
-        wait_for(lambda: len(streamer.accepted) >= events * 2 // 5, 300,
-                 "the stream to resume after the nats-server restart")
+        wait_for_sync(lambda: len(streamer.accepted) >= events * 2 // 5, 300,
+                      what="the stream to resume after the nats-server restart", interval=0.25)
         refused_nats = sum(streamer.failures.values()) - refused_before
         mark = len(streamer.accepted)
         down_s, probe = _stop_postgres(stack, pg_down_s, f"incident ev{run}x1")
@@ -137,8 +140,10 @@ def run_row(home: Path, model_path: Path, events: int, rate: float, pg_down_s: f
         assert during, "events were accepted while Postgres was down"
         t_up = time.monotonic()
         outage_id = during[len(during) // 2]
-        wait_for(lambda: outage_id in _recall_ids(stack, f"what happened in incident {outage_id}?"),
-                 300, "an event ingested during the Postgres outage to be recallable")
+        wait_for_sync(lambda: outage_id in _recall_ids(
+                          stack, f"what happened in incident {outage_id}?"), 300,
+                      what="an event ingested during the Postgres outage to be recallable",
+                      interval=0.25)
         recovered_s = time.monotonic() - t_up
         streamer.join(timeout=events / rate + 600)
         accepted = list(streamer.accepted)
@@ -146,7 +151,7 @@ def run_row(home: Path, model_path: Path, events: int, rate: float, pg_down_s: f
 
         def all_in() -> bool:
             return stack.drained() and len(stack.pg_id_counts(NAMESPACE)) >= len(set(accepted))
-        wait_for(all_in, 900, "the pipeline to catch up", every=1)
+        wait_for_sync(all_in, 900, what="the pipeline to catch up", interval=1)
         catch_up_s = time.monotonic() - t_end
         pg = stack.pg_id_counts(NAMESPACE)
     lost, twice = lost_and_twice(home, NAMESPACE, accepted, pg)

@@ -38,11 +38,12 @@ from pathlib import Path
 
 import pytest
 from totalrecall_schema import MemoryEvent, Topology, scrub_text
+from waiting import wait_for_sync
 
 from tests.chaos import secrets_gen
 from tests.chaos.report import ROWS, record
 from tests.chaos.stack import ChaosStack, zvec_docs
-from tests.chaos.stack_inputs import Stack, chaos_stack, run_mcp, run_plugin, wait_for
+from tests.chaos.stack_inputs import Stack, chaos_stack, run_mcp, run_plugin
 
 ROW = next(r for r in ROWS if r.startswith("a corpus of secrets"))
 ROW_GENERATED = next(r for r in ROWS if r.startswith("a generated corpus of secrets"))
@@ -202,9 +203,9 @@ def _push(stack: Stack, items: list[tuple[str, str, str]], tag: str) -> dict[str
     argv = [f"--password={items[1][1]}", f"--token={items[2][1]}", items[0][1],
             f"postgres://u:{items[11][1]}@h/db", tag]
     with _busy_process(argv) as pid:
-        wait_for(lambda: any(f"PID {pid})" in m["summary"] for m in stack.recall(
-            f"python PID {pid} CPU", timeframe="1h", maxResults=20)["memories"]),
-                 120, "the busy process's event")
+        wait_for_sync(lambda: any(f"PID {pid})" in m["summary"] for m in stack.recall(
+            f"python PID {pid} CPU", timeframe="1h", maxResults=20)["memories"]), 120,
+                      what="the busy process's event", interval=0.25)
     sent["process watcher"] = 4
     # MCP: store and recall.
     results = asyncio.run(run_mcp(stack, ns, [
@@ -239,7 +240,7 @@ def _check(tmp_path: Path, items: list[tuple[str, str, str]]) -> tuple[dict[str,
         stack.wait_recallable(f"{tag} worker failed", "worker failed", timeframe="1h")
         stack.wait_recallable(f"{tag} plugin store", "plugin store",
                               namespace=f"agent-{tag}")
-        wait_for(lambda: _drained(stack), 300, "the pipeline to drain", every=1)
+        wait_for_sync(lambda: _drained(stack), 300, what="the pipeline to drain", interval=1)
         dump = _pg_dump(stack, tmp_path / "totalrecall.sql")
         stored = len(stack.recall(f"{tag} ingest store", namespace=f"sec-{tag}",
                                   maxResults=50)["memories"])
@@ -358,8 +359,9 @@ def _check_generated(tmp_path: Path, per_kind: int) -> tuple[dict[str, object], 
         # Not all in within the time (a machine busy with other work) is a failure counted
         # below, and what did arrive is still searched.
         with contextlib.suppress(AssertionError):
-            wait_for(lambda: probe.drained() and len(probe.pg_id_counts(ns)) >= len(set(ids)),
-                     1200, "every generated sample in Postgres", every=2)
+            wait_for_sync(lambda: probe.drained() and len(probe.pg_id_counts(ns)) >= len(set(ids)),
+                          1200,
+                          what="every generated sample in Postgres", interval=2)
         stored = len(probe.pg_id_counts(ns))
         dump = _pg_dump(stack, tmp_path / "generated.sql")
     pieces = _Pieces(items)

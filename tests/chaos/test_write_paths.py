@@ -35,10 +35,11 @@ import pytest
 from hypothesis import HealthCheck, Phase
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, rule
+from waiting import wait_for_sync
 
 from tests.chaos.report import ROWS, record
 from tests.chaos.stack import ChaosStack
-from tests.chaos.stack_inputs import Stack, chaos_stack, wait_for
+from tests.chaos.stack_inputs import Stack, chaos_stack
 
 ROW = next(r for r in ROWS if r.startswith("the new write paths"))
 
@@ -270,8 +271,8 @@ def _every_path_once(stack: Stack, ns: str, log: Log) -> None:
     assert r.status_code == 200, r.text
     old = r.json()["ids"][0]
     log.stored.add((ns, old))
-    wait_for(lambda: old in ChaosStack(stack.running).pg_id_counts(ns), 300,
-             "the memory to supersede in Postgres", every=1)
+    wait_for_sync(lambda: old in ChaosStack(stack.running).pg_id_counts(ns), 300,
+                  what="the memory to supersede in Postgres", interval=1)
     answers = {
         "supersede": stack.post("/memory/supersede", {"old_id": old, "namespace": ns, "new": {
             "summary": "the editor is neovim now"}}),
@@ -309,8 +310,8 @@ def _seed(stack: Stack, namespaces: list[str], log: Log) -> list[tuple[str, str]
         seeded += [(ns, i) for i in r.json()["ids"]]
     log.stored |= set(seeded)
     probe = ChaosStack(stack.running)
-    wait_for(lambda: all(len(probe.pg_id_counts(ns)) >= 6 for ns in namespaces), 300,
-             "the seeded memories in Postgres", every=1)
+    wait_for_sync(lambda: all(len(probe.pg_id_counts(ns)) >= 6 for ns in namespaces), 300,
+                  what="the seeded memories in Postgres", interval=1)
     return seeded
 
 
@@ -352,8 +353,8 @@ def _check(tmp_path: Path, runs: int, steps: int) -> tuple[dict[str, object], li
         assert r.status_code == 200, r.text
         victim_ids = r.json()["ids"]
         probe = ChaosStack(stack.running)
-        wait_for(lambda: len(probe.pg_id_counts(victim)) == len(victim_ids), 300,
-                 "the victim's memories in Postgres", every=1)
+        wait_for_sync(lambda: len(probe.pg_id_counts(victim)) == len(victim_ids), 300,
+                      what="the victim's memories in Postgres", interval=1)
         before = sorted((r["id"], r["summary"], r["superseded_by"]) for r in _rows(stack)
                         if r["namespace"] == victim)
         namespaces_before = {r["namespace"] for r in _rows(stack)} - {victim}
@@ -373,8 +374,8 @@ def _check(tmp_path: Path, runs: int, steps: int) -> tuple[dict[str, object], li
         def stored_now() -> set[tuple[str, str]]:
             return {(r["namespace"], r["id"]) for r in _rows(stack)}
         with contextlib.suppress(AssertionError):  # what is missing is counted below
-            wait_for(lambda: probe.drained() and log.stored <= stored_now(), 300,
-                     "every answered write in Postgres", every=2)
+            wait_for_sync(lambda: probe.drained() and log.stored <= stored_now(), 300,
+                          what="every answered write in Postgres", interval=2)
         rows = _rows(stack)
         chain = _ledger_chain(stack)
         restarts = stack.supervisor_restarts()
