@@ -36,6 +36,9 @@ class Container:
 def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher], list[str]]:
     """The enabled watchers (in priority order) and the names of the disabled ones. Imported
     here, not at the top: a disabled watcher's modules are never loaded."""
+    from .adapters.network import PsutilNetwork
+    from .adapters.sessions import psutil_sessions
+    from .adapters.storage import PsutilStorage
     from .core.containers import ContainersWatcher
     from .core.filesystem import FilesystemWatcher
     from .core.firewall import FirewallWatcher
@@ -68,12 +71,14 @@ def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher]
         "journal": lambda: JournalWatcher(ctx, s.journal,
                                           claim=security.claims if security else None),
         "services": lambda: ServicesWatcher(ctx, interval_s=s.services.interval_s),
-        "storage": lambda: StorageWatcher(ctx, s.storage),
+        "storage": lambda: StorageWatcher(ctx, s.storage, source=PsutilStorage(
+            s.storage.paths, s.storage.include_partitions)),
         "filesystem": lambda: FilesystemWatcher(ctx, s.filesystem),
-        "network": lambda: NetworkWatcher(ctx, s.network),
+        "network": lambda: NetworkWatcher(ctx, s.network, source=PsutilNetwork()),
         "nixos": lambda: NixosWatcher(ctx, s.nixos),
         "packages": lambda: PackagesWatcher(ctx, s.packages, s.packages_state_file),
-        "sessions": lambda: SessionsWatcher(ctx, interval_s=s.sessions.interval_s),
+        "sessions": lambda: SessionsWatcher(ctx, interval_s=s.sessions.interval_s,
+                                            source=psutil_sessions),
         "timers": lambda: TimersWatcher(ctx, interval_s=s.timers.interval_s),
         "hardware": lambda: HardwareWatcher(ctx, s.hardware),
         "pressure": lambda: PressureWatcher(ctx, s.pressure),

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from totalrecall_schema import Severity
+from totalrecall_watchers.adapters.storage import PsutilStorage
 from totalrecall_watchers.core.base import EventContext, FakeClock
 from totalrecall_watchers.core.filesystem import FileChangeTracker, FilesystemWatcher, PathFilter
 from totalrecall_watchers.core.network import Iface, NetworkWatcher
@@ -82,7 +83,8 @@ def test_storage_reports_existing_problem_at_start_and_mounts() -> None:
 
 
 def test_real_storage_source_runs() -> None:
-    w = StorageWatcher(ctx(), StorageSettings(paths=["/"]))
+    s = StorageSettings(paths=["/"])
+    w = StorageWatcher(ctx(), s, source=PsutilStorage(s.paths, s.include_partitions))
     assert isinstance(w.poll(), list)
 
 

@@ -1,9 +1,8 @@
-"""Network watcher: interfaces coming up/down/appearing, address changes, optional DNS check."""
+"""Network watcher: interfaces coming up/down/appearing, address changes, optional DNS check
+(the interfaces and the lookup are `adapters/network.py`'s)."""
 
 from __future__ import annotations
 
-import socket
-import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -31,46 +30,15 @@ class NetworkSource(Protocol):
         ...
 
 
-class PsutilNetwork:
-    def interfaces(self) -> dict[str, Iface]:
-        import psutil
-
-        stats = psutil.net_if_stats()
-        addrs = psutil.net_if_addrs()
-        out: dict[str, Iface] = {}
-        for name in set(stats) | set(addrs):
-            st = stats.get(name)
-            ips = frozenset(a.address.split("%")[0] for a in addrs.get(name, [])
-                            if a.family in (socket.AF_INET, socket.AF_INET6))
-            out[name] = Iface(bool(st and st.isup), ips, st.speed if st else 0,
-                              st.mtu if st else 0)
-        return out
-
-    def resolve(self, host: str, timeout: float) -> str | None:
-        result: list[str | None] = ["timed out"]
-
-        def work() -> None:
-            try:
-                socket.getaddrinfo(host, None)
-                result[0] = None
-            except OSError as exc:
-                result[0] = str(exc)
-
-        t = threading.Thread(target=work, daemon=True)
-        t.start()
-        t.join(timeout)
-        return result[0]
-
-
 class NetworkWatcher(Watcher):
     name = "network"
 
     def __init__(self, ctx: EventContext, settings: NetworkSettings,
-                 source: NetworkSource | None = None) -> None:
+                 source: NetworkSource) -> None:
         super().__init__(ctx)
         self.settings = settings
         self.interval_s = settings.interval_s
-        self.source: NetworkSource = source or PsutilNetwork()
+        self.source = source
         self.prev: dict[str, Iface] | None = None
         self.dns_ok: bool | None = None
 

@@ -1,4 +1,5 @@
-"""User session watcher: logins and logouts (psutil.users)."""
+"""User session watcher: logins and logouts, the diff of who is logged in between two polls
+(read by `adapters/sessions.py`)."""
 
 from __future__ import annotations
 
@@ -12,20 +13,14 @@ from .base import EventContext, Watcher
 Session = tuple[str, str, str, float]  # name, terminal, host, started
 
 
-def psutil_sessions() -> list[Session]:
-    import psutil
-
-    return [(u.name, u.terminal or "", u.host or "", float(u.started)) for u in psutil.users()]
-
-
 class SessionsWatcher(Watcher):
     name = "sessions"
 
-    def __init__(self, ctx: EventContext, *, interval_s: float = 30.0,
-                 source: Callable[[], list[Session]] | None = None) -> None:
+    def __init__(self, ctx: EventContext, *, source: Callable[[], list[Session]],
+                 interval_s: float = 30.0) -> None:
         super().__init__(ctx)
         self.interval_s = interval_s
-        self.source = source or psutil_sessions
+        self.source = source
         self.prev: set[Session] | None = None
 
     def poll(self) -> list[MemoryEvent]:

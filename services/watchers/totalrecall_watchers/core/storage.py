@@ -3,7 +3,8 @@
 Reports crossing into a level (warning ≥ 90 %, critical ≥ 95 % by default; per filesystem in
 `thresholds`), including on the first look, and once when usage is back below the warning level
 (hysteresis: 2 points, or a fifth of the warning-to-critical gap when that is smaller).
-Percentages are unrounded (used / (used + free), as `df` computes them).
+Percentages are unrounded (used / (used + free), as `df` computes them). The filesystems are
+read by `adapters/storage.py`.
 """
 
 from __future__ import annotations
@@ -20,11 +21,6 @@ if TYPE_CHECKING:
     from ..settings import StorageSettings, StorageThresholds
 
 HYSTERESIS = 2.0
-#: Pseudo and container filesystems that are never interesting.
-SKIP_FSTYPES = {"proc", "sysfs", "devtmpfs", "devpts", "tmpfs", "cgroup", "cgroup2", "overlay",
-                "squashfs", "nsfs", "tracefs", "debugfs", "securityfs", "pstore", "bpf",
-                "autofs", "mqueue", "hugetlbfs", "fusectl", "configfs", "binfmt_misc", "ramfs",
-                "efivarfs", "rpc_pipefs", "nfsd"}
 
 
 @dataclass(frozen=True)
@@ -50,43 +46,11 @@ class StorageSource(Protocol):
     def usage(self) -> list[Usage]: ...
 
 
-class PsutilStorage:
-    def __init__(self, paths: list[str], include_partitions: bool = True) -> None:
-        self.paths = paths
-        self.include_partitions = include_partitions
-
-    def usage(self) -> list[Usage]:
-        import psutil
-
-        targets: list[tuple[str, str, str]] = []
-        if self.include_partitions:
-            for p in psutil.disk_partitions(all=False):
-                if p.fstype not in SKIP_FSTYPES and not p.mountpoint.startswith(("/proc", "/sys")):
-                    targets.append((p.mountpoint, p.device, p.fstype))
-        targets += [(p, "", "") for p in self.paths]
-        out: list[Usage] = []
-        seen_dev: set[int] = set()
-        for mount, device, fstype in targets:
-            try:
-                st = os.stat(mount)
-                if st.st_dev in seen_dev:
-                    continue
-                seen_dev.add(st.st_dev)
-                du = psutil.disk_usage(mount)
-                vfs = os.statvfs(mount)
-            except OSError:
-                continue
-            pct = 100.0 * du.used / (du.used + du.free) if du.used + du.free > 0 else 0.0
-            out.append(Usage(mount, device, fstype, du.total, du.used, du.free, pct,
-                             vfs.f_files, vfs.f_ffree))
-        return out
-
-
 class StorageWatcher(Watcher):
     name = "storage"
 
     def __init__(self, ctx: EventContext, settings: StorageSettings,
-                 source: StorageSource | None = None) -> None:
+                 source: StorageSource) -> None:
         super().__init__(ctx)
         self.interval_s = settings.interval_s
         self.warn = settings.warn_percent
@@ -95,8 +59,7 @@ class StorageWatcher(Watcher):
         self.inode_crit = settings.inode_critical_percent or self.crit
         self.per_path: dict[str, StorageThresholds] = {
             os.path.normpath(k): v for k, v in settings.thresholds.items()}
-        self.source: StorageSource = source or PsutilStorage(settings.paths,
-                                                             settings.include_partitions)
+        self.source = source
         self.space_level: dict[str, int] = {}
         self.inode_level: dict[str, int] = {}
         self.mounts: set[str] | None = None
