@@ -39,6 +39,7 @@ def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher]
     from .adapters.network import PsutilNetwork
     from .adapters.sessions import psutil_sessions
     from .adapters.storage import PsutilStorage
+    from .adapters.systemd import SystemctlTimers, SystemctlUnits, systemd_unavailable_reason
     from .core.containers import ContainersWatcher
     from .core.filesystem import FilesystemWatcher
     from .core.firewall import FirewallWatcher
@@ -70,7 +71,9 @@ def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher]
                                           exit_status=s.process.exit_status),
         "journal": lambda: JournalWatcher(ctx, s.journal,
                                           claim=security.claims if security else None),
-        "services": lambda: ServicesWatcher(ctx, interval_s=s.services.interval_s),
+        "services": lambda: ServicesWatcher(ctx, interval_s=s.services.interval_s,
+                                            source=SystemctlUnits(),
+                                            available=systemd_unavailable_reason),
         "storage": lambda: StorageWatcher(ctx, s.storage, source=PsutilStorage(
             s.storage.paths, s.storage.include_partitions)),
         "filesystem": lambda: FilesystemWatcher(ctx, s.filesystem),
@@ -79,7 +82,9 @@ def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher]
         "packages": lambda: PackagesWatcher(ctx, s.packages, s.packages_state_file),
         "sessions": lambda: SessionsWatcher(ctx, interval_s=s.sessions.interval_s,
                                             source=psutil_sessions),
-        "timers": lambda: TimersWatcher(ctx, interval_s=s.timers.interval_s),
+        "timers": lambda: TimersWatcher(ctx, interval_s=s.timers.interval_s,
+                                        source=SystemctlTimers(),
+                                        available=systemd_unavailable_reason),
         "hardware": lambda: HardwareWatcher(ctx, s.hardware),
         "pressure": lambda: PressureWatcher(ctx, s.pressure),
         "containers": lambda: ContainersWatcher(ctx, s.containers),

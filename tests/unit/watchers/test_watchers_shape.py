@@ -60,7 +60,7 @@ IO_METHODS = {"read_text", "read_bytes", "write_text", "write_bytes", "iterdir",
 NOT_YET_PURE = {"containers.py", "file_actors.py", "filesystem.py", "firewall.py", "hardware.py",
                 "journal.py", "log_files.py", "nixos.py", "packages.py", "ports.py", "pressure.py",
                 "pressure_render.py", "process.py", "procexit.py", "reclaimable.py", "security.py",
-                "spool.py", "systemd.py"}
+                "spool.py"}
 
 
 def _imported(node: ast.AST, module: str) -> list[str]:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from totalrecall_schema import Severity
+from totalrecall_watchers.adapters.systemd import systemd_unavailable_reason
 from totalrecall_watchers.core.base import EventContext, FakeClock
 from totalrecall_watchers.core.systemd import (
     ServicesWatcher,
@@ -8,7 +9,6 @@ from totalrecall_watchers.core.systemd import (
     TimersWatcher,
     UnitState,
     parse_plain_units,
-    systemd_unavailable_reason,
 )
 
 

@@ -1,15 +1,14 @@
 """Service watcher (systemd unit state changes) and timer watcher (`systemctl list-timers`).
 
 Both need systemd as PID 1 (`/run/systemd/system` exists, the check sd_booted() makes); without
-it they report themselves unavailable.
+it they report themselves unavailable. `adapters/systemd.py` runs systemctl and makes that check;
+`container.py` hands both in.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -17,32 +16,9 @@ from totalrecall_schema import MemoryEvent, Severity
 
 from .base import EventContext, Watcher
 
-SYSTEMD_RUNTIME = "/run/systemd/system"
+#: None when the source is there, else the reason it is not.
+Availability = Callable[[], str | None]
 TRANSIENT = {"activating", "deactivating", "reloading", "refreshing"}
-
-
-def systemd_unavailable_reason(runtime_dir: str = SYSTEMD_RUNTIME) -> str | None:
-    if shutil.which("systemctl") is None:
-        return "systemctl not found on PATH"
-    if not os.path.isdir(runtime_dir):
-        return f"systemd is not the init system (no {runtime_dir}); PID 1 is " + _pid1()
-    return None
-
-
-def _pid1() -> str:
-    try:
-        with open("/proc/1/comm") as f:
-            return f.read().strip() or "?"
-    except OSError:
-        return "?"
-
-
-def _systemctl(*args: str, timeout: float = 20.0) -> str:
-    r = subprocess.run(["systemctl", *args, "--no-pager"], capture_output=True, text=True,
-                       timeout=timeout, check=False)
-    if r.returncode != 0 and not r.stdout.strip():
-        raise RuntimeError(f"systemctl {' '.join(args)} exited {r.returncode}: {r.stderr[:300]}")
-    return r.stdout
 
 
 @dataclass(frozen=True)
@@ -57,16 +33,11 @@ class UnitSource(Protocol):
     def units(self) -> dict[str, UnitState]: ...
 
 
-class SystemctlUnits:
-    def units(self) -> dict[str, UnitState]:
-        out = _systemctl("list-units", "--type=service", "--all", "--output=json")
-        try:
-            rows = json.loads(out)
-            return {r["unit"]: UnitState(r.get("load", ""), r.get("active", ""), r.get("sub", ""),
-                                         r.get("description", "")) for r in rows}
-        except (ValueError, KeyError, TypeError):
-            return parse_plain_units(_systemctl("list-units", "--type=service", "--all",
-                                                "--plain", "--no-legend"))
+def units_from_json(text: str) -> dict[str, UnitState]:
+    """`systemctl list-units --output=json` → units by name (ValueError, KeyError or TypeError
+    when it is not that JSON: an older systemd prints a table, `parse_plain_units`)."""
+    return {r["unit"]: UnitState(r.get("load", ""), r.get("active", ""), r.get("sub", ""),
+                                 r.get("description", "")) for r in json.loads(text)}
 
 
 def parse_plain_units(text: str) -> dict[str, UnitState]:
@@ -82,16 +53,16 @@ def parse_plain_units(text: str) -> dict[str, UnitState]:
 class ServicesWatcher(Watcher):
     name = "services"
 
-    def __init__(self, ctx: EventContext, *, interval_s: float = 60.0,
-                 source: UnitSource | None = None, check_systemd: bool = True) -> None:
+    def __init__(self, ctx: EventContext, *, source: UnitSource, interval_s: float = 60.0,
+                 available: Availability | None = None) -> None:
         super().__init__(ctx)
         self.interval_s = interval_s
-        self.source: UnitSource = source or SystemctlUnits()
-        self.check_systemd = check_systemd and source is None
+        self.source = source
+        self.available = available
         self.prev: dict[str, UnitState] | None = None
 
     def check_available(self) -> str | None:
-        return systemd_unavailable_reason() if self.check_systemd else None
+        return self.available() if self.available else None
 
     def poll(self) -> list[MemoryEvent]:
         units = self.source.units()
@@ -145,39 +116,33 @@ class TimerSource(Protocol):
     def result(self, unit: str) -> str: ...
 
 
-class SystemctlTimers:
-    def timers(self) -> dict[str, TimerState]:
-        rows = json.loads(_systemctl("list-timers", "--all", "--output=json"))
-        out: dict[str, TimerState] = {}
-        for r in rows:
-            unit = r.get("unit")
-            if unit:
-                last, nxt = r.get("last"), r.get("next")
-                out[unit] = TimerState(unit, r.get("activates") or "",
-                                       None if last in (None, 0, "n/a") else str(last),
-                                       None if nxt in (None, 0, "n/a") else str(nxt))
-        return out
-
-    def result(self, unit: str) -> str:
-        try:
-            return _systemctl("show", "-p", "Result", "--value", unit).strip() or "unknown"
-        except (RuntimeError, subprocess.TimeoutExpired):
-            return "unknown"
+def timers_from_json(text: str) -> dict[str, TimerState]:
+    """`systemctl list-timers --output=json` → timers by unit ("n/a" and 0: never / not
+    scheduled)."""
+    out: dict[str, TimerState] = {}
+    for r in json.loads(text):
+        unit = r.get("unit")
+        if unit:
+            last, nxt = r.get("last"), r.get("next")
+            out[unit] = TimerState(unit, r.get("activates") or "",
+                                   None if last in (None, 0, "n/a") else str(last),
+                                   None if nxt in (None, 0, "n/a") else str(nxt))
+    return out
 
 
 class TimersWatcher(Watcher):
     name = "timers"
 
-    def __init__(self, ctx: EventContext, *, interval_s: float = 60.0,
-                 source: TimerSource | None = None) -> None:
+    def __init__(self, ctx: EventContext, *, source: TimerSource, interval_s: float = 60.0,
+                 available: Availability | None = None) -> None:
         super().__init__(ctx)
         self.interval_s = interval_s
-        self.source: TimerSource = source or SystemctlTimers()
-        self.check_systemd = source is None
+        self.source = source
+        self.available = available
         self.prev: dict[str, TimerState] | None = None
 
     def check_available(self) -> str | None:
-        return systemd_unavailable_reason() if self.check_systemd else None
+        return self.available() if self.available else None
 
     def poll(self) -> list[MemoryEvent]:
         timers = self.source.timers()
