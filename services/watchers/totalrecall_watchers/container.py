@@ -36,7 +36,9 @@ class Container:
 def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher], list[str]]:
     """The enabled watchers (in priority order) and the names of the disabled ones. Imported
     here, not at the top: a disabled watcher's modules are never loaded."""
+    from .adapters.hardware import SystemHardware
     from .adapters.network import PsutilNetwork
+    from .adapters.ports import PsutilPorts, running_as_root
     from .adapters.sessions import psutil_sessions
     from .adapters.storage import PsutilStorage
     from .adapters.systemd import SystemctlTimers, SystemctlUnits, systemd_unavailable_reason
@@ -85,12 +87,14 @@ def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher]
         "timers": lambda: TimersWatcher(ctx, interval_s=s.timers.interval_s,
                                         source=SystemctlTimers(),
                                         available=systemd_unavailable_reason),
-        "hardware": lambda: HardwareWatcher(ctx, s.hardware),
+        "hardware": lambda: HardwareWatcher(ctx, s.hardware,
+                                            source=SystemHardware(s.hardware.sysfs_root)),
         "pressure": lambda: PressureWatcher(ctx, s.pressure),
         "containers": lambda: ContainersWatcher(ctx, s.containers),
         "reclaimable": lambda: ReclaimableWatcher(ctx, s.reclaimable),
         "security": lambda: security,
-        "ports": lambda: PortsWatcher(ctx, s.ports),
+        "ports": lambda: PortsWatcher(ctx, s.ports, source=PsutilPorts(),
+                                      as_root=running_as_root()),
         "firewall": lambda: FirewallWatcher(ctx, s.firewall),
     }
     enabled: list[Watcher] = []

@@ -6,15 +6,14 @@ from pathlib import Path
 
 import psutil
 from totalrecall_schema import Severity
+from totalrecall_watchers.adapters.hardware import SystemHardware, read_usb_devices
 from totalrecall_watchers.core.base import EventContext, FakeClock
 from totalrecall_watchers.core.hardware import (
     Battery,
     Fan,
     HardwareWatcher,
-    SystemHardware,
     Temperature,
     UsbDevice,
-    read_usb_devices,
 )
 from totalrecall_watchers.settings import HardwareSettings
 
@@ -140,7 +139,8 @@ def test_available_with_only_a_battery_or_only_sensors() -> None:
 
 
 def test_real_source_runs_and_reports_honestly() -> None:
-    w = HardwareWatcher(ctx(), HardwareSettings())
+    s = HardwareSettings()
+    w = HardwareWatcher(ctx(), s, source=SystemHardware(s.sysfs_root))
     reason = w.check_available()
     has_any = (Path("/sys/bus/usb/devices").is_dir() or psutil.sensors_battery() is not None
                or bool(psutil.sensors_temperatures()) or bool(psutil.sensors_fans()))

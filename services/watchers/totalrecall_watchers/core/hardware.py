@@ -15,7 +15,8 @@ Only changes are emitted (category `system.hardware`):
   and spinning again.
 
 The watcher is available when at least one source exists (a USB bus in sysfs, a battery, a
-temperature sensor or fan); `/health` says which ones it watches.
+temperature sensor or fan); `/health` says which ones it watches. The sources are read by
+`adapters/hardware.py`.
 """
 
 from __future__ import annotations
@@ -94,76 +95,6 @@ class HardwareSource(Protocol):
     def fans(self) -> list[Fan]: ...
 
 
-def _read_attr(d: Path, name: str) -> str:
-    try:
-        return (d / name).read_text(errors="replace").strip()[:MAX_ATTR_CHARS]
-    except OSError:
-        return ""
-
-
-def read_usb_devices(devices_dir: Path) -> dict[str, UsbDevice]:
-    """The USB devices listed in a sysfs `bus/usb/devices` directory (no interfaces/root hubs)."""
-    out: dict[str, UsbDevice] = {}
-    try:
-        entries = sorted(devices_dir.iterdir())
-    except OSError:
-        return out
-    for entry in entries:
-        name = entry.name
-        if ":" in name or name.startswith("usb"):
-            continue  # an interface of a device, or a root hub (the host controller)
-        vendor = _read_attr(entry, "idVendor")
-        product_id = _read_attr(entry, "idProduct")
-        if not vendor or not product_id:
-            continue  # gone while reading, or not a device
-        out[name] = UsbDevice(
-            port=name, vendor_id=vendor.lower(), product_id=product_id.lower(),
-            manufacturer=_read_attr(entry, "manufacturer"), product=_read_attr(entry, "product"),
-            serial=_read_attr(entry, "serial")[:MAX_SERIAL_CHARS], speed=_read_attr(entry, "speed"))
-    return out
-
-
-class SystemHardware:
-    """The real sources: sysfs for USB, psutil for battery, temperatures and fans."""
-
-    def __init__(self, sysfs_root: str = "/sys") -> None:
-        self.usb_dir = Path(sysfs_root) / "bus" / "usb" / "devices"
-
-    def usb_devices(self) -> dict[str, UsbDevice] | None:
-        if not self.usb_dir.is_dir():
-            return None
-        return read_usb_devices(self.usb_dir)
-
-    def battery(self) -> Battery | None:
-        import psutil
-
-        fn = getattr(psutil, "sensors_battery", None)
-        b = fn() if fn else None
-        if b is None:
-            return None
-        return Battery(float(b.percent), b.power_plugged)
-
-    def temperatures(self) -> list[Temperature]:
-        import psutil
-
-        fn = getattr(psutil, "sensors_temperatures", None)
-        out: list[Temperature] = []
-        for chip, readings in (fn() if fn else {}).items():
-            for i, r in enumerate(readings):
-                out.append(Temperature(f"{chip}/{r.label or i}", r.current, r.high, r.critical))
-        return out
-
-    def fans(self) -> list[Fan]:
-        import psutil
-
-        fn = getattr(psutil, "sensors_fans", None)
-        out: list[Fan] = []
-        for chip, readings in (fn() if fn else {}).items():
-            for i, r in enumerate(readings):
-                out.append(Fan(f"{chip}/{r.label or i}", int(r.current)))
-        return out
-
-
 def _plausible(t: float | None) -> bool:
     return t is not None and math.isfinite(t) and -60.0 < t < 250.0
 
@@ -172,11 +103,11 @@ class HardwareWatcher(Watcher):
     name = "hardware"
 
     def __init__(self, ctx: EventContext, settings: HardwareSettings,
-                 source: HardwareSource | None = None) -> None:
+                 source: HardwareSource) -> None:
         super().__init__(ctx)
         self.settings = settings
         self.interval_s = settings.interval_s
-        self.source: HardwareSource = source or SystemHardware(settings.sysfs_root)
+        self.source = source
         self.usb: dict[str, UsbDevice] | None = None
         self.bat_level = 0  # 0 ok, 1 warning, 2 critical (with hysteresis)
         self.bat_alerted = 0  # the level last reported in this low-battery episode

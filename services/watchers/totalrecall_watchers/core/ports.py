@@ -6,13 +6,12 @@ grouped by protocol and port: a port that was not listening at the previous poll
 listen on more addresses (from 127.0.0.1 to 0.0.0.0 as well) is a `listen` again. The first
 poll is the silent baseline. The process is the socket's owner (psutil gives its PID only for
 processes this user may inspect: run as root to see every one), with its command line scrubbed.
+The sockets are listed by `adapters/ports.py`.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import os
-import socket
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -45,38 +44,6 @@ class PortSource(Protocol):
     def process(self, pid: int) -> Proc | None: ...
 
 
-class PsutilPorts:
-    def listeners(self, udp: bool) -> list[Listener]:
-        import psutil
-
-        out = []
-        for c in psutil.net_connections(kind="inet"):
-            if not c.laddr:
-                continue
-            if c.type == socket.SOCK_STREAM and c.status == psutil.CONN_LISTEN:
-                proto = "tcp"
-            elif udp and c.type == socket.SOCK_DGRAM and not c.raddr:
-                proto = "udp"
-            else:
-                continue
-            out.append(Listener(proto, c.laddr.port, c.laddr.ip.split("%")[0], c.pid))
-        return out
-
-    def process(self, pid: int) -> Proc | None:
-        import psutil
-
-        try:
-            p = psutil.Process(pid)
-            name = p.name()
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            return None
-        try:
-            cmdline = p.cmdline()
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            cmdline = []
-        return Proc(name, cmdline)
-
-
 def _loopback(address: str) -> bool:
     try:
         ip = ipaddress.ip_address(address)
@@ -99,11 +66,14 @@ class PortsWatcher(Watcher):
     name = "ports"
 
     def __init__(self, ctx: EventContext, settings: PortsSettings,
-                 source: PortSource | None = None) -> None:
+                 source: PortSource, *, as_root: bool = True) -> None:
         super().__init__(ctx)
         self.settings = settings
         self.interval_s = settings.interval_s
-        self.source: PortSource = source or PsutilPorts()
+        self.source = source
+        #: Whether this process sees every socket's owner (root does; another user sees the
+        #: PIDs of its own processes only).
+        self.as_root = as_root
         self.prev: dict[tuple[str, int], _Port] | None = None
         self.unknown_owner = 0
 
@@ -112,7 +82,7 @@ class PortsWatcher(Watcher):
             found = self.source.listeners(self.settings.udp)
         except Exception as exc:  # psutil.AccessDenied (macOS without root), no /proc
             return f"cannot list the listening sockets: {exc!r}"
-        if os.geteuid() != 0:
+        if not self.as_root:
             self.note = ("not root: the process of another user's socket is unknown "
                          f"({sum(1 for x in found if x.pid is None)} such now)")
         return None
