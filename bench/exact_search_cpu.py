@@ -1,5 +1,5 @@
 """CPU per exact search of the hot tier: zvec's linear scan against the tier's in-memory mirror
-(`services/indexer/totalrecall_indexer/stores/vector_mirror.py`), on the same collection.
+(`services/indexer/totalrecall_indexer/adapters/vector_mirror.py`), on the same collection.
 
 Builds a hot tier (fp32) of N clustered 384-d vectors spread over K namespaces, then for each
 size times 200 searches (topk 40, a namespace filter) both ways in CPU time of this process

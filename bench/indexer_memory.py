@@ -5,7 +5,7 @@ What the sustained-load row does to the indexer, in small: events of one namespa
 the hot tier in batches (in pool threads, as `asyncio.to_thread` runs them), one exact or HNSW
 search of the hot tier per few events (`Searcher`'s call: linear while the tier holds at most
 `linear_max_docs`), an HNSW build every `--build-every` new docs once past that limit
-(`TierMaintenance.optimize_due`). The copy (`stores/vector_mirror.py`) is on with
+(`TierMaintenance.optimize_due`). The copy (`adapters/vector_mirror.py`) is on with
 `--mirror-max N` (also the linear limit, as `bootstrap` sets it, unless `--linear-max` says
 otherwise) and off with 0. Prints the process's PSS every few samples (one per
 `--sample-every` docs) and the mean PSS of the samples' thirds (the row's growth check compares

@@ -25,7 +25,7 @@ read as the local host's (`MemoryEvent` fills it in). Later lines may record tha
 seen again (`tr:seen`) or forgotten (`tr:forgotten`, the audit trail; the memory's text is
 removed from the file).
 
-Pure text in, text out: the file I/O is the indexer's `stores.markdown_log`; the repair of a
+Pure text in, text out: the file I/O is the indexer's `adapters.markdown_log`; the repair of a
 torn tail after a crash is its `core.torn_tail`. A change here is a change of the on-disk format:
 files already written must still read (`tests/unit/schema/test_daily_log.py` holds a file the
 format's first writer wrote).

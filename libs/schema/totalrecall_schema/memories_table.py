@@ -1,6 +1,6 @@
 """The `memories` table: the indexer's Postgres mirror of every memory, as its readers see it.
 
-The indexer owns the table: it creates and migrates it (`totalrecall_indexer.stores.pg_schema`,
+The indexer owns the table: it creates and migrates it (`totalrecall_indexer.adapters.pg_schema`,
 versioned migrations) and is its only writer (ingest upserts by `key`; compaction, supersede,
 forget, retention, rebuild). recall-api reads it (keyword search, rows by key, a hit's
 neighbours, timelines, alerts, export), read-only. This module is the contract between the two:

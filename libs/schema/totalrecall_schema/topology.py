@@ -243,7 +243,7 @@ class Topology:
 
     @property
     def partition_owners_bucket(self) -> str:
-        """The key-value bucket of the partitions' leases (the indexer's `partition_lease.py`)."""
+        """The key-value bucket of the partitions' leases (the indexer's `adapters/partition_lease.py`)."""
         return f"{self.stream_prefix}_PARTITION_OWNERS"
 
     @property

@@ -7,7 +7,7 @@ else of a service.
 
 - `Settings`: the indexer's settings (`TR_INDEXER_*`).
 - `rebuild`: re-create Zvec and Postgres from the Markdown ground truth while the service is
-  stopped (`rebuild.py`); `nats_embed_fn`: its vectors from the running embedder over NATS.
+  stopped (`lifecycle/offline_rebuild.py`); `nats_embed_fn`: its vectors from the running embedder over NATS.
 - `create_app`: the service itself, in this process (the indexer benchmark).
 - For benchmarks of the vector store alone: `ZvecTiers` (the tiers), `TierFilter` (a search's
   filter), and the Zvec collection's schema (`ZDoc`, `VECTOR`, `OUTPUT_FIELDS`, `QUANTIZE`,
@@ -22,12 +22,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .adapters import nats_embed_fn
-    from .app import create_app
-    from .core.search import TierFilter
-    from .rebuild import rebuild
-    from .settings import Settings
-    from .stores.zvec_schema import (
+    from .adapters.nats_clients import nats_embed_fn
+    from .adapters.zvec_schema import (
         OUTPUT_FIELDS,
         QUANTIZE,
         VECTOR,
@@ -35,15 +31,20 @@ if TYPE_CHECKING:
         collection_schema,
         init_zvec,
     )
-    from .stores.zvec_tiers import ZvecTiers
+    from .adapters.zvec_tiers import ZvecTiers
+    from .app import create_app
+    from .core.search import TierFilter
+    from .lifecycle.offline_rebuild import rebuild
+    from .settings import Settings
 
 #: Public name -> the module (relative to this package) that defines it.
 _WHERE = {
-    "Settings": ".settings", "rebuild": ".rebuild", "nats_embed_fn": ".adapters",
-    "create_app": ".app", "TierFilter": ".core.search", "ZvecTiers": ".stores.zvec_tiers",
-    "ZDoc": ".stores.zvec_schema", "VECTOR": ".stores.zvec_schema",
-    "OUTPUT_FIELDS": ".stores.zvec_schema", "QUANTIZE": ".stores.zvec_schema",
-    "collection_schema": ".stores.zvec_schema", "init_zvec": ".stores.zvec_schema",
+    "Settings": ".settings", "rebuild": ".lifecycle.offline_rebuild",
+    "nats_embed_fn": ".adapters.nats_clients", "create_app": ".app", "TierFilter": ".core.search",
+    "ZvecTiers": ".adapters.zvec_tiers",
+    "ZDoc": ".adapters.zvec_schema", "VECTOR": ".adapters.zvec_schema",
+    "OUTPUT_FIELDS": ".adapters.zvec_schema", "QUANTIZE": ".adapters.zvec_schema",
+    "collection_schema": ".adapters.zvec_schema", "init_zvec": ".adapters.zvec_schema",
 }
 
 __all__ = ["OUTPUT_FIELDS", "QUANTIZE", "VECTOR", "Settings", "TierFilter", "ZDoc", "ZvecTiers",

@@ -1,6 +1,6 @@
 """The indexer app: a FastStream NATS worker with /metrics, /health and /ready.
 
-`create_app` builds the object graph (`bootstrap.build`), registers the admin RPC and the HTTP
+`create_app` builds the object graph (`container.build`), registers the admin RPC and the HTTP
 routes, and hands the start/stop hooks to `lifecycle.Lifecycle`.
 """
 
@@ -14,9 +14,9 @@ from prometheus_client import make_asgi_app
 from totalrecall_schema import AdminReply
 from totalrecall_worker import json_response, raw_body
 
-from .bootstrap import build
+from .container import build
 from .core.indexer import EmbedFn, Indexer
-from .lifecycle import Lifecycle
+from .lifecycle.start_stop import Lifecycle
 from .settings import Settings
 
 

@@ -66,14 +66,14 @@ class Settings(ServiceSettings):
     #: where Postgres runs on this machine as a user the indexer may renice; 0: left alone.
     pg_backend_nice: int = Field(default=10, ge=0, le=19)
     #: A zvec query or write in flight this long means zvec hung: the indexer exits (code 70)
-    #: for its supervisor to restart it (`stores/zvec_watchdog.py`). 0: never.
+    #: for its supervisor to restart it (`adapters/zvec_watchdog.py`). 0: never.
     zvec_stall_s: float = Field(default=60.0, ge=0)
     #: zvec queries of one tier at once (0: any number): concurrent queries of a collection can
-    #: hang zvec 0.8 (`stores/build_exclusion.py`).
+    #: hang zvec 0.8 (`adapters/build_exclusion.py`).
     zvec_reads_per_tier: int = Field(default=1, ge=0)
     #: No Zvec write, HNSW build or quarantine while the state disk has less than this free:
     #: zvec dies of SIGBUS writing to a full disk, and cannot replay its log to open a tier
-    #: (`stores/disk_space.py`). The batch is redelivered once space is back. 0: no margin.
+    #: (`adapters/disk_space.py`). The batch is redelivered once space is back. 0: no margin.
     zvec_min_free_bytes: int = Field(default=64 * 2**20, ge=0)
     #: How often Zvec is checked against Postgres (counts per tier, then keys where they
     #: differ; missing memories re-indexed, duplicates removed: `core/reconcile.py`). Always
@@ -85,7 +85,7 @@ class Settings(ServiceSettings):
     #: `"0"`, `"0,2"`, `"0-3"`; empty or `all`: every one of `partition_count` (`TR_PARTITIONS`).
     partitions: str = ""
 
-    #: A partition's lease (`partition_lease.py`) lapses this long after its holder stopped
+    #: A partition's lease (`adapters/partition_lease.py`) lapses this long after its holder stopped
     #: renewing it (a crash): another indexer configured with it may then take it over.
     partition_lease_s: float = Field(default=15.0, ge=3.0)
 

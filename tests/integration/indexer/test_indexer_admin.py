@@ -16,7 +16,7 @@ from indexer_it_helpers import (
     unit_vectors,
     wait_for,
 )
-from totalrecall_indexer.rebuild import rebuild as rebuild_offline
+from totalrecall_indexer.lifecycle.offline_rebuild import rebuild as rebuild_offline
 from totalrecall_indexer.settings import Settings
 from totalrecall_schema import (
     AdminReply,

@@ -1,4 +1,4 @@
-"""zvec 0.8 around its HNSW build (`optimize()`) and kill -9, and the guard (stores/build_guard.py):
+"""zvec 0.8 around its HNSW build (`optimize()`) and kill -9, and the guard (adapters/build_guard.py):
 
 - killed inside the build, when the writing segment is sealed (the next segment's directory has
   just appeared) but the manifest is not committed yet: the collection opens and reads normally,
@@ -25,17 +25,17 @@ import numpy as np
 import pytest
 import zvec
 from indexer_it_helpers import Harness, make_event, running, unit_vectors, wait_for
-from totalrecall_indexer.bootstrap import build_indexer
+from totalrecall_indexer.adapters.zvec_schema import ZDoc
+from totalrecall_indexer.adapters.zvec_tiers import TierUnavailable, ZvecTiers
+from totalrecall_indexer.container import build_indexer
 from totalrecall_indexer.settings import Settings
-from totalrecall_indexer.stores.zvec_schema import ZDoc
-from totalrecall_indexer.stores.zvec_tiers import TierUnavailable, ZvecTiers
 
 N = 1500
 
 _BUILD = r'''
 import sys
 from pathlib import Path
-from totalrecall_indexer.stores.zvec_tiers import ZvecTiers
+from totalrecall_indexer.adapters.zvec_tiers import ZvecTiers
 tiers = ZvecTiers(Path(sys.argv[1]))
 tiers.open()
 print("building", flush=True)
@@ -50,7 +50,7 @@ from pathlib import Path
 sys.path[:0] = [sys.argv[3], str(Path(sys.argv[3]).parents[1])]  # its folder and tests/
 from test_indexer_build_crash import N, _docs
 from indexer_it_helpers import unit_vectors
-from totalrecall_indexer.stores.zvec_tiers import ZvecTiers
+from totalrecall_indexer.adapters.zvec_tiers import ZvecTiers
 root, tier, guarded = Path(sys.argv[1]), sys.argv[2], sys.argv[4] == "guarded"
 vecs = unit_vectors(N + 2000, seed=3)
 tiers = ZvecTiers(root)

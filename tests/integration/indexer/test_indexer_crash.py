@@ -18,9 +18,9 @@ import asyncpg
 import numpy as np
 from indexer_it_helpers import MODEL, Harness, unit_vectors, wait_for
 from indexer_proc import IndexerProcess
+from totalrecall_indexer.adapters.zvec_tiers import ZvecTiers
 from totalrecall_indexer.core.search import TIERS
 from totalrecall_indexer.core.torn_tail import find_torn_tail
-from totalrecall_indexer.stores.zvec_tiers import ZvecTiers
 from totalrecall_schema import (
     EmbeddedEvent,
     EmbedReply,
@@ -190,7 +190,7 @@ async def test_kill_9_while_writing_loses_and_duplicates_nothing(
     tiers.open()
     try:
         found: dict[str, list[str]] = {}
-        moved: list[str] = []  # another memory's vector (zvec can do that: stores/build_guard.py)
+        moved: list[str] = []  # another memory's vector (zvec can do that: adapters/build_guard.py)
         keys = list(by_key)
         for tier in TIERS:
             for i in range(0, N, 500):
@@ -233,7 +233,7 @@ _WRITER = r'''
 import random, sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from totalrecall_indexer.stores.markdown_log import MarkdownLog
+from totalrecall_indexer.adapters.markdown_log import MarkdownLog
 from totalrecall_schema.daily_log import LogRecord
 from totalrecall_schema import EventMetadata, MemoryEvent
 

@@ -23,11 +23,11 @@ import asyncpg
 import httpx
 from full_disk import fill, needs_root, tmpfs
 from indexer_it_helpers import MODEL, Harness, make_event, running, unit_vectors, wait_for
-from totalrecall_indexer.bootstrap import build_indexer
+from totalrecall_indexer.adapters.zvec_schema import ZDoc
+from totalrecall_indexer.adapters.zvec_tiers import ZvecTiers
+from totalrecall_indexer.container import build_indexer
 from totalrecall_indexer.core.search import TIERS
 from totalrecall_indexer.settings import Settings
-from totalrecall_indexer.stores.zvec_schema import ZDoc
-from totalrecall_indexer.stores.zvec_tiers import ZvecTiers
 from totalrecall_schema import EmbeddedEvent, EmbedReply, EmbedRequest, ensure_streams
 from totalrecall_schema.daily_log import iter_blocks
 
@@ -282,8 +282,8 @@ import sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[2])
 from full_disk import fill
-from totalrecall_indexer.stores.zvec_tiers import ZvecTiers
-from totalrecall_indexer.stores.zvec_schema import ZDoc
+from totalrecall_indexer.adapters.zvec_tiers import ZvecTiers
+from totalrecall_indexer.adapters.zvec_schema import ZDoc
 root = Path(sys.argv[1])
 tiers = ZvecTiers(root / "zvec", min_free_bytes=4 << 20)
 tiers.open()

@@ -17,8 +17,8 @@ import pytest
 from indexer_it_helpers import MODEL, Harness, unit_vectors, wait_for
 from indexer_proc import IndexerProcess
 from nats.js.errors import NotFoundError
+from totalrecall_indexer.adapters.zvec_tiers import ZvecTiers
 from totalrecall_indexer.core.search import TIERS
-from totalrecall_indexer.stores.zvec_tiers import ZvecTiers
 from totalrecall_schema import EmbeddedEvent, EmbedReply, EmbedRequest, MemoryEvent, Topology
 from totalrecall_schema.daily_log import iter_blocks
 

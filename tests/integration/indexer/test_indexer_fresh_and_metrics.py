@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 from indexer_it_helpers import MODEL, Harness, make_event, running, unit_vectors, wait_for
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-from totalrecall_indexer.adapters import refresh_runtime_gauges
+from totalrecall_indexer.adapters.nats_clients import refresh_runtime_gauges
 from totalrecall_indexer.metrics import Metrics
 from totalrecall_indexer.settings import Settings
 from totalrecall_schema import VectorFilter, VectorSearchRequest

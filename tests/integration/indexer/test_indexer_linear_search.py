@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from totalrecall_indexer.adapters.zvec_schema import ZDoc
+from totalrecall_indexer.adapters.zvec_tiers import ZvecTiers
 from totalrecall_indexer.core.search import build_filter, tier_filter
-from totalrecall_indexer.stores.zvec_schema import ZDoc
-from totalrecall_indexer.stores.zvec_tiers import ZvecTiers
 from totalrecall_schema import VectorFilter
 
 
@@ -45,7 +45,7 @@ def test_a_copied_tier_is_searched_exactly_while_its_hnsw_is_built(tmp_path: Pat
     goes without the tier."""
     import threading
 
-    from totalrecall_indexer.stores.zvec_tiers import TierBuilding
+    from totalrecall_indexer.adapters.zvec_tiers import TierBuilding
 
     rng = np.random.default_rng(5)
     vecs = rng.normal(size=(300, 384))

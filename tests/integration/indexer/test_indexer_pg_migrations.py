@@ -6,7 +6,7 @@ import json
 
 import asyncpg
 from indexer_it_helpers import assert_counts_exact, write_memories
-from totalrecall_indexer.stores.pg_schema import MIGRATIONS, TSV_INDEX_MAX_BYTES, migrate
+from totalrecall_indexer.adapters.pg_schema import MIGRATIONS, TSV_INDEX_MAX_BYTES, migrate
 from totalrecall_schema.host import HostInfo
 
 

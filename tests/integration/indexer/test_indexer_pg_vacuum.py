@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncpg
 import psutil
 from indexer_it_helpers import wait_for
-from totalrecall_indexer.stores.pgstore import PgStore
+from totalrecall_indexer.adapters.pgstore import PgStore
 
 
 async def _insert(conn: asyncpg.Connection, prefix: str, n: int) -> None:

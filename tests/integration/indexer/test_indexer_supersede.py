@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
-from totalrecall_indexer.stores.pgstore import PgRow, PgStore
+from totalrecall_indexer.adapters.pgstore import PgRow, PgStore
 from totalrecall_schema import MemoryEvent, memory_key
 from totalrecall_schema.daily_log import LogRecord
 

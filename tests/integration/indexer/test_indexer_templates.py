@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
-from totalrecall_indexer.stores.pgstore import PgRow, PgStore
+from totalrecall_indexer.adapters.pgstore import PgRow, PgStore
 from totalrecall_schema import MemoryEvent
 from totalrecall_schema.daily_log import LogRecord
 from totalrecall_schema.templates import template_hash

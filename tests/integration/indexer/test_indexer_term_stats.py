@@ -8,7 +8,7 @@ import asyncio
 
 import asyncpg
 from indexer_it_helpers import assert_counts_exact, write_memories
-from totalrecall_indexer.stores.pg_schema import migrate
+from totalrecall_indexer.adapters.pg_schema import migrate
 
 
 async def test_the_counts_follow_every_write(pg_dsn: str) -> None:

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from totalrecall_indexer.stores.zvec_schema import ZDoc
-from totalrecall_indexer.stores.zvec_tiers import TierBuilding, ZvecTiers
+from totalrecall_indexer.adapters.zvec_schema import ZDoc
+from totalrecall_indexer.adapters.zvec_tiers import TierBuilding, ZvecTiers
 from waiting import wait_for_sync
 
 BUILDS = 6

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from totalrecall_indexer.stores.zvec_schema import ZDoc
-from totalrecall_indexer.stores.zvec_tiers import ZvecTiers
+from totalrecall_indexer.adapters.zvec_schema import ZDoc
+from totalrecall_indexer.adapters.zvec_tiers import ZvecTiers
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="per-thread nice is Linux's")
 

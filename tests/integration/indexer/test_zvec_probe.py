@@ -1,4 +1,4 @@
-"""A tier whose HNSW build was interrupted is opened in a child process first (stores/zvec_probe.py):
+"""A tier whose HNSW build was interrupted is opened in a child process first (adapters/zvec_probe.py):
 a native crash there quarantines the tier instead of crashing the indexer at every restart."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from indexer_it_helpers import unit_vectors
-from totalrecall_indexer.stores.zvec_probe import crash_on_open
-from totalrecall_indexer.stores.zvec_schema import ZDoc
-from totalrecall_indexer.stores.zvec_tiers import ZvecTiers
+from totalrecall_indexer.adapters.zvec_probe import crash_on_open
+from totalrecall_indexer.adapters.zvec_schema import ZDoc
+from totalrecall_indexer.adapters.zvec_tiers import ZvecTiers
 
 _SEGFAULT = "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n"
 

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import asyncpg
-from totalrecall_indexer.stores.pg_schema import migrate
+from totalrecall_indexer.adapters.pg_schema import migrate
 from totalrecall_schema.memories_table import COLUMN_NAMES, COLUMNS, TABLE, MemoriesTable
 
 RECALL_API = Path(__file__).resolve().parents[3] / "services/recall-api/totalrecall_recall_api"

@@ -25,7 +25,7 @@ from alert_events import (
     unit_failed_entry,
     unit_states,
 )
-from totalrecall_indexer.stores.pgstore import PgRow, PgStore
+from totalrecall_indexer.adapters.pgstore import PgRow, PgStore
 from totalrecall_recall_api.app import create_app
 from totalrecall_recall_api.settings import Settings
 from totalrecall_schema import MemoryEvent, Topology

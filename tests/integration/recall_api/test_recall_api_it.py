@@ -42,7 +42,7 @@ NOW = datetime.now(UTC)
 
 async def create_memories_table(dsn: str) -> None:
     """The indexer's schema, by its own migrations (the indexer owns the table)."""
-    from totalrecall_indexer.stores.pg_schema import migrate
+    from totalrecall_indexer.adapters.pg_schema import migrate
 
     conn = await asyncpg.connect(dsn)
     try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from test_recall_continuity_it import api, index, pg, published, recall, settings
-from totalrecall_indexer.stores.pgstore import PgStore
+from totalrecall_indexer.adapters.pgstore import PgStore
 from totalrecall_recall_api.settings import Settings
 from totalrecall_schema import MemoryEvent, Topology
 

@@ -17,7 +17,7 @@ import nats
 import pytest
 from nats.js.api import ConsumerConfig, DeliverPolicy
 from pattern_world import World
-from totalrecall_indexer.stores.pgstore import PgRow, PgStore
+from totalrecall_indexer.adapters.pgstore import PgRow, PgStore
 from totalrecall_recall_api.app import create_app
 from totalrecall_recall_api.settings import Settings
 from totalrecall_schema import MemoryEvent, Topology, ensure_streams, memory_key

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from totalrecall_indexer.stores.build_exclusion import BuildExclusion
+from totalrecall_indexer.adapters.build_exclusion import BuildExclusion
 from waiting import wait_for_sync
 
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from totalrecall_indexer.stores.markdown_log import MarkdownLog
+from totalrecall_indexer.adapters.markdown_log import MarkdownLog
 from totalrecall_schema import MemoryEvent
 from totalrecall_schema.daily_log import LogRecord, parse_daily, render_record
 

@@ -1,4 +1,4 @@
-"""The guard around zvec's HNSW builds (stores/build_guard.py), in-process with real zvec: a marker
+"""The guard around zvec's HNSW builds (adapters/build_guard.py), in-process with real zvec: a marker
 left by an interrupted build holds the tier's writes until a build completed; a failed zvec write
 holds them too; writes wait while a build runs; the indexer redelivers instead of dead-lettering.
 The real kills are in tests/integration/indexer/test_indexer_build_crash.py."""
@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from totalrecall_indexer.adapters.build_guard import BuildMarkers
+from totalrecall_indexer.adapters.markdown_log import MarkdownLog
+from totalrecall_indexer.adapters.zvec_tiers import TierBuilding, TierUnavailable, ZvecTiers
 from totalrecall_indexer.core.indexer import Indexer, StoreUnavailable
 from totalrecall_indexer.metrics import Metrics
-from totalrecall_indexer.stores.build_guard import BuildMarkers
-from totalrecall_indexer.stores.markdown_log import MarkdownLog
-from totalrecall_indexer.stores.zvec_tiers import TierBuilding, TierUnavailable, ZvecTiers
 from totalrecall_schema import EmbeddedEvent, EmbedReply, MemoryEvent
 from zvec_docs import unit_docs
 
@@ -158,7 +158,7 @@ def test_writes_wait_while_the_tier_builds(tiers: ZvecTiers) -> None:
     assert other == 1
     assert not wrote.wait(0.3), "a write ran during the tier's build"
     # A search of the tier goes without it at once, neither behind the build nor beside it
-    # (zvec hangs when a build starts under queries: stores/build_exclusion.py).
+    # (zvec hangs when a build starts under queries: adapters/build_exclusion.py).
     t0 = time.monotonic()
     with pytest.raises(TierBuilding):
         tiers.search("warm", unit_docs(0, 1)[0].vector, 1, None)

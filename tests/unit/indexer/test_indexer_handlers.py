@@ -134,7 +134,7 @@ def test_postgres_errors_caused_by_the_data_are_told_from_outages() -> None:
     """Data errors isolate the event that causes them (dead letter); anything else is an
     outage (redelivery). A value too big for an index entry is the data's fault."""
     import asyncpg
-    from totalrecall_indexer.stores.pgstore import is_data_error
+    from totalrecall_indexer.adapters.pgstore import is_data_error
 
     too_big = asyncpg.exceptions.ProgramLimitExceededError("index row size 3520 exceeds maximum")
     assert too_big.sqlstate == "54000" and is_data_error(too_big)

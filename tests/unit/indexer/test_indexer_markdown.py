@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from totalrecall_indexer.stores.markdown_log import MarkdownLog
+from totalrecall_indexer.adapters.markdown_log import MarkdownLog
 from totalrecall_schema import EmbeddedEvent, EventMetadata, MemoryEvent
 from totalrecall_schema.daily_log import LogRecord, parse_daily, render_record
 

@@ -8,8 +8,8 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
+from totalrecall_indexer.adapters.markdown_log import MarkdownLog
 from totalrecall_indexer.core.torn_tail import find_torn_tail
-from totalrecall_indexer.stores.markdown_log import MarkdownLog
 from totalrecall_schema import EventMetadata, MemoryEvent
 from totalrecall_schema.daily_log import (
     LogRecord,

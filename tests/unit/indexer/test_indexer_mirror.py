@@ -1,4 +1,4 @@
-"""The in-memory mirror of the hot tier (stores/vector_mirror.py) answers an exact search as
+"""The in-memory mirror of the hot tier (adapters/vector_mirror.py) answers an exact search as
 zvec's own exact scan does, with real zvec: after upserts, replacements, deletes, tier moves, a
 failed write, growth past its size limit, a restart and a reset."""
 
@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from totalrecall_indexer.adapters.vector_mirror import VectorMirror
+from totalrecall_indexer.adapters.zvec_schema import ZDoc
+from totalrecall_indexer.adapters.zvec_tiers import TierBuilding, ZvecTiers
 from totalrecall_indexer.core.search import TierFilter
-from totalrecall_indexer.stores.vector_mirror import VectorMirror
-from totalrecall_indexer.stores.zvec_schema import ZDoc
-from totalrecall_indexer.stores.zvec_tiers import TierBuilding, ZvecTiers
 
 DIM = 384
 CATS, SEVS, SPACES = ["a", "b", "c"], ["info", "error"], ["ns0", "ns1", "ns2"]
@@ -124,7 +124,7 @@ def test_a_tier_too_large_is_not_mirrored_and_comes_back_when_small(tiers: ZvecT
     _same_as_zvec(tiers, queries=2)
     tiers.delete("hot", [f"k{i}" for i in range(100)])
     assert "hot" not in tiers._mirrors  # looked at again only after MIRROR_RETRY_S
-    monkeypatch.setattr("totalrecall_indexer.stores.zvec_writes.MIRROR_RETRY_S", 0.0)
+    monkeypatch.setattr("totalrecall_indexer.adapters.zvec_writes.MIRROR_RETRY_S", 0.0)
     tiers.delete("hot", ["k100"])
     assert len(tiers._mirrors["hot"]) == 419
     _same_as_zvec(tiers, queries=2)
@@ -145,7 +145,7 @@ def test_a_failed_write_drops_the_mirror(tiers: ZvecTiers, monkeypatch: Any) -> 
     tiers.delete("hot", ["k0"])
     with pytest.raises(ValueError):
         tiers.upsert("hot", [bad])
-    monkeypatch.setattr("totalrecall_indexer.stores.zvec_writes.MIRROR_RETRY_S", 0.0)
+    monkeypatch.setattr("totalrecall_indexer.adapters.zvec_writes.MIRROR_RETRY_S", 0.0)
     tiers.upsert("hot", _docs(70, 80))
     assert len(tiers._mirrors["hot"]) == len(_ids(tiers)) == 69
     _same_as_zvec(tiers, queries=2)
@@ -193,7 +193,7 @@ def test_searches_beside_writes_and_reloads(tiers: ZvecTiers, monkeypatch: Any) 
     no search fails, none returns a key deleted before it started, and the end state is zvec's."""
     import threading
 
-    monkeypatch.setattr("totalrecall_indexer.stores.zvec_writes.MIRROR_RETRY_S", 0.0)
+    monkeypatch.setattr("totalrecall_indexer.adapters.zvec_writes.MIRROR_RETRY_S", 0.0)
     tiers.upsert("hot", _docs(0, 200))
     gone: set[str] = set()
     errors: list[BaseException] = []
@@ -238,7 +238,7 @@ _THRESHOLD_PROBE = """
 from dataclasses import replace
 from bench.indexer_memory import mmap_threshold_kb
 from totalrecall_indexer.core.search import TierFilter
-from totalrecall_indexer.stores.vector_mirror import VectorMirror
+from totalrecall_indexer.adapters.vector_mirror import VectorMirror
 from tests.unit.indexer.test_indexer_mirror import _docs
 
 before = mmap_threshold_kb()

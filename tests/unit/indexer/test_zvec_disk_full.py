@@ -1,4 +1,4 @@
-"""Zvec on a full state disk (stores/disk_space.py), in-process with real zvec: a write, build
+"""Zvec on a full state disk (adapters/disk_space.py), in-process with real zvec: a write, build
 or quarantine is refused while the disk is below the margin (zvec would die of SIGBUS writing,
 and cannot replay its log to open a tier); a tier that cannot be opened then is not taken for a
 broken one; a quarantine records its re-index before it moves anything; a write hold whose
@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from totalrecall_indexer.stores.disk_space import SpaceGuard, StateDiskFull
-from totalrecall_indexer.stores.zvec_tiers import ZvecTiers
+from totalrecall_indexer.adapters.disk_space import SpaceGuard, StateDiskFull
+from totalrecall_indexer.adapters.zvec_tiers import ZvecTiers
 from zvec_docs import unit_docs
 
 DIM = 384
@@ -154,7 +154,7 @@ def test_a_tier_larger_than_a_query_page_is_listed_whole(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """zvec answers at most 100,000 documents a query: the consistency check lists a larger
     tier by halves of its time range (here with a page of 40)."""
-    import totalrecall_indexer.stores.zvec_reads as zr
+    import totalrecall_indexer.adapters.zvec_reads as zr
 
     monkeypatch.setattr(zr, "LIST_PAGE", 40)
     tiers = _tiers(tmp_path / "zvec", Disk(10 * 2**30))

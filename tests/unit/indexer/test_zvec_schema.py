@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import zvec
+from totalrecall_indexer.adapters.zvec_schema import EF_CONSTRUCTION, VECTOR
+from totalrecall_indexer.adapters.zvec_tiers import ZvecTiers
 from totalrecall_indexer.core.search import TIERS
-from totalrecall_indexer.stores.zvec_schema import EF_CONSTRUCTION, VECTOR
-from totalrecall_indexer.stores.zvec_tiers import ZvecTiers
 
 
 def _ef_construction(path: Path) -> int:

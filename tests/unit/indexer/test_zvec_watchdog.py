@@ -3,7 +3,7 @@ that finish, or a limit of 0, never are (a fake clock, no threads)."""
 
 from __future__ import annotations
 
-from totalrecall_indexer.stores.zvec_watchdog import ZvecWatchdog
+from totalrecall_indexer.adapters.zvec_watchdog import ZvecWatchdog
 
 
 def test_a_call_stuck_past_the_limit_ends_the_process() -> None:

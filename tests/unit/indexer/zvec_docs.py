@@ -4,7 +4,7 @@ unit vectors of their own (seeded by `a`)."""
 from __future__ import annotations
 
 import numpy as np
-from totalrecall_indexer.stores.zvec_schema import ZDoc
+from totalrecall_indexer.adapters.zvec_schema import ZDoc
 
 DIM = 384
 

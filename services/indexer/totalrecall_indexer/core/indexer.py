@@ -23,10 +23,10 @@ from typing import Any
 
 from totalrecall_schema import AdminReply, AdminRequest, EmbeddedEvent, VectorSearchReply, VectorSearchRequest
 
+from ..adapters.markdown_log import MarkdownLog
+from ..adapters.pgstore import PgStore
+from ..adapters.zvec_tiers import ZvecTiers
 from ..metrics import Metrics
-from ..stores.markdown_log import MarkdownLog
-from ..stores.pgstore import PgStore
-from ..stores.zvec_tiers import ZvecTiers
 from .admin import Admin
 from .embed import EmbedFn
 from .forget import Forgetting

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from totalrecall_schema import EmbeddedEvent
 from totalrecall_schema.daily_log import LogRecord
 
-from ..stores.pgstore import PgRow, is_data_error
-from ..stores.zvec_schema import ZDoc
-from ..stores.zvec_tiers import TierUnavailable
+from ..adapters.pgstore import PgRow, is_data_error
+from ..adapters.zvec_schema import ZDoc
+from ..adapters.zvec_tiers import TierUnavailable
 from .gate import CollectionGate
 from .state import IndexState, StoreUnavailable, now_ms
 

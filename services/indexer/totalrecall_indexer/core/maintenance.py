@@ -10,7 +10,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from ..stores.zvec_tiers import MAX_BATCH, ZvecTiers
+from ..adapters.zvec_tiers import MAX_BATCH, ZvecTiers
 from .gate import CollectionGate
 from .search import TIERS
 from .state import IndexState, now_ms

@@ -1,7 +1,7 @@
 """Rebuild: re-create Zvec and Postgres from the Markdown daily logs (the ground truth) and
 MEMORY.md, re-embedding every memory, with its progress published as it goes.
 
-This is the job itself; `totalrecall_indexer.rebuild` runs it with the service stopped (the
+This is the job itself; `lifecycle/offline_rebuild.py` runs it with the service stopped (the
 CLI), the `rebuild` admin verb inside the running service.
 """
 

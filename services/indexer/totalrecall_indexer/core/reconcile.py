@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ..stores.zvec_tiers import TierUnavailable
+from ..adapters.zvec_tiers import TierUnavailable
 from .gate import CollectionGate
 from .search import TIERS
 from .state import IndexState

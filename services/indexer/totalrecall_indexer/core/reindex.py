@@ -10,8 +10,8 @@ from typing import Any
 
 from totalrecall_schema import MemoryEvent
 
-from ..stores.zvec_schema import ZDoc
-from ..stores.zvec_tiers import TierUnavailable
+from ..adapters.zvec_schema import ZDoc
+from ..adapters.zvec_tiers import TierUnavailable
 from .embed import EmbedFn, embed_all
 from .state import IndexState, StoreUnavailable
 

@@ -30,7 +30,7 @@ def _checked(value: str) -> str:
 @dataclass(frozen=True)
 class TierFilter:
     """A search's filter, checked: zvec gets it as a string (`zvec`), the in-memory mirror of a
-    tier (`stores.vector_mirror`) as these fields."""
+    tier (`adapters.vector_mirror`) as these fields."""
 
     namespace: str | None = None
     since_ms: int | None = None

@@ -18,10 +18,10 @@ from totalrecall_schema import MemoryEvent
 from totalrecall_schema.partitions import partition_of
 from totalrecall_schema.tiers import HOT_MAX_AGE_S, WARM_MAX_AGE_S
 
+from ..adapters.markdown_log import MarkdownLog
+from ..adapters.pgstore import PgStore
+from ..adapters.zvec_tiers import ZvecTiers
 from ..metrics import Metrics
-from ..stores.markdown_log import MarkdownLog
-from ..stores.pgstore import PgStore
-from ..stores.zvec_tiers import ZvecTiers
 from .search import TIERS, tier_for_age
 
 

@@ -1,5 +1,5 @@
 """Mending a daily file whose last append was cut short by a crash (a torn block): what to cut
-off, and how to close a fence left open. Pure: `stores.markdown_log` reads and rewrites the
+off, and how to close a fence left open. Pure: `adapters.markdown_log` reads and rewrites the
 file."""
 
 from __future__ import annotations

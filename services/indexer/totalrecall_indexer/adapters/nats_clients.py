@@ -12,9 +12,9 @@ from typing import Any
 from totalrecall_schema import EmbedReply, EmbedRequest
 from totalrecall_worker import consumer_backlog
 
-from .core.indexer import EmbedFn
-from .metrics import Metrics
-from .settings import Settings
+from ..core.indexer import EmbedFn
+from ..metrics import Metrics
+from ..settings import Settings
 
 log = logging.getLogger("totalrecall.indexer")
 

@@ -22,11 +22,11 @@ from totalrecall_worker import (
     confirm_subscriptions,
 )
 
-from . import maintenance
-from .adapters import nats_embed_fn, nats_in_flight_fn
-from .bootstrap import Container
-from .handlers import handle_admin, handle_embedded_batch, handle_search
-from .partition_lease import EX_SOFTWARE, LeaseLost, PartitionLeases
+from ..adapters.nats_clients import nats_embed_fn, nats_in_flight_fn
+from ..adapters.partition_lease import EX_SOFTWARE, LeaseLost, PartitionLeases
+from ..container import Container
+from ..handlers import handle_admin, handle_embedded_batch, handle_search
+from . import loops
 
 log = logging.getLogger("totalrecall.indexer")
 
@@ -74,7 +74,7 @@ class Lifecycle:
 
     async def _open_tiers(self, every_s: float = 2.0, log_every_s: float = 60.0) -> None:
         """Open the Zvec tiers; while the state disk is full, wait for space (a tier that
-        cannot replay its log for lack of space is not broken: `stores/disk_space.py`)."""
+        cannot replay its log for lack of space is not broken: `adapters/disk_space.py`)."""
         tiers, logged = self.c.indexer.tiers, float("-inf")
         while True:
             try:
@@ -109,7 +109,7 @@ class Lifecycle:
         await c.indexer.refresh_metrics()
         # Zvec against Postgres before anything is written (then periodically): whatever left
         # a tier short is re-indexed, and the service is not ready until it is.
-        await maintenance.reconcile_once(c)
+        await loops.reconcile_once(c)
         runtime.start()
         if s.partition_count > 1:  # a partition's consumer is read by its lease holder only
             self.leases = PartitionLeases(
@@ -121,21 +121,21 @@ class Lifecycle:
                 await runtime.consume(consumer)
         # Always on (not a background nicety): a tier whose last HNSW build was interrupted
         # takes no writes until a build completed; ingest is redelivered meanwhile.
-        runtime.spawn(maintenance.held_builds_loop(c), name="held builds")
+        runtime.spawn(loops.held_builds_loop(c), name="held builds")
         if s.background_tasks:
-            runtime.spawn(maintenance.compact_loop(c), name="compaction")
-            runtime.spawn(maintenance.optimize_loop(c), name="optimize")
+            runtime.spawn(loops.compact_loop(c), name="compaction")
+            runtime.spawn(loops.optimize_loop(c), name="optimize")
             if s.vacuum_min_new_rows > 0:
-                runtime.spawn(maintenance.vacuum_loop(c), name="vacuum")
+                runtime.spawn(loops.vacuum_loop(c), name="vacuum")
         if s.memory_md_poll_s > 0:
-            runtime.spawn(maintenance.memory_md_loop(c), name="MEMORY.md sync")
+            runtime.spawn(loops.memory_md_loop(c), name="MEMORY.md sync")
         if s.metrics_interval_s > 0:
-            runtime.every(s.metrics_interval_s, lambda: maintenance.refresh_gauges(c),
+            runtime.every(s.metrics_interval_s, lambda: loops.refresh_gauges(c),
                           what="metrics refresh")
         # A tier that could not be opened (refilled), or whose build was interrupted (checked):
         # re-indexed from Postgres, whenever `tiers.reindex` lists one.
-        runtime.spawn(maintenance.reindex_loop(c), name="re-index")
-        runtime.spawn(maintenance.reconcile_loop(c), name="consistency check")
+        runtime.spawn(loops.reindex_loop(c), name="re-index")
+        runtime.spawn(loops.reconcile_loop(c), name="consistency check")
         runtime.ready = True
 
     async def _lease_then_consume(self) -> None:

@@ -11,13 +11,13 @@ from faststream.nats import NatsBroker
 from totalrecall_schema import DeadLetter
 from totalrecall_worker import WorkerRuntime
 
+from .adapters.markdown_log import MarkdownLog
+from .adapters.pgstore import PgStore
+from .adapters.zvec_tiers import ZvecTiers
 from .core.indexer import EmbedFn, Indexer, IndexerConfig
 from .handlers import STAGE
 from .metrics import Metrics
 from .settings import Settings
-from .stores.markdown_log import MarkdownLog
-from .stores.pgstore import PgStore
-from .stores.zvec_tiers import ZvecTiers
 
 
 @dataclass

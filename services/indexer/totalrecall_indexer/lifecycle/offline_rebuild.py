@@ -11,10 +11,10 @@ import asyncio
 import contextlib
 from typing import Any
 
-from .adapters import nats_embed_fn
-from .bootstrap import build_indexer
-from .core.indexer import EmbedFn, ProgressFn
-from .settings import Settings
+from ..adapters.nats_clients import nats_embed_fn
+from ..container import build_indexer
+from ..core.indexer import EmbedFn, ProgressFn
+from ..settings import Settings
 
 
 async def rebuild(settings: Settings | None = None, *, use_embedder: bool = True,

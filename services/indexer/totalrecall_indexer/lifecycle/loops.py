@@ -7,9 +7,9 @@ import asyncio
 import contextlib
 import logging
 
-from .adapters import refresh_runtime_gauges
-from .bootstrap import Container
-from .core.indexer import StoreUnavailable
+from ..adapters.nats_clients import refresh_runtime_gauges
+from ..container import Container
+from ..core.indexer import StoreUnavailable
 
 log = logging.getLogger("totalrecall.indexer")
 
