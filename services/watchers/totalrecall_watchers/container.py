@@ -36,19 +36,19 @@ class Container:
 def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher], list[str]]:
     """The enabled watchers (in priority order) and the names of the disabled ones. Imported
     here, not at the top: a disabled watcher's modules are never loaded."""
+    from .adapters.firewall import FirewallWatcher
     from .adapters.hardware import SystemHardware
     from .adapters.network import PsutilNetwork
+    from .adapters.nixos import NixosWatcher
     from .adapters.ports import PsutilPorts, running_as_root
     from .adapters.sessions import psutil_sessions
     from .adapters.storage import PsutilStorage
     from .adapters.systemd import SystemctlTimers, SystemctlUnits, systemd_unavailable_reason
     from .core.containers import ContainersWatcher
     from .core.filesystem import FilesystemWatcher
-    from .core.firewall import FirewallWatcher
     from .core.hardware import HardwareWatcher
     from .core.journal import JournalWatcher
     from .core.network import NetworkWatcher
-    from .core.nixos import NixosWatcher
     from .core.packages import PackagesWatcher
     from .core.ports import PortsWatcher
     from .core.pressure import PressureWatcher

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 from totalrecall_schema import MemoryEvent, Severity
+from totalrecall_watchers.adapters.firewall import FirewallWatcher
 from totalrecall_watchers.core.authlog import classify
 from totalrecall_watchers.core.base import EventContext, FakeClock
-from totalrecall_watchers.core.firewall import FirewallWatcher, iptables_lines, nft_lines
+from totalrecall_watchers.core.firewall import iptables_lines, nft_lines
 from totalrecall_watchers.core.journal import JournalParser
 from totalrecall_watchers.core.log_files import text_entry
 from totalrecall_watchers.core.ports import Listener, PortsWatcher, Proc

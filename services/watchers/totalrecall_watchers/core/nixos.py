@@ -1,94 +1,47 @@
-"""NixOS generation watcher: a new `system-N-link`, or a switch of the current generation."""
+"""NixOS generations: what a new `system-N-link`, or a switch of the current generation, is
+worth saying. `adapters/nixos.py` is the watcher that reads the profiles directory."""
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
-from pathlib import Path
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from totalrecall_schema import MemoryEvent, Severity
 
-from .base import EventContext, Watcher
+from .base import EventContext
 
-if TYPE_CHECKING:
-    from ..settings import NixosSettings
-
-_GEN = re.compile(r"^system-(\d+)-link$")
+#: The name of a system generation's link in the profiles directory.
+GENERATION_LINK = re.compile(r"^system-(\d+)-link$")
 
 
-class NixosWatcher(Watcher):
-    name = "nixos"
+def generation_number(link_name: str) -> int | None:
+    m = GENERATION_LINK.match(link_name)
+    return int(m.group(1)) if m else None
 
-    def __init__(self, ctx: EventContext, settings: NixosSettings) -> None:
-        super().__init__(ctx)
-        self.interval_s = settings.interval_s
-        self.dir = Path(settings.profiles_dir)
-        self.diff_closures = settings.diff_closures
-        self.generations: dict[int, str] | None = None
-        self.current: int | None = None
 
-    def check_available(self) -> str | None:
-        if not (self.dir / "system").exists() and not any(self._scan()):
-            return f"not NixOS (no system profile in {self.dir})"
-        return None
-
-    def _scan(self) -> dict[int, str]:
-        out: dict[int, str] = {}
-        try:
-            entries = list(self.dir.iterdir())
-        except OSError:
-            return out
-        for p in entries:
-            m = _GEN.match(p.name)
-            if m:
-                try:
-                    out[int(m.group(1))] = os.readlink(p)
-                except OSError:
-                    out[int(m.group(1))] = ""
-        return out
-
-    def _current(self) -> int | None:
-        try:
-            m = _GEN.match(os.readlink(self.dir / "system"))
-        except OSError:
-            return None
-        return int(m.group(1)) if m else None
-
-    def _diff(self, old: str, new: str) -> str:
-        if not (self.diff_closures and old and new and shutil.which("nix")):
-            return ""
-        try:
-            r = subprocess.run(["nix", "store", "diff-closures", old, new], capture_output=True,
-                               text=True, timeout=60, check=False)
-        except (OSError, subprocess.TimeoutExpired):
-            return ""
-        return r.stdout[:6000] if r.returncode == 0 else ""
-
-    def poll(self) -> list[MemoryEvent]:
-        gens, cur = self._scan(), self._current()
-        events: list[MemoryEvent] = []
-        if self.generations is not None:
-            prev_max = max(self.generations, default=0)
-            for n in sorted(g for g in gens if g > prev_max):
-                base = self.generations.get(prev_max, "")
-                diff = self._diff(base, gens[n])
-                events.append(self.ctx.event(
-                    self.name, "system.config", "generation", f"NixOS generation {n} created",
-                    detail=(f"generation: {n}\nstore path: {gens[n]}\nprevious: {prev_max}"
-                            + (f"\nchanges (nix store diff-closures):\n{diff}" if diff else "")),
-                    generation=n, tags=["nixos", "generation"]))
-            if cur is not None and self.current is not None and cur != self.current:
-                rollback = cur < self.current
-                events.append(self.ctx.event(
-                    self.name, "system.package" if rollback else "system.config",
-                    "rollback" if rollback else "generation",
-                    f"NixOS switched from generation {self.current} to {cur}"
-                    + (" (rollback)" if rollback else ""),
-                    detail=f"current: {cur} → {gens.get(cur, '?')}\nprevious: {self.current}",
-                    generation=cur, severity=Severity.WARNING if rollback else Severity.INFO,
-                    tags=["nixos", "switch"] + (["rollback"] if rollback else [])))
-        self.generations, self.current = gens, cur
-        return events
+def generation_events(ctx: EventContext, source: str, before: dict[int, str],
+                      current_before: int | None, gens: dict[int, str], current: int | None,
+                      diff: Callable[[str, str], str]) -> list[MemoryEvent]:
+    """The generations created since `before` (each with `diff(old store path, new)`, "" for
+    none) and a switch of the current generation (a rollback when it went down)."""
+    events: list[MemoryEvent] = []
+    prev_max = max(before, default=0)
+    for n in sorted(g for g in gens if g > prev_max):
+        base = before.get(prev_max, "")
+        changes = diff(base, gens[n])
+        events.append(ctx.event(
+            source, "system.config", "generation", f"NixOS generation {n} created",
+            detail=(f"generation: {n}\nstore path: {gens[n]}\nprevious: {prev_max}"
+                    + (f"\nchanges (nix store diff-closures):\n{changes}" if changes else "")),
+            generation=n, tags=["nixos", "generation"]))
+    if current is not None and current_before is not None and current != current_before:
+        rollback = current < current_before
+        events.append(ctx.event(
+            source, "system.package" if rollback else "system.config",
+            "rollback" if rollback else "generation",
+            f"NixOS switched from generation {current_before} to {current}"
+            + (" (rollback)" if rollback else ""),
+            detail=f"current: {current} → {gens.get(current, '?')}\nprevious: {current_before}",
+            generation=current, severity=Severity.WARNING if rollback else Severity.INFO,
+            tags=["nixos", "switch"] + (["rollback"] if rollback else [])))
+    return events
