@@ -41,6 +41,7 @@ def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher]
     from .adapters.network import PsutilNetwork
     from .adapters.nixos import NixosWatcher
     from .adapters.ports import PsutilPorts, running_as_root
+    from .adapters.reclaimable import ReclaimableWatcher
     from .adapters.sessions import psutil_sessions
     from .adapters.storage import PsutilStorage
     from .adapters.systemd import SystemctlTimers, SystemctlUnits, systemd_unavailable_reason
@@ -53,7 +54,6 @@ def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher]
     from .core.ports import PortsWatcher
     from .core.pressure import PressureWatcher
     from .core.process import ProcessThresholds, ProcessWatcher
-    from .core.reclaimable import ReclaimableWatcher
     from .core.security import SecurityWatcher
     from .core.sessions import SessionsWatcher
     from .core.storage import StorageWatcher

@@ -9,8 +9,8 @@ from pathlib import Path
 from alert_events import storage_reports
 from test_recall_alerts import row, rows
 from totalrecall_recall_api.core.alerts import Thresholds, detect, reclaimable_space
+from totalrecall_watchers.adapters.reclaimable import ReclaimableWatcher
 from totalrecall_watchers.core.base import EventContext, FakeClock
-from totalrecall_watchers.core.reclaimable import ReclaimableWatcher
 from totalrecall_watchers.settings import ReclaimableSettings
 
 MiB = 2**20

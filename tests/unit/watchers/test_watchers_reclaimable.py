@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from totalrecall_watchers.adapters.reclaimable import ReclaimableWatcher, measure, tree_bytes
 from totalrecall_watchers.core.base import EventContext, FakeClock
-from totalrecall_watchers.core.reclaimable import ReclaimableWatcher, measure, tree_bytes
 from totalrecall_watchers.settings import ReclaimableSettings
 
 MiB = 2**20

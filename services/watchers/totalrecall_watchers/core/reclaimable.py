@@ -11,7 +11,8 @@ anyone asking and that their own tool can shrink:
 - old NixOS generations (`/nix/var/nix/profiles/system-*-link` beyond the current one; counted,
   their size is known only to the Nix store): `nix-collect-garbage --delete-older-than 14d`.
 
-The commands are said, never run.
+The commands are said, never run. This module says what is measured and when it is news;
+`adapters/reclaimable.py` is the watcher that walks the places.
 
 Sizes are the bytes of the files (`du`-like, this filesystem only, no symlinks followed). One
 event (`system.storage/reclaimable`) when the total first reaches `min_total_bytes`, and then
@@ -23,26 +24,16 @@ measure.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from totalrecall_schema import MemoryEvent, Severity
 
-from .base import EventContext, Watcher, human_bytes
-
-if TYPE_CHECKING:
-    from ..settings import ReclaimableSettings
+from .base import EventContext, human_bytes
 
 CATEGORY = "system.storage"
 SUBCATEGORY = "reclaimable"
-#: Files looked at per place at most (a cache of millions of files is not walked whole: its
-#: size is then a lower bound, said in the event).
-MAX_FILES = 500_000
 
 
 @dataclass(frozen=True)
@@ -67,111 +58,52 @@ class Found:
         return f"{self.what} {size} ({self.path}): {self.command}"
 
 
-def tree_bytes(root: Path, max_files: int = MAX_FILES) -> tuple[int, bool]:
-    """Bytes of the regular files under `root` on its filesystem (no symlink followed, each
-    inode once); `partial` when `max_files` stopped the walk."""
-    try:
-        dev = root.stat().st_dev
-    except OSError:
-        return 0, False
-    total, files, seen = 0, 0, set()
-    for dirpath, dirnames, filenames in os.walk(root, onerror=None):
-        keep = []
-        for d in dirnames:
-            try:
-                if os.lstat(os.path.join(dirpath, d)).st_dev == dev:
-                    keep.append(d)
-            except OSError:
-                pass
-        dirnames[:] = keep
-        for name in filenames:
-            try:
-                st = os.lstat(os.path.join(dirpath, name))
-            except OSError:
-                continue
-            if not stat.S_ISREG(st.st_mode) or (st.st_ino in seen and st.st_nlink > 1):
-                continue
-            if st.st_nlink > 1:
-                seen.add(st.st_ino)
-            total += st.st_blocks * 512 if st.st_blocks else st.st_size
-            files += 1
-            if files >= max_files:
-                return total, True
-    return total, False
-
-
-def homes(root: Path) -> list[Path]:
-    out = [root / "root"]
-    with contextlib.suppress(OSError):
-        out += sorted(p for p in (root / "home").iterdir() if p.is_dir())
-    return out
-
-
-def places(root: Path) -> list[Place]:
-    """Every place measured, under `root` (`/`; tests give a tree of their own)."""
+def places(root: Path, homes: list[Path]) -> list[Place]:
+    """Every place measured, under `root` (`/`; tests give a tree of their own) and in each of
+    `homes`."""
     out = [Place("systemd journal", root / "var/log/journal", "journalctl --vacuum-time=2weeks"),
            Place("apt package cache", root / "var/cache/apt/archives", "apt-get clean"),
            Place("dnf package cache", root / "var/cache/dnf", "dnf clean packages"),
            Place("pacman package cache", root / "var/cache/pacman/pkg", "paccache -r")]
-    for home in homes(root):
+    for home in homes:
         out.append(Place("pip cache", home / ".cache/pip", "pip cache purge"))
         out.append(Place("npm cache", home / ".npm/_cacache", "npm cache clean --force"))
     return out
 
 
-def old_generations(root: Path) -> int:
-    """System profile generations beyond the current one (NixOS)."""
-    profiles = root / "nix/var/nix/profiles"
-    try:
-        links = [p for p in profiles.iterdir() if p.name.startswith("system-")
-                 and p.name.endswith("-link")]
-    except OSError:
-        return 0
-    return max(0, len(links) - 1)
+def generations_found(root: Path, old: int) -> Found | None:
+    """`old` NixOS system generations beyond the current one, as a find (their size is known
+    only to the Nix store)."""
+    if not old:
+        return None
+    return Found("NixOS system generations", str(root / "nix/var/nix/profiles"), 0,
+                 "nix-collect-garbage --delete-older-than 14d", count=old)
 
 
-def measure(root: Path, max_files: int = MAX_FILES) -> list[Found]:
-    found: list[Found] = []
-    for place in places(root):
-        if not place.path.is_dir():
-            continue
-        size, partial = tree_bytes(place.path, max_files)
-        if size > 0:
-            found.append(Found(place.what, str(place.path), size, place.command, partial))
-    gens = old_generations(root)
-    if gens:
-        found.append(Found("NixOS system generations", str(root / "nix/var/nix/profiles"), 0,
-                           "nix-collect-garbage --delete-older-than 14d", count=gens))
+def by_size(found: list[Found]) -> list[Found]:
     return sorted(found, key=lambda f: (-f.bytes, f.what))
 
 
-class ReclaimableWatcher(Watcher):
-    name = "reclaimable"
+class ReclaimableReport:
+    """When the total is news: the first time it reaches `min_total_bytes`, then when it moved
+    by `change_fraction` since the last report, and once when it falls back under the minimum."""
 
-    def __init__(self, ctx: EventContext, settings: ReclaimableSettings) -> None:
-        super().__init__(ctx)
-        self.settings = settings
-        self.interval_s = settings.interval_s
-        self.root = Path(settings.root)
+    def __init__(self, ctx: EventContext, min_total_bytes: int, change_fraction: float) -> None:
+        self.ctx = ctx
+        self.min_total_bytes = min_total_bytes
+        self.change_fraction = change_fraction
         #: The total last reported (None: nothing reported yet, or back under the minimum).
         self.reported: int | None = None
 
-    def check_available(self) -> str | None:
-        if not self.root.is_dir():
-            return f"{self.root} is not a directory"
-        return None
-
-    def poll(self) -> list[MemoryEvent]:
-        found = measure(self.root, self.settings.max_files)
+    def update(self, found: list[Found]) -> list[MemoryEvent]:
         total = sum(f.bytes for f in found)
-        s = self.settings
-        if total < s.min_total_bytes:
+        if total < self.min_total_bytes:
             if self.reported is None:
                 return []
             self.reported = None  # back under: said once, re-armed
             return [self._event(found, total, below=True)]
         if self.reported is not None and \
-                abs(total - self.reported) < s.change_fraction * self.reported:
+                abs(total - self.reported) < self.change_fraction * self.reported:
             return []
         self.reported = total
         return [self._event(found, total)]
