@@ -44,7 +44,7 @@ class World:
         self.sessions: list[tuple[str, str, str, float]] = []
         self.sessions_watcher = SessionsWatcher(self.ctx, source=lambda: list(self.sessions))
         self.procs = _Procs()
-        self.process_watcher = ProcessWatcher(self.ctx, source=self.procs, exit_status=False)
+        self.process_watcher = ProcessWatcher(self.ctx, source=self.procs)
         self.events: list[MemoryEvent] = []
         self.sessions_watcher.poll()  # the first poll only learns what is there
         self.process_watcher.poll()

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from stacklib import Api, wait_for
-from totalrecall_watchers.core.procexit import can_listen
+from totalrecall_watchers.adapters.proc_connector import can_listen
 
 
 def _marker() -> str:

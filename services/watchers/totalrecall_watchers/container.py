@@ -41,6 +41,8 @@ def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher]
     from .adapters.network import PsutilNetwork
     from .adapters.nixos import NixosWatcher
     from .adapters.ports import PsutilPorts, running_as_root
+    from .adapters.proc_connector import ProcConnectorExits
+    from .adapters.process_table import PsutilProcessSource
     from .adapters.reclaimable import ReclaimableWatcher
     from .adapters.sessions import psutil_sessions
     from .adapters.storage import PsutilStorage
@@ -70,7 +72,9 @@ def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher]
                                               mem_percent=s.process.mem_percent,
                                               rearm_factor=s.process.rearm_factor,
                                               max_cmdline_chars=s.process.max_cmdline_chars),
-                                          exit_status=s.process.exit_status),
+                                          source=PsutilProcessSource(),
+                                          exits=ProcConnectorExits()
+                                          if s.process.exit_status else None),
         "journal": lambda: JournalWatcher(ctx, s.journal,
                                           claim=security.claims if security else None),
         "services": lambda: ServicesWatcher(ctx, interval_s=s.services.interval_s,

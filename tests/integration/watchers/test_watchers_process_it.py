@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 from totalrecall_schema import Severity, Topology
-from totalrecall_watchers.core.procexit import can_listen
+from totalrecall_watchers.adapters.proc_connector import can_listen
 from watchers_it_helpers import StreamReader, make_settings, running
 
 

@@ -225,15 +225,15 @@ def test_zombie_exit_code_tells_clean_exit_from_failure() -> None:
 def test_wait_status_decoding_and_connector_messages() -> None:
     import struct
 
-    from totalrecall_watchers.core.procexit import (
+    from totalrecall_watchers.adapters.proc_connector import (
         CN_MSG,
         EXIT_EVENT,
         NLMSG_HDR,
         PROC_EVENT_EXIT,
         PROC_EVENT_HDR,
-        ExitStatus,
         ProcConnectorExits,
     )
+    from totalrecall_watchers.core.procexit import ExitStatus
 
     assert ExitStatus(11 | 0x80).describe() == "killed by SIGSEGV (core dumped)"
     assert ExitStatus(2 << 8).describe() == "exited with code 2"
@@ -252,7 +252,7 @@ def test_wait_status_decoding_and_connector_messages() -> None:
 def test_connector_survives_lost_events() -> None:
     import errno
 
-    from totalrecall_watchers.core.procexit import ProcConnectorExits
+    from totalrecall_watchers.adapters.proc_connector import ProcConnectorExits
 
     c = ProcConnectorExits()
 

@@ -6,9 +6,10 @@ busy on two cores reads 200 %). Only changes are reported: a process alerts once
 and re-arms when it falls below threshold × `rearm_factor`.
 
 When a tracked (hot) process goes away, its wait status comes from the kernel's process
-connector or its zombie (`procexit.py`): `crash` when killed by a signal or exiting non-zero (with
-`exit_code` or `signal`/`signal_name` in the metadata), `exit` when it exited 0 or how it ended is
-unknowable (not root, no connector, reaped before the next poll).
+connector or its zombie (`adapters/proc_connector.py`): `crash` when killed by a signal or
+exiting non-zero (with `exit_code` or `signal`/`signal_name` in the metadata), `exit` when it
+exited 0 or how it ended is unknowable (not root, no connector, reaped before the next poll).
+The process table is read by `adapters/process_table.py`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any, Protocol
 from totalrecall_schema import MemoryEvent, Severity
 
 from .base import EventContext, Watcher, human_bytes
-from .procexit import ExitStatus, ProcConnectorExits, zombie_exit_status
+from .procexit import ExitStatus
 from .scrub import scrub_cmdline, scrub_extra
 
 MAX_TRACKED = 2000
@@ -58,33 +59,6 @@ class ExitSource(Protocol):
     def close(self) -> None: ...
 
 
-class PsutilProcessSource:
-    def sample(self) -> list[ProcSample]:
-        import psutil
-
-        out: list[ProcSample] = []
-        attrs = ["pid", "name", "cmdline", "username", "cpu_times", "memory_info",
-                 "memory_percent", "create_time", "status"]
-        for p in psutil.process_iter(attrs, ad_value=None):
-            info = p.info
-            ct = info.get("cpu_times")
-            mi = info.get("memory_info")
-            if info.get("create_time") is None:
-                continue
-            out.append(ProcSample(
-                pid=info["pid"], create_time=float(info["create_time"]),
-                name=info.get("name") or "?", cmdline=list(info.get("cmdline") or []),
-                username=info.get("username"),
-                cpu_time=(ct.user + ct.system) if ct is not None else 0.0,
-                rss=mi.rss if mi is not None else 0,
-                mem_percent=float(info.get("memory_percent") or 0.0),
-                zombie=info.get("status") == psutil.STATUS_ZOMBIE,
-                exit_status=(zombie_exit_status(info["pid"])
-                             if info.get("status") == psutil.STATUS_ZOMBIE else None),
-            ))
-        return out
-
-
 @dataclass
 class Tracked:
     sample: ProcSample
@@ -107,17 +81,14 @@ class ProcessThresholds:
 class ProcessWatcher(Watcher):
     name = "process"
 
-    def __init__(self, ctx: EventContext, *, interval_s: float = 30.0,
+    def __init__(self, ctx: EventContext, *, source: ProcessSource, interval_s: float = 30.0,
                  thresholds: ProcessThresholds | None = None,
-                 source: ProcessSource | None = None, exits: ExitSource | None = None,
-                 exit_status: bool = True) -> None:
+                 exits: ExitSource | None = None) -> None:
         super().__init__(ctx)
         self.interval_s = interval_s
         self.t = thresholds or ProcessThresholds()
-        self.source: ProcessSource = source or PsutilProcessSource()
-        #: The kernel's process-exit events; only for the real process table by default.
-        if exits is None and source is None and exit_status:
-            exits = ProcConnectorExits()
+        self.source = source
+        #: The kernel's process-exit events (None: a zombie's status only).
         self.exits: ExitSource | None = exits
         self._exits_started = False
         self.exit_statuses_known = 0
