@@ -3,7 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from totalrecall_schema import MemoryEvent
-from totalrecall_watchers.core.spool import Spool
+from totalrecall_watchers.adapters.spool import Spool
 
 
 def ev(i: int) -> MemoryEvent:

@@ -22,8 +22,8 @@ from totalrecall_schema import MemoryEvent, Topology, ensure_streams
 from totalrecall_schema.nats_url import connect_options
 from totalrecall_schema.publish import event_subject, publish_event
 
-from ..core.spool import Spool
 from ..metrics import Metrics
+from .spool import Spool
 
 log = logging.getLogger(__name__)
 
