@@ -138,7 +138,8 @@ class Settings(ServiceSettings):
     neighbour_answer_weight: float = 1.0
     neighbour_max_gap_s: float = 6 * 3600.0
     # Machine events (no session) are dense: their neighbours are the minutes around a hit, and a
-    # short bound keeps the lookup a short index walk on a busy namespace.
+    # short bound keeps the lookup a short index walk on a busy namespace. One subject's events
+    # this close together are also one incident (`core/incidents.py`).
     neighbour_event_gap_s: float = 600.0
     # The user-profile block (the namespace's `user_pattern` memories) is read at most this often
     # per namespace (s): it changes rarely, and every recall shows it. 0: read on every recall.

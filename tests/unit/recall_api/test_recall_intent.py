@@ -214,3 +214,54 @@ def test_a_name_in_the_when_clause_is_the_moment_not_the_thing_asked() -> None:
     fail.text = "app-x1.service: Failed with result 'exit-code'."
     out = named_things_first([fail, conf], "what changed before app-x1.service broke?")
     assert [c.key for c in out] == ["fail", "conf"] and "named_thing" not in fail.components
+
+
+def _subject_rows() -> dict[str, Row]:
+    return {"cache_oom": Row("system.container", "oom", {"container_name": "cache-7f"}),
+            "web_die": Row("system.container", "die", {"container_name": "web-7f"}),
+            "report": Row("system.storage", "reclaimable"),
+            "nas": Row("diagnosis", "root_cause"),
+            "backup_die": Row("system.container", "die", {"container_name": "backup-7f"})}
+
+
+def _texts(ranked: list[Candidate], texts: dict[str, str]) -> list[Candidate]:
+    for c in ranked:
+        c.text = texts[c.key]
+        c.category = _subject_rows()[c.key].category
+    return ranked
+
+
+def test_a_word_naming_a_subject_puts_its_events_first() -> None:
+    ranked = _texts([_cand("web_die", 1.0), _cand("cache_oom", 0.9)],
+                    {"web_die": "podman container 'web-7f' died with exit code 1",
+                     "cache_oom": "podman container 'cache-7f' was killed by the OOM killer"})
+    out = routed_first(ranked, "what happened to my cache container", _subject_rows().get)
+    assert [c.key for c in out] == ["cache_oom", "web_die"]
+    assert out[0].components["named_subject"] == pytest.approx(1.0)
+
+
+def test_a_named_subject_orders_within_the_kind_asked_for_not_across_it() -> None:
+    """"is the apt cache big?" asks for reclaimable space: a container called cache is no
+    answer, though its name holds a word of the question."""
+    ranked = _texts([_cand("cache_oom", 1.0), _cand("report", 0.6)],
+                    {"cache_oom": "podman container 'cache-7f' was killed by the OOM killer",
+                     "report": "16 MiB could be reclaimed: apt package cache 5 MiB"})
+    out = routed_first(ranked, "is the apt cache big?", _subject_rows().get)
+    assert [c.key for c in out] == ["report", "cache_oom"]
+
+
+def test_a_word_is_no_name_where_another_memory_matches_the_question_better() -> None:
+    """"why did the NAS backup break?": the diagnosis holds NAS and backup; a container called
+    backup-7f holds only backup."""
+    ranked = _texts([_cand("nas", 1.0), _cand("backup_die", 0.9)],
+                    {"nas": "The root cause was an expired SSH key on the NAS backup target.",
+                     "backup_die": "podman container 'backup-7f' died with exit code 3"})
+    out = routed_first(ranked, "why did the NAS backup break?", _subject_rows().get)
+    assert [c.key for c in out] == ["nas", "backup_die"]
+    assert "named_subject" not in out[1].components
+    # the same word, the only one naming anything: the container's end
+    ranked = _texts([_cand("nas", 1.0), _cand("backup_die", 0.9)],
+                    {"nas": "I fixed it by re-running the nightly backup to the NAS.",
+                     "backup_die": "podman container 'backup-7f' died with exit code 3"})
+    out = routed_first(ranked, "how did the backup run end?", _subject_rows().get)
+    assert [c.key for c in out] == ["backup_die", "nas"]

@@ -27,7 +27,9 @@ from dataclasses import dataclass
 
 from .conclusions import asked_categories
 from .fusion import Candidate, by_score, lift_by_best
+from .subjects import UNIT_STATES, name_parts, subject
 from .supersede import ProcessRow, asks_about_now
+from .text import STOPWORDS, shingles, words
 
 #: What these rules read of a stored memory (a `Memory` or a store's row fits).
 EventRow = ProcessRow
@@ -152,9 +154,10 @@ def routed_first(ranked: Sequence[Candidate], query: str,
     conversation concluded (`conclusions.asked_categories`: "what was the cause …") is one more
     intent, answered by those conclusions: the two are weighed alike, so "what caused the slow
     builds?" ranks the diagnosis that matches it and "what's the culprit of the high memory
-    use?" the pressure event, each by its fused score. Unchanged without an intent or a
-    candidate answering one."""
-    cands = list(ranked)
+    use?" the pressure event, each by its fused score. Within each level, the events of a
+    subject a word of the question names first (`named_subjects_first`). Unchanged without an
+    intent, a named subject or a candidate answering one."""
+    cands = named_subjects_first(ranked, query, row)
     asked = intents(query)
     concluded = asked_categories(query)
     counts: dict[str, int] = {}
@@ -201,6 +204,38 @@ def named_things_first(ranked: Sequence[Candidate], query: str) -> list[Candidat
     if not counts or len(counts) == len(cands):
         return cands
     return lift_by_best(cands, lambda c: counts.get(c.key, 0), "named_thing")
+
+
+# --- a subject the question calls by a word of its name ------------------------------------------
+def named_subjects_first(ranked: Sequence[Candidate], query: str,
+                         row: Callable[[str], EventRow | None]) -> list[Candidate]:
+    """`ranked` with the events of the subjects a word of the question names (a container, a
+    unit, a file, an account: `subjects.name_parts`) lifted by the best score (component
+    `named_subject`), sorted: "what happened to my cache container?" is about cache-7f3a's
+    events before the other containers'. The finest level of `routed_first`: applied before the
+    intents' lift, so a word that names a subject orders memories within the kind of memory
+    asked for, never across it ("is the apt cache big?" stays with the reclaimable report, not
+    a container called cache).
+
+    A word is a name only where nothing else matches the question better: an event that holds
+    fewer of the question's words than another memory is not lifted ("why did the NAS backup
+    break?" is about the NAS backup a conversation diagnosed, which holds "NAS" and "backup",
+    not about a container called backup-7f3a). Unchanged when no subject, or every
+    candidate's, is named."""
+    cands = list(ranked)
+    asked = {w.split("'")[0] for w in words(asked_part(query))} - STOPWORDS
+    named = set()
+    for c in cands:
+        m = row(c.key)
+        s = subject(m) if m is not None else None
+        if s is not None and name_parts(*s) & asked:
+            named.add(c.key)
+    if not named or len(named) == len(cands):
+        return cands
+    held = {c.key: len(asked & shingles(c.text)) for c in cands}
+    best_other = max(held[c.key] for c in cands if c.key not in named)
+    named = {key for key in named if held[key] >= best_other}
+    return lift_by_best(cands, lambda c: int(c.key in named), "named_subject")
 
 
 # --- the kind of conclusion asked for ------------------------------------------------------------
@@ -265,26 +300,18 @@ def asks_for_state(query: str) -> bool:
     return asks_about_now(query) or bool(_STATE.search(query))
 
 
-#: A unit's lifecycle (not every line a service logs: a log importer files them all as
-#: `system.service`, and its lines are no states).
-UNIT_STATES = frozenset({"start", "stop", "restart", "fail", "status_change"})
-
-
 def state_subject(m: EventRow) -> tuple[str, str] | None:
-    """What a state event is the state of: a container (its name), a unit, a kind of pressure
-    (its onset and its easing). None: not a state event (a process's states are
-    `supersede.py`'s)."""
-    md = m.metadata
-    if m.category == "system.container" and m.subcategory != "disk":
-        name = md.get("container_name") or md.get("container_id")
-        return ("container", str(name)) if name else None
-    if m.category == "system.service" and m.subcategory in UNIT_STATES:
-        unit = md.get("service") or md.get("unit")
-        return ("unit", str(unit)) if unit else None
+    """What a state event is the state of: a container (its name), a unit (its lifecycle:
+    `subjects.UNIT_STATES`), a kind of pressure (its onset and its easing). None: not a state
+    event (a process's states are `supersede.py`'s)."""
     if m.category == "system.pressure":
-        what = md.get("pressure")
+        what = m.metadata.get("pressure")
         return ("pressure", str(what)) if what else None
-    return None
+    s = subject(m)
+    if s is None or s[0] not in ("container", "unit") or (
+            s[0] == "unit" and m.subcategory not in UNIT_STATES):
+        return None
+    return s
 
 
 def newest_state_first(ranked: Sequence[Candidate], query: str,

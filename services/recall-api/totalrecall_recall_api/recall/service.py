@@ -33,6 +33,7 @@ from ..core.derived import derived_before_turns
 from ..core.expansion import expansion_keys, with_neighbours
 from ..core.fusion import Candidate, boost_actors, by_score
 from ..core.hosts import host_allowed, hosts_first, named_hosts
+from ..core.incidents import incident_first
 from ..core.intent import newest_state_first, routed_first
 from ..core.named import named_first, named_identifiers
 from ..core.rank import rank
@@ -308,7 +309,8 @@ class RecallService:
         if not asks_about_history(req.query):  # a fact a newer one replaced is history
             ranked = demote_superseded(ranked, by_key, s.superseded_fact_factor)
         ranked = [c for c in ranked if c.score >= s.min_score]
-        ranked = self._answers_first(ranked, by_key, req.query, about_hosts)
+        ranked = self._answers_first(ranked, by_key, req.query, about_hosts,
+                                     s.neighbour_event_gap_s)
         ranked = order_repeats(await self._newest_repeats(ranked, by_key, req, p.since, until, k,
                                                           allowed), req.query)
         # MMR
@@ -319,7 +321,7 @@ class RecallService:
 
     @staticmethod
     def _answers_first(ranked: list[Candidate], by_key: dict[str, Row], query: str,
-                       about_hosts: frozenset[str]) -> list[Candidate]:
+                       about_hosts: frozenset[str], incident_gap_s: float) -> list[Candidate]:
         """A memory holding the kind of value the question asks for (a port, an address, a
         function) before one that cannot answer it; an identifier the question names verbatim
         ranks its memories before all; memories of one template tie but for noise: the one the
@@ -335,6 +337,9 @@ class RecallService:
         # A host the question names: its memories before the others' (`core/hosts.py`).
         ranked = hosts_first(ranked, about_hosts, lambda key: hostname_of(by_key[key].metadata)
                              if key in by_key else None)
+        # One unit's or container's events that came together: for "why…" its first failure
+        # (the cause), else its last event (the outcome) first (`core/incidents.py`).
+        ranked = incident_first(ranked, query, by_key.get, incident_gap_s)
         # "Is nginx up now?": of each container's, unit's or pressure's states, the newest first.
         return newest_state_first(ranked, query, by_key.get)
 
