@@ -41,6 +41,7 @@ def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher]
     from .adapters.network import PsutilNetwork
     from .adapters.nixos import NixosWatcher
     from .adapters.ports import PsutilPorts, running_as_root
+    from .adapters.pressure import SystemPressure, page_size
     from .adapters.proc_connector import ProcConnectorExits
     from .adapters.process_table import PsutilProcessSource
     from .adapters.reclaimable import ReclaimableWatcher
@@ -93,7 +94,8 @@ def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher]
                                         available=systemd_unavailable_reason),
         "hardware": lambda: HardwareWatcher(ctx, s.hardware,
                                             source=SystemHardware(s.hardware.sysfs_root)),
-        "pressure": lambda: PressureWatcher(ctx, s.pressure),
+        "pressure": lambda: PressureWatcher(ctx, s.pressure, source=SystemPressure(
+            s.pressure.proc_root, s.pressure.top_sample_s), page_size=page_size()),
         "containers": lambda: ContainersWatcher(ctx, s.containers),
         "reclaimable": lambda: ReclaimableWatcher(ctx, s.reclaimable),
         "security": lambda: security,

@@ -18,6 +18,13 @@ from ..core.pressure_readings import (
 )
 
 
+def page_size() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 4096
+
+
 def read_psi_file(path: Path) -> Psi | None:
     """Parse one `/proc/pressure/<resource>` file; None when unreadable or malformed (a kernel
     booted with `psi=0` has the files but refuses to read them)."""

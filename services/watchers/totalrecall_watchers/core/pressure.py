@@ -18,6 +18,7 @@ it after the warning is reported once more; a `full` PSI stall is critical at on
 
 Available when PSI or psutil's memory reading works; without `<proc_root>/pressure` (a kernel
 without PSI, or booted with `psi=0`) the PSI checks are dropped and the `/health` note says so.
+The readings are `adapters/pressure.py`'s (`SystemPressure`), handed in by `container.py`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 from totalrecall_schema import MemoryEvent
 
-from ..adapters.pressure import SystemPressure, read_psi, read_psi_file, read_vmstat_swap
 from .base import EventContext, Watcher
 from .pressure_readings import (
     CATEGORY,
@@ -47,9 +47,8 @@ if TYPE_CHECKING:
     from ..settings import PressureSettings
 
 #: Re-exported: what other modules and tests know this watcher's parts by.
-__all__ = ["CATEGORY", "MemoryStats", "PressureSource", "PressureWatcher", "Psi",
-           "SystemPressure", "TopProcess", "TopSnapshot", "read_psi", "read_psi_file",
-           "read_vmstat_swap"]
+__all__ = ["CATEGORY", "MemoryStats", "PressureSource", "PressureWatcher", "Psi", "TopProcess",
+           "TopSnapshot"]
 
 log = logging.getLogger(__name__)
 
@@ -58,15 +57,14 @@ class PressureWatcher(Watcher):
     name = "pressure"
 
     def __init__(self, ctx: EventContext, settings: PressureSettings,
-                 source: PressureSource | None = None) -> None:
+                 source: PressureSource, *, page_size: int = 4096) -> None:
         super().__init__(ctx)
         self.settings = settings
         self.interval_s = settings.interval_s
-        self.source: PressureSource = source or SystemPressure(settings.proc_root,
-                                                               settings.top_sample_s)
+        self.source = source
         self.checks = build_checks(settings)
         self.report = PressureReport(ctx, self.name, max_cmdline_chars=settings.max_cmdline_chars,
-                                     rearm_factor=settings.rearm_factor)
+                                     rearm_factor=settings.rearm_factor, page_size=page_size)
         self.level: dict[str, int] = {}  # the level with hysteresis (0 ok)
         self.alerted: dict[str, int] = {}  # the level last reported in this episode
         self._swap_prev: tuple[float, int, int] | None = None

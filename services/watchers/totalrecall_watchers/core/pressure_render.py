@@ -3,7 +3,6 @@ says, the readings now, the top processes by CPU and by memory)."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from totalrecall_schema import MemoryEvent, Severity
@@ -29,9 +28,11 @@ class PressureReport:
     """Writes the pressure watcher's events (`source`: the watcher's name)."""
 
     def __init__(self, ctx: EventContext, source: str, *, max_cmdline_chars: int,
-                 rearm_factor: float) -> None:
+                 rearm_factor: float, page_size: int = 4096) -> None:
         self.ctx = ctx
         self.source = source
+        #: Bytes per page, for the swap rate in MB/s (`adapters/pressure.page_size()`).
+        self.page_size = page_size
         self.max_cmdline_chars = max_cmdline_chars
         self.rearm_factor = rearm_factor
 
@@ -43,7 +44,7 @@ class PressureReport:
             return (f"swap {v:.0f}% used ({human_bytes(r.memory.swap_used)} of "
                     f"{human_bytes(r.memory.swap_total)})")
         if key == "swap_pages_s":
-            page = _page_size()
+            page = self.page_size
             return (f"swapping {r.swap_in_s or 0:.0f} pages/s in and {r.swap_out_s or 0:.0f} out "
                     f"({v * page / MB:.1f} MB/s)")
         if key == "load_per_core" and r.load is not None:
@@ -204,10 +205,3 @@ class PressureReport:
 def _join(words: list[str]) -> str:
     """`a`, `a and b`, `a, b and c`."""
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
-
-
-def _page_size() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return 4096
