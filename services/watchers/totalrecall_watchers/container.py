@@ -38,6 +38,7 @@ def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher]
     here, not at the top: a disabled watcher's modules are never loaded."""
     from .adapters.firewall import FirewallWatcher
     from .adapters.hardware import SystemHardware
+    from .adapters.journal import JournalWatcher
     from .adapters.network import PsutilNetwork
     from .adapters.nixos import NixosWatcher
     from .adapters.ports import PsutilPorts, running_as_root
@@ -45,19 +46,18 @@ def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher]
     from .adapters.proc_connector import ProcConnectorExits
     from .adapters.process_table import PsutilProcessSource
     from .adapters.reclaimable import ReclaimableWatcher
+    from .adapters.security import SecurityWatcher
     from .adapters.sessions import psutil_sessions
     from .adapters.storage import PsutilStorage
     from .adapters.systemd import SystemctlTimers, SystemctlUnits, systemd_unavailable_reason
     from .core.containers import ContainersWatcher
     from .core.filesystem import FilesystemWatcher
     from .core.hardware import HardwareWatcher
-    from .core.journal import JournalWatcher
     from .core.network import NetworkWatcher
     from .core.packages import PackagesWatcher
     from .core.ports import PortsWatcher
     from .core.pressure import PressureWatcher
     from .core.process import ProcessThresholds, ProcessWatcher
-    from .core.security import SecurityWatcher
     from .core.sessions import SessionsWatcher
     from .core.storage import StorageWatcher
     from .core.systemd import ServicesWatcher, TimersWatcher

@@ -6,8 +6,9 @@ import sys
 from pathlib import Path
 
 from totalrecall_schema import MemoryEvent, Severity
+from totalrecall_watchers.adapters.journal import JournalWatcher
 from totalrecall_watchers.core.base import EventContext, FakeClock
-from totalrecall_watchers.core.journal import JournalParser, JournalWatcher, normalise
+from totalrecall_watchers.core.journal import JournalParser, normalise
 from totalrecall_watchers.settings import JournalSettings
 from waiting import wait_for
 

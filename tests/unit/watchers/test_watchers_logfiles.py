@@ -7,9 +7,11 @@ import os
 from pathlib import Path
 
 from totalrecall_schema import MemoryEvent, Severity
+from totalrecall_watchers.adapters.journal import JournalWatcher
+from totalrecall_watchers.adapters.log_tail import LogTail
 from totalrecall_watchers.core.base import EventContext, FakeClock
-from totalrecall_watchers.core.journal import JournalParser, JournalWatcher
-from totalrecall_watchers.core.log_files import LogTail, line_priority, text_entry
+from totalrecall_watchers.core.journal import JournalParser
+from totalrecall_watchers.core.log_files import line_priority, text_entry
 from totalrecall_watchers.settings import JournalSettings
 from waiting import wait_for
 

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from totalrecall_schema import MemoryEvent, Severity
 from totalrecall_watchers.adapters.firewall import FirewallWatcher
+from totalrecall_watchers.adapters.security import SecurityWatcher
+from totalrecall_watchers.adapters.users import uid_name
 from totalrecall_watchers.core.authlog import classify
 from totalrecall_watchers.core.base import EventContext, FakeClock
 from totalrecall_watchers.core.firewall import iptables_lines, nft_lines
@@ -20,7 +22,7 @@ from totalrecall_watchers.core.journal import JournalParser
 from totalrecall_watchers.core.log_files import text_entry
 from totalrecall_watchers.core.ports import Listener, PortsWatcher, Proc
 from totalrecall_watchers.core.scrub import scrub_cmdline, scrub_command_text, scrub_extra
-from totalrecall_watchers.core.security import SecurityParser, SecurityWatcher, claims
+from totalrecall_watchers.core.security import SecurityParser, claims
 from totalrecall_watchers.settings import FirewallSettings, PortsSettings, SecuritySettings
 
 
@@ -320,7 +322,7 @@ def test_account_events_and_who_made_them() -> None:
 
 
 def test_journald_entries_login_uid_and_other_hosts() -> None:
-    p = SecurityParser(ctx(), SecuritySettings())
+    p = SecurityParser(ctx(), SecuritySettings(), user_name=uid_name)  # the users database
     entry = {"MESSAGE": "new group: name=ops, GID=1500", "SYSLOG_IDENTIFIER": "groupadd",
              "_PID": "4242", "PRIORITY": "6", "SYSLOG_FACILITY": "10", "_AUDIT_LOGINUID": "0"}
     (e,) = p.parse(json.dumps(entry))

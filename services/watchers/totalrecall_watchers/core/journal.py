@@ -9,34 +9,24 @@ Text log files are a second source (`log_files.py`): configured application logs
 (`error/application`), and syslog files (`/var/log/syslog`, `/var/log/messages`) when there is no
 journald, so a machine without systemd still reports its errors. Their lines go through the same
 classification, dedup window, rate limit and scrubbing.
+
+This module reads the entries and decides (`JournalParser`); `adapters/journal.py` is the watcher
+that follows journalctl and tails the files.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-import logging
 import re
-import shutil
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from totalrecall_schema import MemoryEvent, Severity
 from totalrecall_schema.templates import exact_form
 
-from ..adapters.processes import end_process
-from .base import Emit, EventContext, Unavailable, Watcher
-from .log_files import LogTail, text_entry
+from .base import EventContext
 
-if TYPE_CHECKING:
-    from ..settings import JournalSettings
-
-log = logging.getLogger(__name__)
-
-JOURNAL_DIRS = (Path("/var/log/journal"), Path("/run/log/journal"))
 PRIORITY_NAMES = {0: "emerg", 1: "alert", 2: "crit", 3: "err", 4: "warning", 5: "notice",
                   6: "info", 7: "debug"}
 _UNIT_FAIL = re.compile(r"(?i)\b(failed with result|failed to start|main process exited, "
@@ -63,51 +53,6 @@ def entry_field(entry: dict[str, Any], name: str) -> str | None:
             return bytes(v).decode("utf-8", "replace")
         v = v[0] if v else ""
     return str(v)
-
-
-def journald_reason(enabled: bool, command: list[str], skip_check: bool = False) -> str | None:
-    """None when journald can be followed with `command`, else why not."""
-    if not enabled:
-        return "journald disabled in the settings"
-    if not command or shutil.which(command[0]) is None:
-        return f"{command[0] if command else 'journalctl'} not found on PATH"
-    if skip_check:
-        return None
-    journals = [p for d in JOURNAL_DIRS if d.is_dir() for p in d.rglob("*.journal*")]
-    if not journals:
-        return ("no systemd journal on this machine (no journal files under "
-                + ", ".join(str(d) for d in JOURNAL_DIRS) + ")")
-    return None
-
-
-async def follow_lines(command: list[str], on_line: Callable[[bytes], Awaitable[None]],
-                       stop: asyncio.Event) -> None:
-    """Run `command` (`journalctl --follow …`) and hand each line of its output to `on_line`
-    until `stop`; when it ends by itself: `Unavailable` (no journal) or RuntimeError."""
-    proc = await asyncio.create_subprocess_exec(
-        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        stdin=asyncio.subprocess.DEVNULL, limit=1 << 20)
-    assert proc.stdout is not None and proc.stderr is not None
-    stop_task = asyncio.create_task(stop.wait())
-    try:
-        while True:
-            read = asyncio.create_task(proc.stdout.readline())
-            done, _ = await asyncio.wait({read, stop_task}, return_when=asyncio.FIRST_COMPLETED)
-            if stop_task in done:
-                read.cancel()
-                return
-            line = read.result()
-            if not line:
-                break
-            await on_line(line)
-        err = (await proc.stderr.read(2000)).decode("utf-8", "replace").strip()
-        rc = await proc.wait()
-        if rc != 0 and ("not been booted with systemd" in err or "No journal" in err):
-            raise Unavailable(err.splitlines()[0])
-        raise RuntimeError(f"{command[0]} exited with {rc}: {err[:300]}")
-    finally:
-        stop_task.cancel()
-        await end_process(proc)
 
 
 class JournalParser:
@@ -217,106 +162,3 @@ class JournalParser:
         return self.ctx.event(self.source, "error", "system", f"{ident}: {first_line}",
                               detail=detail, severity=severity, service=unit,
                               tags=["journal", PRIORITY_NAMES.get(prio, "log")], **extra)
-
-
-class JournalWatcher(Watcher):
-    name = "journal"
-
-    def __init__(self, ctx: EventContext, settings: JournalSettings, *,
-                 claim: Claim | None = None) -> None:
-        super().__init__(ctx)
-        self.settings = settings
-        self.parser = JournalParser(ctx, max_priority=settings.max_priority,
-                                    dedup_window_s=settings.dedup_window_s, source=self.name,
-                                    claim=claim)
-        self.journald = False
-        self.tails: list[LogTail] = []
-
-    def _journald_reason(self) -> str | None:
-        return journald_reason(self.settings.journald, self.settings.command,
-                               self.settings.skip_availability_check)
-
-    def check_available(self) -> str | None:
-        """journald when there is one; text logs: the application ones always, the syslog
-        files only without journald. Unavailable when there is neither."""
-        journald_reason = self._journald_reason()
-        self.journald = journald_reason is None
-        wanted = [LogTail(p, application=True) for p in self.settings.log_files]
-        if not self.journald:
-            wanted += [LogTail(p, application=False) for p in self.settings.syslog_files]
-        known = {t.path: t for t in self.tails}
-        self.tails = [known.get(t.path, t) for t in wanted if t.available()]
-        for t in self.tails:
-            t.prime()
-        if not self.journald and not self.tails:
-            files = [*self.settings.log_files, *self.settings.syslog_files]
-            return f"{journald_reason}; no log file to tail" + (
-                f" (none of {', '.join(files)} exists)" if files else "")
-        sources = (["journald"] if self.journald else []) + [str(t.path) for t in self.tails]
-        self.note = "sources: " + ", ".join(sources)
-        if not self.journald:
-            self.note += f" (no journald: {journald_reason})"
-        return None
-
-    def stats(self) -> dict[str, int]:
-        p = self.parser
-        return {"deduplicated": p.deduplicated, "parse_errors": p.parse_errors,
-                "claimed": p.claimed,
-                "log_lines": sum(t.lines for t in self.tails)}
-
-    def close(self) -> None:
-        for t in self.tails:
-            t.close()
-
-    async def run(self, emit: Emit, stop: asyncio.Event) -> None:
-        jobs = []
-        if self.journald:
-            jobs.append(asyncio.create_task(self._journal_or_files(emit, stop)))
-        if self.tails:
-            jobs.append(asyncio.create_task(self._tail_files(emit, stop)))
-        try:
-            done, _ = await asyncio.wait(jobs, return_when=asyncio.FIRST_EXCEPTION)
-            for job in done:
-                job.result()  # re-raise a failure: the runner retries with backoff
-        finally:
-            for job in jobs:
-                job.cancel()
-            for job in jobs:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await job
-
-    def _line_event(self, tail: LogTail, line: str) -> MemoryEvent | None:
-        entry = text_entry(line, tail.ident)
-        if entry is None:
-            return None
-        return self.parser.parse_entry(entry, application=tail.application,
-                                       log_file=str(tail.path))
-
-    async def _tail_files(self, emit: Emit, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            for tail in self.tails:
-                for line in tail.read_lines():
-                    event = self._line_event(tail, line)
-                    if event is not None:
-                        await emit(event)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.settings.log_poll_s)
-
-    async def _journal_or_files(self, emit: Emit, stop: asyncio.Event) -> None:
-        try:
-            await self._follow_journal(emit, stop)
-        except Unavailable as exc:
-            if not self.tails:
-                raise
-            log.info("journald unavailable (%s); the log files stay watched", exc)
-            self.journald = False
-            self.note = ("sources: " + ", ".join(str(t.path) for t in self.tails)
-                         + f" (no journald: {exc})")
-
-    async def _follow_journal(self, emit: Emit, stop: asyncio.Event) -> None:
-        async def on_line(line: bytes) -> None:
-            event = self.parser.parse(line)
-            if event is not None:
-                await emit(event)
-
-        await follow_lines(self.settings.command, on_line, stop)
