@@ -36,6 +36,7 @@ class Container:
 def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher], list[str]]:
     """The enabled watchers (in priority order) and the names of the disabled ones. Imported
     here, not at the top: a disabled watcher's modules are never loaded."""
+    from .adapters.filesystem import FilesystemWatcher
     from .adapters.firewall import FirewallWatcher
     from .adapters.hardware import SystemHardware
     from .adapters.journal import JournalWatcher
@@ -51,7 +52,6 @@ def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher]
     from .adapters.storage import PsutilStorage
     from .adapters.systemd import SystemctlTimers, SystemctlUnits, systemd_unavailable_reason
     from .core.containers import ContainersWatcher
-    from .core.filesystem import FilesystemWatcher
     from .core.hardware import HardwareWatcher
     from .core.network import NetworkWatcher
     from .core.packages import PackagesWatcher

@@ -6,6 +6,7 @@ import struct
 import time
 from pathlib import Path
 
+from totalrecall_watchers.adapters.filesystem import FileChangeTracker
 from totalrecall_watchers.core.base import EventContext, FakeClock
 from totalrecall_watchers.core.file_actors import (
     FAN_CLOSE_WRITE,
@@ -14,7 +15,7 @@ from totalrecall_watchers.core.file_actors import (
     Writer,
     parse_events,
 )
-from totalrecall_watchers.core.filesystem import FileChangeTracker, PathFilter
+from totalrecall_watchers.core.filesystem import PathFilter
 
 META = struct.Struct("=IBBHQii")
 

@@ -6,10 +6,11 @@ import os
 from pathlib import Path
 
 from totalrecall_schema import Severity
+from totalrecall_watchers.adapters.filesystem import FileChangeTracker, FilesystemWatcher
 from totalrecall_watchers.adapters.nixos import NixosWatcher
 from totalrecall_watchers.adapters.storage import PsutilStorage
 from totalrecall_watchers.core.base import EventContext, FakeClock
-from totalrecall_watchers.core.filesystem import FileChangeTracker, FilesystemWatcher, PathFilter
+from totalrecall_watchers.core.filesystem import PathFilter
 from totalrecall_watchers.core.network import Iface, NetworkWatcher
 from totalrecall_watchers.core.sessions import SessionsWatcher
 from totalrecall_watchers.core.storage import StorageWatcher, Usage

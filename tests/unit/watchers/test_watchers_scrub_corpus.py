@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from totalrecall_watchers.adapters.filesystem import FileChangeTracker
 from totalrecall_watchers.adapters.publisher import RecordingPublisher
 from totalrecall_watchers.core.base import EventContext, FakeClock
-from totalrecall_watchers.core.filesystem import FileChangeTracker, PathFilter
+from totalrecall_watchers.core.filesystem import PathFilter
 from totalrecall_watchers.core.journal import JournalParser
 from totalrecall_watchers.core.process import ProcessThresholds, ProcessWatcher, ProcSample
 from totalrecall_watchers.core.ratelimit import RateLimiter

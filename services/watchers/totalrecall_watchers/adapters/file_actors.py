@@ -23,69 +23,37 @@ import ctypes.util
 import logging
 import os
 import select
-import struct
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass
 
-from .base import Unavailable
-from .scrub import scrub_extra
+import psutil
+
+from ..core.base import Unavailable
+from ..core.file_actors import (
+    FAN_CLOSE_WRITE,
+    FAN_MODIFY,
+    FAN_Q_OVERFLOW,
+    MAX_CMDLINE,
+    Writer,
+    parse_events,
+)
+from ..core.scrub import scrub_extra
 
 log = logging.getLogger(__name__)
 
 FAN_CLOEXEC = 0x00000001
 FAN_CLASS_NOTIF = 0x00000000
 FAN_MARK_ADD = 0x00000001
-FAN_MODIFY = 0x00000002
-FAN_CLOSE_WRITE = 0x00000008
 FAN_EVENT_ON_CHILD = 0x08000000
-FAN_Q_OVERFLOW = 0x00004000
 AT_FDCWD = -100
-#: struct fanotify_event_metadata: event_len u32, vers u8, reserved u8, metadata_len u16,
-#: mask u64, fd s32, pid s32.
-_META = struct.Struct("=IBBHQii")
-FANOTIFY_METADATA_VERSION = 3
 #: Writers remembered (the newest kept).
 MAX_PATHS = 4096
-MAX_CMDLINE = 300
-
-
-@dataclass(frozen=True)
-class Writer:
-    pid: int
-    name: str
-    user: str
-    cmdline: str
-    at: float  # monotonic time of the write
-
-    def words(self) -> str:
-        who = f"{self.name} (pid {self.pid}" + (f", user {self.user})" if self.user else ")")
-        return who
-
-    def metadata(self) -> dict[str, object]:
-        return {"pid": self.pid, "process": self.name, "user": self.user,
-                "command": self.cmdline}
-
-
-def parse_events(buf: bytes) -> list[tuple[int, int, int]]:
-    """(mask, fd, pid) of each event in a read of the fanotify descriptor."""
-    out: list[tuple[int, int, int]] = []
-    off = 0
-    while off + _META.size <= len(buf):
-        event_len, vers, _res, _mlen, mask, fd, pid = _META.unpack_from(buf, off)
-        if vers != FANOTIFY_METADATA_VERSION or event_len < _META.size:
-            break
-        out.append((mask, fd, pid))
-        off += event_len
-    return out
 
 
 def describe_process(pid: int) -> tuple[str, str, str]:
     """(name, user, command line, scrubbed) of `pid`; what is unreadable stays empty."""
-    import psutil
-
     try:
         p = psutil.Process(pid)
         with p.oneshot():

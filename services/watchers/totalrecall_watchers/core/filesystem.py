@@ -1,34 +1,36 @@
-"""Filesystem watcher: inotify (via watchfiles) on configured paths.
+"""Filesystem changes: which paths count (`PathFilter`), when a change is news (`Coalescer`),
+and the event (`file_event`).
 
 Skips temp/editor files, VCS internals and build output; repeated changes of one path within
-`coalesce_s` become one event. A new directory's entries are read when it appears: what was
-made in it before the watch reached it is never notified. As root, a created or modified file's
-event says which process, user and command wrote it (`file_actors.py`, fanotify; best effort:
-not for deletions).
+`coalesce_s` become one event. `adapters/filesystem.py` is the watcher (inotify via watchfiles,
+reading a new directory's entries and each file's type and size) and, as root, a created or
+modified file's event says which process, user and command wrote it (`adapters/file_actors.py`,
+fanotify; best effort: not for deletions).
 """
 
 from __future__ import annotations
 
-import asyncio
-import os
-import stat
 from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from totalrecall_schema import MemoryEvent
 
-from .base import Emit, EventContext, Unavailable, Watcher, human_bytes
-from .file_actors import FileActors
-
-if TYPE_CHECKING:
-    from ..settings import FilesystemSettings
+from .base import EventContext, human_bytes
+from .file_actors import Writer
 
 KIND = {1: "create", 2: "modify", 3: "delete"}  # watchfiles.Change values
 VERB = {"create": "Created", "modify": "Modified", "delete": "Deleted"}
 MAX_COALESCE_KEYS = 10_000
-#: A new directory's entries read at most (`FileChangeTracker.batch`).
-MAX_NEW_DIR_ENTRIES = 1_000
+
+
+class Writers(Protocol):
+    """Who wrote a file lately (`adapters/file_actors.FileActors`)."""
+
+    def writer_of(self, path: str) -> Writer | None: ...
+
+    def mark(self, directory: str) -> bool: ...
 
 
 class PathFilter:
@@ -62,38 +64,19 @@ class PathFilter:
         return not (".tmp." in name or name.startswith(".goutputstream"))
 
 
-class FileChangeTracker:
-    """Pure: batches of (change, path) → events, with coalescing per path."""
+class Coalescer:
+    """Which changes of a batch are news: a path's repeated modifications within `coalesce_s`
+    are one, and so is a file reported as created twice (read from its new directory, then
+    notified as well)."""
 
-    def __init__(self, ctx: EventContext, path_filter: PathFilter, coalesce_s: float,
-                 source: str = "filesystem", actors: FileActors | None = None) -> None:
-        self.ctx = ctx
-        #: Who wrote a file (None: not known here).
-        self.actors = actors
-        self.filter = path_filter
+    def __init__(self, coalesce_s: float) -> None:
         self.coalesce_s = coalesce_s
-        self.source = source
         self._last: OrderedDict[tuple[str, str], float] = OrderedDict()
         self.coalesced = 0
-        self.filtered = 0
 
-    def batch(self, changes: set[tuple[int, str]]) -> list[MemoryEvent]:
-        by_path: dict[str, set[str]] = {}
-        for change, path in changes:
-            kind = KIND.get(int(change))
-            if kind is None:
-                continue
-            if not self.filter.keep(path):
-                self.filtered += 1
-                continue
-            by_path.setdefault(path, set()).add(kind)
-        for path in [p for p, kinds in by_path.items() if "create" in kinds]:
-            if self.actors is not None and os.path.isdir(path):
-                self.actors.mark(path)  # its files' writers too, from now on
-            for entry in self._entries_of_new_dir(path):
-                by_path.setdefault(entry, {"create"})
-        events: list[MemoryEvent] = []
-        now = self.ctx.clock.monotonic()
+    def due(self, by_path: dict[str, set[str]], now: float) -> list[tuple[str, str]]:
+        """(kind, path) to report, by path; `by_path`: each path's kinds of change."""
+        out: list[tuple[str, str]] = []
         for path in sorted(by_path):
             kinds = by_path[path]
             if "create" in kinds:
@@ -115,125 +98,38 @@ class FileChangeTracker:
                 self._last.move_to_end(key)
                 while len(self._last) > MAX_COALESCE_KEYS:
                     self._last.popitem(last=False)
-                events.append(self._event(kind, path))
-        return events
-
-    def _entries_of_new_dir(self, path: str) -> list[str]:
-        """What a directory just created already holds. Its entries made before the recursive
-        watch reached it (`pip install --target`, `tar x`, a moved-in tree) are never notified:
-        they are read here instead, at most `MAX_NEW_DIR_ENTRIES` of them."""
-        if not os.path.isdir(path) or os.path.islink(path):
-            return []
-        found: list[str] = []
-        for root, dirs, files in os.walk(path):
-            dirs[:] = [d for d in sorted(dirs) if self.filter.keep(os.path.join(root, d))]
-            for name in [*dirs, *sorted(files)]:
-                entry = os.path.join(root, name)
-                if self.filter.keep(entry):
-                    found.append(entry)
-                if len(found) >= MAX_NEW_DIR_ENTRIES:
-                    return found
-        return found
-
-    def _event(self, kind: str, path: str) -> MemoryEvent:
-        p = Path(path)
-        lines = [f"path: {path}"]
-        extra: dict[str, Any] = {}
-        if kind != "delete":
-            try:
-                st = os.lstat(path)
-                ftype = ("directory" if stat.S_ISDIR(st.st_mode) else
-                         "symlink" if stat.S_ISLNK(st.st_mode) else "file")
-                lines += [f"type: {ftype}", f"size: {human_bytes(st.st_size)}",
-                          f"owner uid: {st.st_uid}", f"mode: {stat.filemode(st.st_mode)}"]
-                extra = {"size_bytes": st.st_size, "file_type": ftype}
-            except OSError:
-                pass
-        if p.suffix:
-            lines.append(f"extension: {p.suffix}")
-        tags = ["file", kind] + ([p.suffix.lstrip(".")] if p.suffix else [])
-        summary = f"{VERB[kind]} {path}"
-        writer = self.actors.writer_of(path) if self.actors is not None and kind != "delete" \
-            else None
-        if writer is not None:
-            summary += f" by {writer.words()}"
-            lines.append(f"changed by: {writer.words()}")
-            if writer.cmdline:
-                lines.append(f"command: {writer.cmdline}")
-            extra["changed_by"] = writer.metadata()
-        return self.ctx.event(self.source, "file", kind, summary,
-                              detail="\n".join(lines), path=path, tags=tags, **extra)
-
-
-class FilesystemWatcher(Watcher):
-    name = "filesystem"
-
-    def __init__(self, ctx: EventContext, settings: FilesystemSettings) -> None:
-        super().__init__(ctx)
-        self.settings = settings
-        home = os.environ.get("TOTALRECALL_HOME", "~/.local/share/totalrecall")
-        self.filter = PathFilter(settings.ignore_dirs, settings.ignore_suffixes,
-                                 roots=list(settings.paths),
-                                 ignore_paths=[*settings.ignore_paths,
-                                               os.path.realpath(os.path.expanduser(home))])
-        self.tracker = FileChangeTracker(ctx, self.filter, settings.coalesce_s, self.name)
-        #: Whether a file event can say who wrote it (shown in /health).
-        self.writers_note: str | None = None
-
-    def _paths(self) -> tuple[list[str], list[str]]:
-        present = [p for p in self.settings.paths if os.path.exists(p)]
-        missing = [p for p in self.settings.paths if not os.path.exists(p)]
-        return present, missing
-
-    def check_available(self) -> str | None:
-        present, missing = self._paths()
-        if not present:
-            return "none of the configured paths exist: " + (", ".join(missing) or "(none set)")
-        notes = [("not watched (missing): " + ", ".join(missing)) if missing else None,
-                 self.writers_note]
-        self.note = "; ".join(n for n in notes if n) or None
-        return None
-
-    def stats(self) -> dict[str, int]:
-        out = {"coalesced": self.tracker.coalesced, "filtered": self.tracker.filtered}
-        if self.tracker.actors is not None:
-            out["writer_events"] = self.tracker.actors.events
+                out.append((kind, path))
         return out
 
-    async def _start_actors(self, roots: list[str]) -> None:
-        if not self.settings.writers:
-            return
-        actors = FileActors(max_dirs=self.settings.writers_max_dirs)
-        try:
-            await asyncio.to_thread(actors.start, roots)
-        except Unavailable as exc:
-            self.writers_note = f"who changed a file is not known here: {exc}"
-            self.note = "; ".join(n for n in (self.note, self.writers_note) if n)
-            return
-        self.tracker.actors = actors
-        self.writers_note = (f"writers known (fanotify) in {len(actors.marked)} directories; "
-                             "not for deletions")
-        self.note = "; ".join(n for n in (self.note, self.writers_note) if n)
 
-    async def run(self, emit: Emit, stop: asyncio.Event) -> None:
-        present, _ = self._paths()
-        if not present:
-            raise Unavailable("none of the configured paths exist")
-        await self._start_actors(present)
-        try:
-            await self._watch(present, emit, stop)
-        finally:
-            if self.tracker.actors is not None:
-                await asyncio.to_thread(self.tracker.actors.stop)
-                self.tracker.actors = None
+@dataclass(frozen=True)
+class FileInfo:
+    """What `lstat` said of a changed path."""
 
-    async def _watch(self, present: list[str], emit: Emit, stop: asyncio.Event) -> None:
-        import watchfiles
+    file_type: str  # "file", "directory" or "symlink"
+    size: int
+    uid: int
+    mode: str  # `stat.filemode`: "-rw-r--r--"
 
-        async for changes in watchfiles.awatch(
-                *present, watch_filter=self.filter, stop_event=stop,
-                debounce=self.settings.debounce_ms, step=50,
-                force_polling=self.settings.force_polling or None, recursive=True,
-                ignore_permission_denied=True):
-            for event in self.tracker.batch({(int(c), p) for c, p in changes}):
-                await emit(event)
+
+def file_event(ctx: EventContext, source: str, kind: str, path: str, info: FileInfo | None,
+               writer: Writer | None) -> MemoryEvent:
+    p = Path(path)
+    lines = [f"path: {path}"]
+    extra: dict[str, Any] = {}
+    if info is not None:
+        lines += [f"type: {info.file_type}", f"size: {human_bytes(info.size)}",
+                  f"owner uid: {info.uid}", f"mode: {info.mode}"]
+        extra = {"size_bytes": info.size, "file_type": info.file_type}
+    if p.suffix:
+        lines.append(f"extension: {p.suffix}")
+    tags = ["file", kind] + ([p.suffix.lstrip(".")] if p.suffix else [])
+    summary = f"{VERB[kind]} {path}"
+    if writer is not None:
+        summary += f" by {writer.words()}"
+        lines.append(f"changed by: {writer.words()}")
+        if writer.cmdline:
+            lines.append(f"command: {writer.cmdline}")
+        extra["changed_by"] = writer.metadata()
+    return ctx.event(source, "file", kind, summary, detail="\n".join(lines), path=path,
+                     tags=tags, **extra)
