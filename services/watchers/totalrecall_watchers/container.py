@@ -42,6 +42,7 @@ def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher]
     from .adapters.journal import JournalWatcher
     from .adapters.network import PsutilNetwork
     from .adapters.nixos import NixosWatcher
+    from .adapters.packages import PackagesWatcher
     from .adapters.ports import PsutilPorts, running_as_root
     from .adapters.pressure import SystemPressure, page_size
     from .adapters.proc_connector import ProcConnectorExits
@@ -54,7 +55,6 @@ def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher]
     from .core.containers import ContainersWatcher
     from .core.hardware import HardwareWatcher
     from .core.network import NetworkWatcher
-    from .core.packages import PackagesWatcher
     from .core.ports import PortsWatcher
     from .core.pressure import PressureWatcher
     from .core.process import ProcessThresholds, ProcessWatcher

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 from totalrecall_schema import MemoryEvent, Topology
+from totalrecall_watchers.adapters.packages import PackagesWatcher
 from totalrecall_watchers.core.base import EventContext
-from totalrecall_watchers.core.packages import PackagesWatcher
 from totalrecall_watchers.settings import PackagesSettings
 from watchers_it_helpers import StreamReader, make_settings, running, wait_until
 

@@ -7,10 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from totalrecall_watchers.adapters.packages import TailState, read_new_lines
-from totalrecall_watchers.core import packages
+from totalrecall_watchers.adapters import packages
+from totalrecall_watchers.adapters.packages import PackagesWatcher, TailState, read_new_lines
 from totalrecall_watchers.core.base import EventContext, FakeClock
-from totalrecall_watchers.core.packages import PackagesWatcher
 from totalrecall_watchers.core.packages_changes import DpkgLog, diff_snapshots
 from totalrecall_watchers.settings import PackagesSettings
 

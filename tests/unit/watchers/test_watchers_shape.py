@@ -57,7 +57,7 @@ IO_METHODS = {"read_text", "read_bytes", "write_text", "write_bytes", "iterdir",
 
 
 #: The modules of core/ whose I/O has not moved to adapters/ yet (a list that only shrinks).
-NOT_YET_PURE = {"containers.py", "packages.py"}
+NOT_YET_PURE = {"containers.py"}
 
 
 def _imported(node: ast.AST, module: str) -> list[str]:

@@ -1,5 +1,6 @@
-"""Packages watcher's I/O: dpkg's and apt's logs, pip's site-packages, npm's CLI, the state
-file. What they say is core/packages_changes.py's business."""
+"""The packages watcher and its I/O: dpkg's and apt's logs, pip's site-packages, npm's CLI, the
+state file. What they say is core/packages_changes.py's business, what it is worth
+core/packages.py's."""
 
 from __future__ import annotations
 
@@ -13,9 +14,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..core.packages_changes import parse_npm_ls
+from totalrecall_schema import MemoryEvent
+
+from ..core.base import EventContext, Watcher
+from ..core.packages import (
+    PackageEvents,
+    Settle,
+    dpkg_changes_dated,
+    match_runs,
+    snapshot_changes,
+)
+from ..core.packages_changes import AptRun, DpkgLog, PackageChange, apt_runs, parse_npm_ls
+
+if TYPE_CHECKING:
+    from ..settings import PackagesSettings
 
 MAX_READ = 4 << 20  # bytes of dpkg.log per poll; the rest is read on the next polls
 
@@ -159,3 +173,99 @@ def save_state(path: Path, state: dict[str, Any]) -> None:
         f.flush()
         os.fsync(f.fileno())
     tmp.replace(path)
+
+
+class PackagesWatcher(Watcher):
+    """Reads dpkg's log (from its persisted place), the pip environments and npm's globals;
+    `core/packages.py` says what changed and writes the events."""
+
+    name = "packages"
+
+    def __init__(self, ctx: EventContext, settings: PackagesSettings, state_file: Path) -> None:
+        super().__init__(ctx)
+        self.s = settings
+        self.interval_s = settings.interval_s
+        self.state_file = state_file
+        self._state: dict[str, Any] = load_state(state_file)
+        self._dirty = False
+        self._settle = Settle()
+        self._npm_root: str | None = None
+        self.render = PackageEvents(ctx, self.name, settings.max_individual)
+
+    def _commit(self) -> None:
+        """Persist the state of the previous poll (its events are published or spooled now)."""
+        if not self._dirty:
+            return
+        save_state(self.state_file, self._state)
+        self._dirty = False
+
+    def check_available(self) -> str | None:
+        sources = []
+        if self.s.dpkg and Path(self.s.dpkg_log).exists():
+            sources.append("dpkg")
+        if self.s.pip and any(pip_snapshot(e) is not None for e in self._pip_environments()):
+            sources.append("pip")
+        if self.s.npm and self.s.npm_command and shutil.which(self.s.npm_command[0]):
+            sources.append("npm")
+        if not sources:
+            return (f"no package source: no {self.s.dpkg_log}, no pip environment, no npm")
+        self.note = "sources: " + ", ".join(sources)
+        return None
+
+    def _pip_environments(self) -> list[str]:
+        if self.s.pip_environments is not None:
+            return list(self.s.pip_environments)
+        return default_pip_environments()
+
+    def poll(self) -> list[MemoryEvent]:
+        self._commit()
+        changes: list[PackageChange] = []
+        if self.s.dpkg:
+            changes += self._poll_dpkg()
+        if self.s.pip:
+            for env in self._pip_environments():
+                if self._changed(f"pip:{env}", site_dirs(env)):
+                    changes += self._poll_snapshot("pip", env, pip_snapshot(env))
+        if self.s.npm and self._changed("npm", [self._npm_global_root()]):
+            changes += self._poll_snapshot("npm", "global", npm_snapshot(self.s.npm_command))
+        return self.render.events(changes, self._asked_by(changes))
+
+    def _changed(self, key: str, dirs: Sequence[str | None]) -> bool:
+        """Whether a source's directories may have changed (`Settle`)."""
+        known = not any(d is None for d in dirs)
+        return self._settle.changed(key, mtimes(dirs) if known else None)
+
+    def _npm_global_root(self) -> str | None:
+        """npm's global node_modules (`npm root -g`, with the command's --prefix), asked once:
+        `npm ls` costs ~0.5 s of CPU, so it runs only when this directory changed."""
+        if self._npm_root is None:
+            self._npm_root = npm_global_root(self.s.npm_command)
+        return self._npm_root
+
+    def _poll_dpkg(self) -> list[PackageChange]:
+        st = self._state.setdefault("dpkg", {})
+        tail = TailState(st.get("inode"), int(st.get("offset", 0)))
+        lines, new_tail = read_new_lines(Path(self.s.dpkg_log), tail)
+        log = DpkgLog(st.get("pending"))
+        changes = [c for c in (log.feed(line) for line in lines) if c is not None]
+        if new_tail != tail or lines:
+            self._state["dpkg"] = {"inode": new_tail.inode, "offset": new_tail.offset,
+                                   "pending": log.pending}
+            self._dirty = True
+        return changes
+
+    def _poll_snapshot(self, manager: str, env: str,
+                       snap: dict[str, str] | None) -> list[PackageChange]:
+        if snap is None:
+            return []  # absent or unreadable now: keep the last snapshot, report nothing
+        changes, dirty = snapshot_changes(self._state.setdefault(manager, {}), manager, env,
+                                          snap)
+        self._dirty = self._dirty or dirty
+        return changes
+
+    def _asked_by(self, changes: list[PackageChange]) -> dict[str, AptRun]:
+        """origin → the apt run that made each dpkg change (apt's history read only when there
+        are some)."""
+        if not dpkg_changes_dated(changes) or not self.s.apt_history:
+            return {}
+        return match_runs(changes, apt_runs(read_tail(Path(self.s.apt_history))))

@@ -18,180 +18,98 @@ packages (snapshots), as `system.package` install / upgrade / remove events.
 The state (offset, pending dpkg operations, snapshots) is written at the start of the NEXT poll,
 after the runner has published or spooled this poll's events: a crash in between re-reads the
 same lines, and event ids derived from them make that a no-op downstream.
+
+This module decides: when a source is worth reading again (`Settle`), what a new snapshot
+changed (`snapshot_changes`), which apt run made a dpkg change, and the events
+(`PackageEvents`). `adapters/packages.py` is the watcher that reads the logs, the environments,
+npm and the state file.
 """
+
 
 from __future__ import annotations
 
 import hashlib
-import shutil
 from collections import Counter
-from collections.abc import Sequence
 from datetime import datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from totalrecall_schema import MemoryEvent
 
-from ..adapters.packages import (
-    TailState,
-    default_pip_environments,
-    load_state,
-    mtimes,
-    npm_global_root,
-    npm_snapshot,
-    pip_snapshot,
-    read_new_lines,
-    read_tail,
-    save_state,
-    site_dirs,
-)
-from .base import EventContext, Watcher
-from .packages_changes import (
-    AptRun,
-    DpkgLog,
-    PackageChange,
-    apt_runs,
-    describe,
-    diff_snapshots,
-    where_from,
-)
-
-if TYPE_CHECKING:
-    from ..settings import PackagesSettings
-
-#: Re-exported: what other modules and tests know this watcher's parts by.
-__all__ = ["AptRun", "DpkgLog", "PackageChange", "PackagesWatcher", "TailState", "apt_runs",
-           "diff_snapshots", "npm_snapshot", "pip_snapshot", "read_new_lines"]
+from .base import EventContext
+from .packages_changes import AptRun, PackageChange, describe, diff_snapshots, where_from
 
 
-class PackagesWatcher(Watcher):
-    name = "packages"
+class Settle:
+    """Whether the directories holding a source's packages may have changed: their mtimes
+    differ from the last read that saw them settle (an install adds or removes an entry). A
+    change is read twice (now and next poll), because a package's metadata may still be being
+    written when its directory appears. Unknown directories (None): always read."""
 
-    def __init__(self, ctx: EventContext, settings: PackagesSettings, state_file: Path) -> None:
-        super().__init__(ctx)
-        self.s = settings
-        self.interval_s = settings.interval_s
-        self.state_file = state_file
-        self._state: dict[str, Any] = load_state(state_file)
-        self._dirty = False
+    def __init__(self) -> None:
         self._seen: dict[str, tuple[Any, ...]] = {}
         self._settled: dict[str, tuple[Any, ...] | None] = {}
-        self._npm_root: str | None = None
-        #: dpkg change (origin) → the apt run that made it, for the poll being built.
-        self._runs: dict[str, AptRun] = {}
 
-    def _commit(self) -> None:
-        """Persist the state of the previous poll (its events are published or spooled now)."""
-        if not self._dirty:
-            return
-        save_state(self.state_file, self._state)
-        self._dirty = False
-
-    def check_available(self) -> str | None:
-        sources = []
-        if self.s.dpkg and Path(self.s.dpkg_log).exists():
-            sources.append("dpkg")
-        if self.s.pip and any(pip_snapshot(e) is not None for e in self._pip_environments()):
-            sources.append("pip")
-        if self.s.npm and self.s.npm_command and shutil.which(self.s.npm_command[0]):
-            sources.append("npm")
-        if not sources:
-            return (f"no package source: no {self.s.dpkg_log}, no pip environment, no npm")
-        self.note = "sources: " + ", ".join(sources)
-        return None
-
-    def _pip_environments(self) -> list[str]:
-        if self.s.pip_environments is not None:
-            return list(self.s.pip_environments)
-        return default_pip_environments()
-
-    def poll(self) -> list[MemoryEvent]:
-        self._commit()
-        changes: list[PackageChange] = []
-        if self.s.dpkg:
-            changes += self._poll_dpkg()
-        if self.s.pip:
-            for env in self._pip_environments():
-                if self._changed(f"pip:{env}", site_dirs(env)):
-                    changes += self._poll_snapshot("pip", env, pip_snapshot(env))
-        if self.s.npm and self._changed("npm", [self._npm_global_root()]):
-            changes += self._poll_snapshot("npm", "global", npm_snapshot(self.s.npm_command))
-        return self._events(changes)
-
-    def _changed(self, key: str, dirs: Sequence[str | None]) -> bool:
-        """Whether the directories holding a source's packages may have changed: their mtimes
-        differ from the last read that saw them settle (an install adds or removes an entry).
-        A change is read twice (now and next poll), because a package's metadata may still be
-        being written when its directory appears. Unknown directories: always read."""
-        if any(d is None for d in dirs):
+    def changed(self, key: str, mtimes: tuple[Any, ...] | None) -> bool:
+        if mtimes is None:
             return True
-        cur = mtimes(dirs)
-        if cur == self._settled.get(key):
+        if mtimes == self._settled.get(key):
             return False
-        self._settled[key] = cur if cur == self._seen.get(key) else None
-        self._seen[key] = cur
+        self._settled[key] = mtimes if mtimes == self._seen.get(key) else None
+        self._seen[key] = mtimes
         return True
 
-    def _npm_global_root(self) -> str | None:
-        """npm's global node_modules (`npm root -g`, with the command's --prefix), asked once:
-        `npm ls` costs ~0.5 s of CPU, so it runs only when this directory changed."""
-        if self._npm_root is None:
-            self._npm_root = npm_global_root(self.s.npm_command)
-        return self._npm_root
 
-    def _poll_dpkg(self) -> list[PackageChange]:
-        st = self._state.setdefault("dpkg", {})
-        tail = TailState(st.get("inode"), int(st.get("offset", 0)))
-        lines, new_tail = read_new_lines(Path(self.s.dpkg_log), tail)
-        log = DpkgLog(st.get("pending"))
-        changes = [c for c in (log.feed(line) for line in lines) if c is not None]
-        if new_tail != tail or lines:
-            self._state["dpkg"] = {"inode": new_tail.inode, "offset": new_tail.offset,
-                                   "pending": log.pending}
-            self._dirty = True
-        return changes
+def snapshot_changes(states: dict[str, Any], manager: str, env: str,
+                     snap: dict[str, str]) -> tuple[list[PackageChange], bool]:
+    """What `snap` (package → version) changed since the snapshot kept in `states[env]`, which
+    it replaces; and whether `states` changed. The first snapshot is the baseline (no
+    history)."""
+    prev = states.get(env)
+    if prev is None:
+        states[env] = {"generation": 0, "packages": snap}
+        return [], True
+    if prev["packages"] == snap:
+        return [], False
+    generation = int(prev.get("generation", 0)) + 1
+    changes = diff_snapshots(manager, env, prev["packages"], snap, generation)
+    states[env] = {"generation": generation, "packages": snap}
+    return changes, True
 
-    def _poll_snapshot(self, manager: str, env: str,
-                       snap: dict[str, str] | None) -> list[PackageChange]:
-        if snap is None:
-            return []  # absent or unreadable now: keep the last snapshot, report nothing
-        states = self._state.setdefault(manager, {})
-        prev = states.get(env)
-        if prev is None:  # first sight: the baseline, no history
-            states[env] = {"generation": 0, "packages": snap}
-            self._dirty = True
-            return []
-        if prev["packages"] == snap:
-            return []
-        generation = int(prev.get("generation", 0)) + 1
-        changes = diff_snapshots(manager, env, prev["packages"], snap, generation)
-        states[env] = {"generation": generation, "packages": snap}
-        self._dirty = True
-        return changes
 
-    def _asked_by(self, changes: list[PackageChange]) -> dict[str, AptRun]:
-        """origin → the apt run that made each dpkg change (read only when there are some)."""
-        dpkg = [c for c in changes if c.manager == "dpkg" and c.at is not None]
-        if not dpkg or not self.s.apt_history:
-            return {}
-        runs = apt_runs(read_tail(Path(self.s.apt_history)))
-        out: dict[str, AptRun] = {}
-        for c in dpkg:
-            run = next((r for r in reversed(runs) if r.covers(c)), None)
-            if run is not None:
-                out[c.origin] = run
-        return out
+def dpkg_changes_dated(changes: list[PackageChange]) -> list[PackageChange]:
+    """The dpkg changes an apt run may have made (those with a time)."""
+    return [c for c in changes if c.manager == "dpkg" and c.at is not None]
 
-    def _events(self, changes: list[PackageChange]) -> list[MemoryEvent]:
-        """One event per change; more than `max_individual` changes of one manager and
-        environment in one poll (an `apt upgrade`) become one summary event."""
-        self._runs = self._asked_by(changes)
+
+def match_runs(changes: list[PackageChange], runs: list[AptRun]) -> dict[str, AptRun]:
+    """origin → the apt run that made each dpkg change (the latest run that covers it)."""
+    out: dict[str, AptRun] = {}
+    for c in dpkg_changes_dated(changes):
+        run = next((r for r in reversed(runs) if r.covers(c)), None)
+        if run is not None:
+            out[c.origin] = run
+    return out
+
+
+class PackageEvents:
+    """One event per change; more than `max_individual` changes of one manager and environment
+    in one poll (an `apt upgrade`) become one summary event. Each names the apt command (and
+    user) that asked, when `runs` knows it."""
+
+    def __init__(self, ctx: EventContext, name: str, max_individual: int) -> None:
+        self.ctx = ctx
+        self.name = name
+        self.max_individual = max_individual
+        self._runs: dict[str, AptRun] = {}
+
+    def events(self, changes: list[PackageChange], runs: dict[str, AptRun]) -> list[MemoryEvent]:
+        self._runs = runs
         groups: dict[tuple[str, str], list[PackageChange]] = {}
         for c in changes:
             groups.setdefault((c.manager, c.environment), []).append(c)
         events: list[MemoryEvent] = []
         for group in groups.values():
-            if len(group) <= self.s.max_individual:
+            if len(group) <= self.max_individual:
                 events += [self._event(c) for c in group]
             else:
                 events.append(self._summary(group))
