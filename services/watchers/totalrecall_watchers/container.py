@@ -36,6 +36,7 @@ class Container:
 def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher], list[str]]:
     """The enabled watchers (in priority order) and the names of the disabled ones. Imported
     here, not at the top: a disabled watcher's modules are never loaded."""
+    from .adapters.containers_watcher import ContainersWatcher
     from .adapters.filesystem import FilesystemWatcher
     from .adapters.firewall import FirewallWatcher
     from .adapters.hardware import SystemHardware
@@ -52,7 +53,6 @@ def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher]
     from .adapters.sessions import psutil_sessions
     from .adapters.storage import PsutilStorage
     from .adapters.systemd import SystemctlTimers, SystemctlUnits, systemd_unavailable_reason
-    from .core.containers import ContainersWatcher
     from .core.hardware import HardwareWatcher
     from .core.network import NetworkWatcher
     from .core.ports import PortsWatcher

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from totalrecall_schema import CATEGORIES, REDACTED, MemoryEvent, Severity
 from totalrecall_watchers.adapters.containers import KernelLog
+from totalrecall_watchers.adapters.containers_watcher import ContainersWatcher
 from totalrecall_watchers.core.base import EventContext, FakeClock
-from totalrecall_watchers.core.containers import ContainersWatcher
 from totalrecall_watchers.core.containers_disk import DiskRow, parse_df, parse_size
 from totalrecall_watchers.core.containers_events import (
     EngineEvent,

@@ -56,10 +56,6 @@ IO_METHODS = {"read_text", "read_bytes", "write_text", "write_bytes", "iterdir",
               "start_server", "to_thread"}
 
 
-#: The modules of core/ whose I/O has not moved to adapters/ yet (a list that only shrinks).
-NOT_YET_PURE = {"containers.py"}
-
-
 def _imported(node: ast.AST, module: str) -> list[str]:
     """The absolute or package-relative names an import statement brings in."""
     if isinstance(node, ast.Import):
@@ -125,10 +121,7 @@ def test_core_does_no_io() -> None:
     modules = sorted((PACKAGE / "core").glob("*.py"))
     assert len(modules) > 10  # the glob finds core/
     found = {p.name: v for p in modules if (v := violations(p.read_text(encoding="utf-8")))}
-    new = {name: v for name, v in found.items() if name not in NOT_YET_PURE}
-    assert not new, f"I/O in core/ (move it to adapters/ and hand it in): {new}"
-    cleaned = NOT_YET_PURE - set(found)
-    assert not cleaned, f"{sorted(cleaned)} are pure now: take them off NOT_YET_PURE"
+    assert not found, f"I/O in core/ (move it to adapters/ and hand it in): {found}"
 
 
 def test_the_check_catches_io() -> None:

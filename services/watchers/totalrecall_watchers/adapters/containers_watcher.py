@@ -37,6 +37,10 @@ find (category `system.container`):
 Unavailable when no engine of `engines` has a CLI that answers `version` (the reasons are in
 `/health`). A `docker` that answers as podman (podman-docker, or podman's socket) is not
 followed a second time.
+
+This module runs the engines' CLIs (`adapters/containers.py`) and reads the kernel log; what an
+engine event, a `system df` or an inspect means, and what is news, is decided in
+`core/containers_*.py`.
 """
 
 from __future__ import annotations
@@ -49,11 +53,9 @@ from typing import TYPE_CHECKING
 
 from totalrecall_schema import MemoryEvent
 
-from ..adapters.containers import Engine, KernelLog, probe_engine, spawn_follower
-from ..adapters.processes import end_process, run_command
-from .base import Emit, EventContext, Watcher
-from .containers_disk import DiskRow, DiskState, disk_check, parse_df, parse_size
-from .containers_events import (
+from ..core.base import Emit, EventContext, Watcher
+from ..core.containers_disk import DiskRow, DiskState, disk_check, parse_df, parse_size
+from ..core.containers_events import (
     CATEGORY,
     ENGINES,
     LIFECYCLE_KINDS,
@@ -66,7 +68,9 @@ from .containers_events import (
     parse_inspect,
     parse_time_ns,
 )
-from .containers_lifecycle import ContainerLifecycle
+from ..core.containers_lifecycle import ContainerLifecycle
+from .containers import Engine, KernelLog, probe_engine, spawn_follower
+from .processes import end_process, run_command
 
 if TYPE_CHECKING:
     from ..settings import ContainersSettings
