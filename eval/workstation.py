@@ -11,7 +11,7 @@ read is used:
 * A unit that fails and recovers — a real process appends systemd-format lines
   (`systemd[1]: backup-X.service: Failed at step EXEC …`, `Main process exited, code=…`,
   `Failed with result 'exit-code'`, later `Started …`) to an application log the *journal*
-  watcher tails (log_files.py): the cause line and the failure carry the same unit. (A text
+  watcher tails (adapters/log_tail.py): the cause line and the failure carry the same unit. (A text
   log has no priority field: the watcher guesses it from words, so `Main process exited` and
   `Started` are info and skipped; the recovery is therefore not recorded.)
 * A config edited before a service broke — a real file under a watched directory is created,

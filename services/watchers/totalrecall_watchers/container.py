@@ -34,8 +34,9 @@ class Container:
 
 
 def build_watchers(settings: Settings, ctx: EventContext) -> tuple[list[Watcher], list[str]]:
-    """The enabled watchers (in priority order) and the names of the disabled ones. Imported
-    here, not at the top: a disabled watcher's modules are never loaded."""
+    """The enabled watchers (in priority order) and the names of the disabled ones, each handed
+    its source (an adapter). Imported here, not at the top: importing the app (tests that give
+    their own watchers) loads no watcher, psutil or fanotify code."""
     from .adapters.containers_watcher import ContainersWatcher
     from .adapters.filesystem import FilesystemWatcher
     from .adapters.firewall import FirewallWatcher
