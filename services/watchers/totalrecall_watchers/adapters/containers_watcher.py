@@ -71,6 +71,7 @@ from ..core.containers_events import (
 from ..core.containers_lifecycle import ContainerLifecycle
 from .containers import Engine, KernelLog, probe_engine, spawn_follower
 from .processes import end_process, run_command
+from .tasks import run_together
 
 if TYPE_CHECKING:
     from ..settings import ContainersSettings
@@ -169,16 +170,7 @@ class ContainersWatcher(Watcher):
                 for e in self.engines]
         if self.settings.disk:
             jobs.append(asyncio.create_task(self._disk_loop(emit, stop)))
-        try:
-            done, _ = await asyncio.wait(jobs, return_when=asyncio.FIRST_EXCEPTION)
-            for job in done:
-                job.result()  # re-raise a failure: the runner retries with backoff
-        finally:
-            for job in jobs:
-                job.cancel()
-            for job in jobs:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await job
+        await run_together(jobs)
 
     def events_command(self, engine: Engine) -> list[str]:
         fmt = "json" if engine.name == "podman" else "{{json .}}"

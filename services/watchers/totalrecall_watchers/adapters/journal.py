@@ -19,6 +19,7 @@ from ..core.journal import Claim, JournalParser
 from ..core.log_files import text_entry
 from .log_tail import LogTail
 from .processes import end_process
+from .tasks import run_together
 
 if TYPE_CHECKING:
     from ..settings import JournalSettings
@@ -128,16 +129,7 @@ class JournalWatcher(Watcher):
             jobs.append(asyncio.create_task(self._journal_or_files(emit, stop)))
         if self.tails:
             jobs.append(asyncio.create_task(self._tail_files(emit, stop)))
-        try:
-            done, _ = await asyncio.wait(jobs, return_when=asyncio.FIRST_EXCEPTION)
-            for job in done:
-                job.result()  # re-raise a failure: the runner retries with backoff
-        finally:
-            for job in jobs:
-                job.cancel()
-            for job in jobs:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await job
+        await run_together(jobs)
 
     def _line_event(self, tail: LogTail, line: str) -> MemoryEvent | None:
         entry = text_entry(line, tail.ident)

@@ -14,6 +14,7 @@ from ..core.log_files import text_entry
 from ..core.security import SecurityParser, claims
 from .journal import follow_lines, journald_reason
 from .log_tail import LogTail
+from .tasks import run_together
 from .users import uid_name
 
 if TYPE_CHECKING:
@@ -77,16 +78,7 @@ class SecurityWatcher(Watcher):
         jobs = [asyncio.create_task(self._tail_and_flush(emit, stop))]
         if self.journald:
             jobs.append(asyncio.create_task(self._follow(emit, stop)))
-        try:
-            done, _ = await asyncio.wait(jobs, return_when=asyncio.FIRST_EXCEPTION)
-            for job in done:
-                job.result()
-        finally:
-            for job in jobs:
-                job.cancel()
-            for job in jobs:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await job
+        await run_together(jobs)
 
     async def _tail_and_flush(self, emit: Emit, stop: asyncio.Event) -> None:
         """The text logs' new lines, and the burst windows that ended (also with journald)."""
