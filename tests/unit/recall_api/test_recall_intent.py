@@ -265,3 +265,20 @@ def test_a_word_is_no_name_where_another_memory_matches_the_question_better() ->
                      "backup_die": "podman container 'backup-7f' died with exit code 3"})
     out = routed_first(ranked, "how did the backup run end?", _subject_rows().get)
     assert [c.key for c in out] == ["backup_die", "nas"]
+
+
+def test_the_kind_asked_for_leads_within_its_conversation_only() -> None:
+    """"how did we fix the wifi?": the wifi conversation's fix takes its cause's place; the NAS
+    conversation's fix is no answer and keeps its own, lower score (all three are diagnoses,
+    lifted as what the question asks for, above the turn)."""
+    rows = {"wifi_cause": Row("diagnosis", "root_cause", {"session": "wifi"}),
+            "wifi_fix": Row("diagnosis", "resolution", {"session": "wifi"}),
+            "nas_fix": Row("diagnosis", "resolution", {"session": "nas"}),
+            "turn": Row("conversation", "turn", {"session": "wifi"})}
+    cands = [_cand("wifi_cause", 0.9), _cand("turn", 0.7), _cand("wifi_fix", 0.5),
+             _cand("nas_fix", 0.3)]
+    for c in cands:
+        c.category = rows[c.key].category
+    out = routed_first(cands, "how did we fix the flaky wifi?", rows.get)
+    assert [c.key for c in out] == ["wifi_fix", "wifi_cause", "nas_fix", "turn"]
+    assert "conclusion_kind" not in out[2].components

@@ -260,18 +260,27 @@ def asked_kinds(query: str) -> frozenset[str]:
 
 def asked_kind_first(ranked: Sequence[Candidate], query: str,
                      row: Callable[[str], EventRow | None]) -> list[Candidate]:
-    """The diagnoses among `ranked` handed their scores again, those of the kind the question
-    asks for first (component `conclusion_kind`): "how did we fix …" ranks the fix over the
-    cause found in the same conversation, which its words match as well."""
+    """The diagnoses of each conversation among `ranked` handed their scores again, those of
+    the kind the question asks for first (component `conclusion_kind`): "how did we fix …"
+    ranks the fix over the cause found in the same conversation, which its words match as
+    well. Only within a conversation (`metadata.session`; those without one together): another
+    conversation's fix is no answer to how this one was fixed, and keeps its own score."""
     cands = list(ranked)
     kinds = asked_kinds(query)
     if not kinds:
         return cands
-    members = [c for c in cands if c.category == DIAGNOSIS
-               and (m := row(c.key)) is not None and m.category == DIAGNOSIS]
-    order = sorted(members, key=lambda c: (row(c.key).subcategory in kinds,  # type: ignore[union-attr]
-                                           c.score), reverse=True)
-    if hand_out(order, "conclusion_kind"):
+    sessions: dict[str | None, list[tuple[Candidate, EventRow]]] = {}
+    for c in cands:
+        m = row(c.key) if c.category == DIAGNOSIS else None
+        if m is not None and m.category == DIAGNOSIS:
+            session = m.metadata.get("session")
+            sessions.setdefault(str(session) if session else None, []).append((c, m))
+    changed = False
+    for members in sessions.values():
+        order = sorted(members, key=lambda cm: (cm[1].subcategory in kinds, cm[0].score),
+                       reverse=True)
+        changed = hand_out([c for c, _ in order], "conclusion_kind") or changed
+    if changed:
         cands.sort(key=by_score, reverse=True)
     return cands
 
