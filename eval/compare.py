@@ -5,7 +5,9 @@ per-fold deltas, and a verdict per metric: the change *helps on every fold* (eve
 is positive and the pooled one is beyond noise), *hurts on some folds* (a fold's delta is below
 minus its noise), or is *within noise*. Noise of a fold = 2 × the standard error of the paired
 per-question differences (both runs answered the same questions), about a 95 % interval.
-Only the questions both runs have are compared.
+Only the questions both runs have are compared. Below the folds, each class of question (LoCoMo's
+categories, LongMemEval's question types, LogQA's systems) on the primary metric: where a change
+gains and loses, not part of the verdict (a class is a few dozen questions).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .folds import Fold, headline_metrics, make_folds
+from . import metrics as M
+from .folds import Fold, headline_metrics, headline_questions, make_folds
 
 NOISE_SE = 2.0
 
@@ -90,6 +93,29 @@ def compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, list[Fo
     return out
 
 
+def class_name(dataset: str, category: str) -> str:
+    """"1 multi-hop" for LoCoMo's categories; other datasets' categories as they are."""
+    name = M.LOCOMO_CATEGORY_NAMES.get(category) if dataset == "locomo" else None
+    return f"{category} {name}" if name else category
+
+
+def by_class(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FoldDelta]:
+    """The primary metric per class of the headline questions both runs have (by category)."""
+    metrics = headline_metrics(new)
+    if not metrics:
+        return []
+    old_q = {q["qid"]: q for q in old.get("questions", [])}
+    new_q = {q["qid"]: q for q in new.get("questions", [])}
+    classes: dict[str, set[str]] = {}
+    for q in headline_questions(new):
+        if q["qid"] in old_q:
+            classes.setdefault(str(q["category"]), set()).add(q["qid"])
+    dataset = str(new.get("dataset"))
+    return [d for cat in sorted(classes)
+            if (d := fold_delta(old_q, new_q, Fold(class_name(dataset, cat),
+                                                  frozenset(classes[cat])), metrics[0]))]
+
+
 def render(old: Mapping[str, Any], new: Mapping[str, Any],
            result: Mapping[str, Sequence[FoldDelta]]) -> str:
     lines = [f"{new.get('dataset')}: OLD {old.get('run_at', '?')} vs NEW {new.get('run_at', '?')}"
@@ -100,6 +126,13 @@ def render(old: Mapping[str, Any], new: Mapping[str, Any],
         for r in rows:
             lines.append(f"| {metric} | {r.fold} | {r.n} | {r.old:.3f} | {r.new:.3f} | "
                          f"{r.delta:+.3f} | ±{r.noise:.3f} | {r.status} |")
+    classes = by_class(old, new)
+    if classes:
+        lines += ["", "By class (not part of the verdict):", "",
+                  "| metric | class | n | old | new | delta | noise | |",
+                  "|---|---|---:|---:|---:|---:|---:|---|"]
+        lines += [f"| {r.metric} | {r.fold} | {r.n} | {r.old:.3f} | {r.new:.3f} | "
+                  f"{r.delta:+.3f} | ±{r.noise:.3f} | {r.status} |" for r in classes]
     lines.append("")
     for metric, rows in result.items():
         lines.append(f"{metric}: {verdict(rows)}")

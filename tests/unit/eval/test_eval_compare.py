@@ -72,20 +72,44 @@ def test_only_common_questions_are_compared_and_datasets_must_match() -> None:
         compare(old, _run({}, dataset="locomo"))
 
 
-def test_locomo_folds_and_metrics(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    def locomo(r10: dict[str, float]) -> dict[str, Any]:
-        return {"dataset": "locomo", "run_at": "t", "questions": [
-            {"qid": q, "category": "4", "scores": {"R@10": v, "R@5": v, "MRR": v}}
-            for q, v in r10.items()]}
+def _locomo(scores: dict[str, tuple[str, float]]) -> dict[str, Any]:
+    """A LoCoMo result: qid → (category, the score of every metric)."""
+    return {"dataset": "locomo", "run_at": "t", "questions": [
+        {"qid": q, "category": cat, "scores": {"R@10": v, "R@5": v, "MRR": v}}
+        for q, (cat, v) in scores.items()]}
 
-    qids = [f"conv-{c}#{i}" for c in (1, 2, 3) for i in range(20)]
-    old = locomo({q: 0.0 for q in qids})
-    new = locomo({q: 1.0 if int(q.split("#")[1]) < 10 else 0.0 for q in qids})
+
+def _main(tmp_path: Path, old: dict[str, Any], new: dict[str, Any]) -> int:
+    """`python -m eval.compare` on the two results, written to files."""
     (tmp_path / "old.json").write_text(json.dumps(old))
     (tmp_path / "new.json").write_text(json.dumps(new))
-    assert main([str(tmp_path / "old.json"), str(tmp_path / "new.json")]) == 0
+    return main([str(tmp_path / "old.json"), str(tmp_path / "new.json")])
+
+
+def test_locomo_folds_and_metrics(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    qids = [f"conv-{c}#{i}" for c in (1, 2, 3) for i in range(20)]
+    old = _locomo({q: ("4", 0.0) for q in qids})
+    new = _locomo({q: ("4", 1.0 if int(q.split("#")[1]) < 10 else 0.0) for q in qids})
+    assert _main(tmp_path, old, new) == 0
     out = capsys.readouterr().out
     assert "| R@10 | without conv-2 | 40 | 0.000 | 0.500 | +0.500 |" in out
     assert "Verdict (R@10): helps on every fold" in out
     (tmp_path / "other.json").write_text(json.dumps(_run({q: 1.0 for q in QIDS})))
     assert main([str(tmp_path / "old.json"), str(tmp_path / "other.json")]) == 2
+
+
+def test_each_class_is_shown_apart_and_stays_out_of_the_verdict(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    qids = [f"conv-{c}#{i}" for c in (1, 2) for i in range(20)]
+    # multi-hop (category 1) gains on every question, open-domain (3) loses on every one, the
+    # adversarial category (5) is no headline class
+    cat = {q: "1" if i % 3 == 0 else "3" if i % 3 == 1 else "5" for i, q in enumerate(qids)}
+    old = _locomo({q: (cat[q], 0.5) for q in qids})
+    new = _locomo({q: (cat[q], {"1": 1.0, "3": 0.0, "5": 1.0}[cat[q]]) for q in qids})
+    assert _main(tmp_path, old, new) == 0
+    out = capsys.readouterr().out
+    assert "| R@10 | 1 multi-hop | 14 | 0.500 | 1.000 | +0.500 |" in out
+    assert "| R@10 | 3 open-domain | 13 | 0.500 | 0.000 | -0.500 |" in out
+    assert "5 adversarial" not in out
+    # the verdict is the folds' alone: there the gain and the loss nearly cancel (14 up, 13 down)
+    assert "Verdict (R@10): within noise" in out
