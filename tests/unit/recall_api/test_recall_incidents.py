@@ -78,6 +78,14 @@ def test_events_far_apart_are_two_incidents_and_other_subjects_never_mix() -> No
     assert all("incident" not in c.components for c in out)
 
 
+def test_one_unit_on_two_hosts_is_two_subjects() -> None:
+    rows = {"db": Row("system.service", "fail", {**UNIT, "host": "db-01"}),
+            "web": Row("error", "application", {**UNIT, "host": "web-02"})}
+    ranked = [_cand("db", 1.0, seconds=1), _cand("web", 0.9)]
+    out = incident_first(ranked, "why did backup-x7.service fail on db-01?", rows.get, GAP_S)
+    assert [c.key for c in out] == ["db", "web"]
+
+
 def test_a_files_last_write_answers_who_changed_it_but_not_whether_it_was_created() -> None:
     path = {"path": "/etc/haproxy-prod.conf", "changed_by": {"pid": 7}}
     rows = {"created": Row("file", "create", path), "modified": Row("file", "modify", path)}

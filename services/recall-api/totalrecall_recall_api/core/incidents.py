@@ -19,7 +19,8 @@ a question picks one:
 Each incident's members are handed their scores again in that order (`intent.hand_out`): the
 incident ranks where it did, no weight is added and nothing else moves. "Together": no more
 than the neighbour expansion's gap between machine events (`neighbour_event_gap_s`) apart.
-Accounts are no incidents: a new user and the group it was put in are two facts, both asked for.
+A subject is one machine's: nginx.service on two hosts is two. Accounts are no incidents: a new
+user and the group it was put in are two facts, both asked for.
 """
 
 from __future__ import annotations
@@ -61,13 +62,13 @@ def incident_first(ranked: Sequence[Candidate], query: str,
     kinds = {"container", "unit"}
     if any(i.name == "writer" for i in intents(query)):
         kinds.add("file")
-    groups: dict[Subject, list[Candidate]] = {}
+    groups: dict[tuple[Subject, str], list[Candidate]] = {}
     rows: dict[str, EventRow] = {}
     for c in cands:
         m = row(c.key)
         s = subject(m) if m is not None else None
         if m is not None and s is not None and s[0] in kinds:
-            groups.setdefault(s, []).append(c)
+            groups.setdefault((s, str(m.metadata.get("host") or "")), []).append(c)
             rows[c.key] = m
     cause = asks_cause(query)
     changed = False
