@@ -50,6 +50,10 @@ class Settings(ServiceSettings):
     #: 0: every core this process may use (with `ingest_idle`, ingest then takes every core
     #: nothing else wants).
     n_threads: int = Field(default=1, ge=0)
+    #: Ingest contexts of `n_threads` threads each, embedding parts of a batch at once (0: as
+    #: many as the usable cores allow; 1: one context). Several one-thread contexts keep up on
+    #: a shared CPU where one context on several threads stalls (`core/parallel.py`).
+    ingest_workers: int = Field(default=0, ge=0)
     #: Threads of the query model (its own Llama context, so queries never wait behind ingest).
     query_n_threads: int = 1
     #: Threads of an exclusive query (a recall's long prompt, whose keyword search waits for it)

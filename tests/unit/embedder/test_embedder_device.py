@@ -74,7 +74,7 @@ async def test_gpu_offloads_every_layer_with_larger_batches(tmp_path: Path) -> N
 
 async def test_gpu_load_failure_falls_back_to_cpu(tmp_path: Path) -> None:
     f = FakeFactory(fail_gpu=True)
-    eng = engine(tmp_path, f, batch_max=64)
+    eng = engine(tmp_path, f, batch_max=64, ingest_workers=1)
     assert await eng.load()
     assert eng.device == "cpu" and eng.local
     assert "GPU load failed" in eng.device_reason and "CUDA out of memory" in eng.device_reason

@@ -42,8 +42,11 @@ class VectorCache(Protocol):
 @dataclass
 class EngineConfig:
     model_path: Path
-    #: threads of the ingest context (0: every usable core)
+    #: threads of each ingest context (0: one context on every usable core)
     n_threads: int = 1
+    #: ingest contexts, each on its own thread (0: one per `n_threads` usable cores; see
+    #: `parallel.py`); one on the GPU
+    ingest_workers: int = 0
     query_n_threads: int = 1
     n_ctx: int = 256
     flash_attn: bool = True
@@ -279,7 +282,9 @@ class Engine(ModelLoading):
         own = int(getattr(backend, "n_threads", 1) or 1)
         if want <= own or getattr(backend, "device", "cpu") != "cpu":
             return None
-        spread = machine_idle(1 if self._ingest_busy else 0, self._runnable)
+        # Ours besides this thread: the ingest's threads while it computes.
+        ingest_threads = int(getattr(self.ingest, "n_threads", 1) or 1)
+        spread = machine_idle(ingest_threads if self._ingest_busy else 0, self._runnable)
         if self.on_spread is not None:
             self.on_spread(spread)
         return want if spread else None

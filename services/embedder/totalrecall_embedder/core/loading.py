@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from .backend import EmbedBackend, ModelUnavailable
 from .device import ActiveDevice, DeviceChoice, choose_device
+from .parallel import ParallelBackend
 from .priority import usable_cpus
 
 if TYPE_CHECKING:
@@ -99,11 +100,35 @@ class ModelLoading:
         except Exception as exc:
             raise ModelUnavailable(f"cannot load {path}: {exc}") from exc
 
+    def ingest_contexts(self, choice: DeviceChoice) -> int:
+        """How many ingest contexts: one on the GPU, or with `n_threads` 0 (one context on
+        every core); else `ingest_workers`, 0 meaning as many as the cores allow at
+        `n_threads` each."""
+        c = self.config
+        if choice.device == "gpu" or c.n_threads == 0:
+            return 1
+        return c.ingest_workers or max(1, usable_cpus() // c.n_threads)
+
+    def _ingest(self, choice: DeviceChoice) -> EmbedBackend:
+        c = self.config
+        if choice.device == "gpu":
+            return self._local(c.model_path, choice, n_threads=c.n_threads or usable_cpus(),
+                               n_batch=c.gpu_n_batch)
+        first = self._local(c.model_path, choice, n_threads=c.n_threads or usable_cpus())
+        contexts = [first]
+        try:
+            for _ in range(self.ingest_contexts(choice) - 1):
+                contexts.append(self._local(c.model_path, choice, n_threads=c.n_threads,
+                                            fingerprint=first.fingerprint))
+        except Exception:
+            for ctx in contexts:
+                ctx.close()
+            raise
+        return first if len(contexts) == 1 else ParallelBackend(contexts)
+
     def _load_pair(self, choice: DeviceChoice) -> tuple[EmbedBackend, EmbedBackend]:
         c = self.config
-        gpu = choice.device == "gpu"
-        ingest = self._local(c.model_path, choice, n_threads=c.n_threads or usable_cpus(),
-                             n_batch=c.gpu_n_batch if gpu else c.n_ctx)
+        ingest = self._ingest(choice)
         try:
             query = self._local(c.model_path, choice, n_threads=c.query_n_threads,
                                 fingerprint=ingest.fingerprint)
