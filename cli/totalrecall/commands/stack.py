@@ -1,6 +1,6 @@
 """`totalrecall run | status | model | rebuild`: the local stack, its health, its model and its
-indexes (the long-standing verbs; their code lives beside: supervisor, status, model_build,
-rebuild_cmd)."""
+indexes (the long-standing verbs; the stack's code lives beside: supervisor, status, model_build;
+the rebuild's in `commands.rebuild`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import importlib
 PASSTHROUGH: dict[str, tuple[str, str]] = {
     "rebuild": ("re-create Zvec and Postgres from the Markdown ground truth, with a progress bar "
                 "(online through the running indexer, or offline: `totalrecall rebuild --help`)",
-                "rebuild_cmd:main"),
+                "commands.rebuild:main"),
     "model": ("embedding model management (`totalrecall model build --help`)",
               "commands.stack:model"),
     "import": ("bring history in, idempotently, with a progress bar: openclaw, claude-code, "

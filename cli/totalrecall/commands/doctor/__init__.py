@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from ._common import EXIT_FAILED, EXIT_OK, add_json_flag, emit
+from .._common import EXIT_FAILED, EXIT_OK, add_json_flag, emit
 
 NAME = "doctor"
 
@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..doctor import FAIL, render, report, run_checks
+    from .checks import FAIL, render, report, run_checks
 
     rep = report(run_checks(load_model=not args.quick))
     emit(rep, lambda: render(rep), args.json)
