@@ -122,7 +122,8 @@ async def _connect(settings: Settings, stack: AsyncExitStack) -> dict[str, Any]:
     local = await asyncio.to_thread(
         load_query_embedder, settings.query_model_path, rpc, prefix=settings.query_prefix,
         max_tokens=settings.query_max_tokens, threads=settings.query_model_threads,
-        parallel_threads=settings.query_parallel_threads) if settings.query_model else None
+        parallel_threads=settings.query_parallel_threads,
+        contexts=settings.query_model_contexts) if settings.query_model else None
     if local is not None:
         stack.callback(local.close)
         sys.setswitchinterval(min(sys.getswitchinterval(), settings.gil_switch_interval_s))

@@ -72,6 +72,9 @@ class Settings(ServiceSettings):
     #: over `query_parallel_threads` while nothing else on the machine runs (the embedder's rule).
     query_model_threads: int = Field(default=1, ge=1)
     query_parallel_threads: int = Field(default=2, ge=1)
+    #: Contexts of the query model, each embedding one question at a time (0: one per usable
+    #: core): questions asked at once are embedded at once, not queued behind one thread.
+    query_model_contexts: int = Field(default=0, ge=0)
     #: The interpreter's thread switch interval (s) while the query model is loaded: the
     #: question's thread, back from llama.cpp, takes the GIL from the event loop within it
     #: (Python's 5 ms default is that much on every recall whose loop is busy meanwhile).

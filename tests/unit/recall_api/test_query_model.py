@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -136,3 +137,31 @@ def test_no_model_file_means_the_embedder(tmp_path: Path) -> None:
     broken.write_bytes(b"not a model")
     assert load_query_embedder(broken, rpc, prefix=None, max_tokens=128, threads=1,
                                parallel_threads=2) is None
+
+
+class HeldBackend(FakeBackend):
+    """Holds each call until `parties` calls compute at once."""
+
+    def __init__(self, vector: list[float], barrier: threading.Barrier) -> None:
+        super().__init__(vector)
+        self.barrier = barrier
+
+    def embed_on(self, texts: Sequence[str], n_threads: int) -> list[list[float]]:
+        self.barrier.wait(timeout=10)
+        return super().embed_on(texts, n_threads)
+
+
+def test_questions_asked_at_once_are_embedded_at_once_one_per_context() -> None:
+    async def go() -> None:
+        barrier = threading.Barrier(2)
+        a, b = HeldBackend([0.6, 0.8], barrier), HeldBackend([0.6, 0.8], barrier)
+        emb = LocalQueryEmbedder(a, FakeRpc([0.6, 0.8]), prefix="q: ", max_tokens=4,
+                                 spares=[b])
+        # Neither finishes until both compute together: on one context they would deadlock.
+        got = await asyncio.wait_for(asyncio.gather(
+            emb._local("why is it slow", False), emb._local("what failed", False)), timeout=20)
+        assert got == [[0.6, 0.8], [0.6, 0.8]]
+        assert len(a.calls) == len(b.calls) == 1
+        emb.close()
+        assert a.closed and b.closed
+    asyncio.run(go())

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import queue
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -45,18 +46,27 @@ RECHECK_S = 60.0
 
 class LocalQueryEmbedder:
     """`Embedder` over a local llama.cpp model, `remote` (the embedder RPC) until the two agree
-    and whenever they do not."""
+    and whenever they do not.
+
+    `spares`: more contexts of the same model. Questions asked at once are embedded at once, one
+    per context (one thread each: a context is not shared between threads), so a burst of
+    questions is not queued behind one thread on a machine with cores to spare."""
 
     def __init__(self, backend: Any, remote: Embedder, *, prefix: str, max_tokens: int,
-                 parallel_threads: int = 1) -> None:
+                 parallel_threads: int = 1, spares: Sequence[Any] = ()) -> None:
         self.backend, self.remote = backend, remote
+        self.backends = [backend, *spares]
+        self._free: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        for b in self.backends:
+            self._free.put(b)
         self.prefix, self.max_tokens = prefix, max_tokens
         self.parallel_threads = parallel_threads
         #: None: not compared yet (or compared and the embedder did not answer)
         self.agreed: bool | None = None
         self._probe: asyncio.Task[None] | None = None
         self._probed_at = float("-inf")
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recall-query-embed")
+        self._pool = ThreadPoolExecutor(max_workers=len(self.backends),
+                                        thread_name_prefix="recall-query-embed")
         #: told whether a long prompt was spread (True) or kept on one thread (False)
         self.on_spread: Callable[[bool], None] | None = None
 
@@ -65,10 +75,16 @@ class LocalQueryEmbedder:
         return str(self.backend.fingerprint)
 
     def _embed(self, text: str, exclusive: bool) -> list[float]:
+        b = self._free.get()  # as many pool threads as contexts: one is free for this one
+        try:
+            return self._embed_on(b, text, exclusive)
+        finally:
+            self._free.put(b)
+
+    def _embed_on(self, b: Any, text: str, exclusive: bool) -> list[float]:
         from totalrecall_worker.llama_model import query_input
         from totalrecall_worker.priority import machine_idle
 
-        b = self.backend
         final = query_input(text, self.prefix, self.max_tokens, b.count_tokens)
         own = int(b.n_threads)
         # A long prompt is spread while nothing else runs (ggml's threads stall each other
@@ -123,24 +139,30 @@ class LocalQueryEmbedder:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False)
-        self.backend.close()
+        for b in self.backends:
+            b.close()
 
 
 def load_query_embedder(path: Path, remote: Embedder, *, prefix: str | None, max_tokens: int,
-                        threads: int, parallel_threads: int) -> LocalQueryEmbedder | None:
+                        threads: int, parallel_threads: int, contexts: int = 1
+                        ) -> LocalQueryEmbedder | None:
     """The local query model over `remote`, or None (no file, no llama_cpp, a load error):
-    blocking, run it in a thread."""
+    blocking, run it in a thread. `contexts` of the model (0: one per usable core)."""
     if not path.is_file():
         log.info("no query model at %s: questions go to the embedder", path)
         return None
     try:
         from totalrecall_worker.llama_model import LlamaBackend, default_prefixes
+        from totalrecall_worker.priority import usable_cpus
 
         backend = LlamaBackend(path, n_threads=threads)
+        spares = [LlamaBackend(path, n_threads=threads, fingerprint=backend.fingerprint)
+                  for _ in range((contexts or usable_cpus()) - 1)]
     except Exception as exc:  # ImportError, ModelUnavailable
         log.warning("cannot load the query model %s (%s): questions go to the embedder",
                     path, exc)
         return None
     return LocalQueryEmbedder(backend, remote,
                               prefix=default_prefixes(path.name)[0] if prefix is None else prefix,
-                              max_tokens=max_tokens, parallel_threads=parallel_threads)
+                              max_tokens=max_tokens, parallel_threads=parallel_threads,
+                              spares=spares)
