@@ -87,6 +87,7 @@ def measure(vectors: np.ndarray, tier: str, efc: int, increment: int) -> dict[st
         ZDoc,
         collection_schema,
         init_zvec,
+        to_doc,
     )
 
     init_zvec(1)
@@ -99,9 +100,9 @@ def measure(vectors: np.ndarray, tier: str, efc: int, increment: int) -> dict[st
 
         def build(a: int, b: int, label: str) -> None:
             for s in range(a, b, 1024):
-                col.upsert([ZDoc(key=f"k{i}", vector=docs[i].tolist(), namespace="n",
-                                 category="c", subcategory="", severity="info", ts_ms=i,
-                                 id=f"e{i}", summary="").to_doc()
+                col.upsert([to_doc(ZDoc(key=f"k{i}", vector=docs[i].tolist(), namespace="n",
+                                        category="c", subcategory="", severity="info", ts_ms=i,
+                                        id=f"e{i}", summary=""))
                             for i in range(s, min(b, s + 1024))])
             c0 = _cpu()
             col.optimize(zvec.OptimizeOption(concurrency=1))

@@ -10,8 +10,8 @@ else of a service.
   stopped (`lifecycle/offline_rebuild.py`); `nats_embed_fn`: its vectors from the running embedder over NATS.
 - `create_app`: the service itself, in this process (the indexer benchmark).
 - For benchmarks of the vector store alone: `ZvecTiers` (the tiers), `TierFilter` (a search's
-  filter), and the Zvec collection's schema (`ZDoc`, `VECTOR`, `OUTPUT_FIELDS`, `QUANTIZE`,
-  `collection_schema`, `init_zvec`).
+  filter), and the Zvec collection's schema (`ZDoc` and its `to_doc`, `VECTOR`, `OUTPUT_FIELDS`,
+  `QUANTIZE`, `collection_schema`, `init_zvec`).
 
 Each name is imported when first used: `Settings` alone does not load Zvec.
 """
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         ZDoc,
         collection_schema,
         init_zvec,
+        to_doc,
     )
     from .adapters.zvec_tiers import ZvecTiers
     from .app import create_app
@@ -45,10 +46,11 @@ _WHERE = {
     "ZDoc": ".adapters.zvec_schema", "VECTOR": ".adapters.zvec_schema",
     "OUTPUT_FIELDS": ".adapters.zvec_schema", "QUANTIZE": ".adapters.zvec_schema",
     "collection_schema": ".adapters.zvec_schema", "init_zvec": ".adapters.zvec_schema",
+    "to_doc": ".adapters.zvec_schema",
 }
 
 __all__ = ["OUTPUT_FIELDS", "QUANTIZE", "VECTOR", "Settings", "TierFilter", "ZDoc", "ZvecTiers",
-           "collection_schema", "create_app", "init_zvec", "nats_embed_fn", "rebuild"]
+           "collection_schema", "create_app", "init_zvec", "nats_embed_fn", "rebuild", "to_doc"]
 
 
 def __getattr__(name: str) -> Any:

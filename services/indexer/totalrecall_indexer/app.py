@@ -1,7 +1,7 @@
 """The indexer app: a FastStream NATS worker with /metrics, /health and /ready.
 
 `create_app` builds the object graph (`container.build`), registers the admin RPC and the HTTP
-routes, and hands the start/stop hooks to `lifecycle.Lifecycle`.
+routes, and hands the start/stop hooks to `lifecycle.start_stop.Lifecycle`.
 """
 
 from __future__ import annotations

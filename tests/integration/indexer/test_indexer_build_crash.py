@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 import zvec
 from indexer_it_helpers import Harness, make_event, running, unit_vectors, wait_for
-from totalrecall_indexer.adapters.zvec_schema import ZDoc
+from totalrecall_indexer.adapters.zvec_schema import ZDoc, to_doc
 from totalrecall_indexer.adapters.zvec_tiers import TierUnavailable, ZvecTiers
 from totalrecall_indexer.container import build_indexer
 from totalrecall_indexer.settings import Settings
@@ -50,6 +50,7 @@ from pathlib import Path
 sys.path[:0] = [sys.argv[3], str(Path(sys.argv[3]).parents[1])]  # its folder and tests/
 from test_indexer_build_crash import N, _docs
 from indexer_it_helpers import unit_vectors
+from totalrecall_indexer.adapters.zvec_schema import to_doc
 from totalrecall_indexer.adapters.zvec_tiers import ZvecTiers
 root, tier, guarded = Path(sys.argv[1]), sys.argv[2], sys.argv[4] == "guarded"
 vecs = unit_vectors(N + 2000, seed=3)
@@ -68,7 +69,7 @@ def writer() -> None:  # ingest goes on while the tier builds
         if guarded:
             tiers.upsert(tier, batch)
         else:
-            assert all(s.ok() for s in tiers.cols[tier].upsert([d.to_doc() for d in batch]))
+            assert all(s.ok() for s in tiers.cols[tier].upsert([to_doc(d) for d in batch]))
         i += 10
         written[0] = i
 
@@ -122,7 +123,7 @@ def writes_are_broken(root: Path, tier: str, scratch: Path, vecs: np.ndarray) ->
     shutil.copytree(root / tier, copy)
     col = zvec.open(str(copy))
     try:
-        statuses = col.upsert([d.to_doc() for d in _docs(vecs, N, N + 8)])
+        statuses = col.upsert([to_doc(d) for d in _docs(vecs, N, N + 8)])
         return not all(s.ok() for s in statuses)
     finally:
         col.close()

@@ -6,15 +6,14 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import asyncpg
-from totalrecall_schema.daily_log import LogRecord
 from totalrecall_schema.templates import template_hash
 from totalrecall_worker.priority import lower_local_peer
 
+from ..core.store_types import PgRow
 from .pg_schema import migrate
 
 #: The newest memory of each (namespace, subject) among the given keys' subjects supersedes the
@@ -74,15 +73,6 @@ ON CONFLICT (key) DO UPDATE SET
 """
 
 
-@dataclass
-class PgRow:
-    rec: LogRecord
-    tier: str
-    embedded: bool
-    #: The index partition it belongs to (None: the index is not partitioned).
-    part: int | None = None
-
-
 def is_data_error(exc: BaseException) -> bool:
     """A Postgres error caused by the data itself: retrying won't help. SQLSTATE classes 22
     (data exception), 23 (integrity) and 54 (program limit exceeded: a value too big for an
@@ -134,6 +124,10 @@ _MAINTAINED = "memories, term_stats, namespace_stats"
 
 
 class PgStore:
+    #: Did a write fail for its data (retrying won't help)? Asked by the core, which knows no
+    #: asyncpg error.
+    is_data_error = staticmethod(is_data_error)
+
     def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 4,
                  backend_nice: int = 0, partitions: tuple[int, ...] | None = None) -> None:
         self.dsn = dsn

@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 
 from ..core.search import TierFilter
-from .zvec_schema import RawHit, ZDoc
+from ..core.store_types import RawHit
+from .zvec_schema import ZDoc
 
 
 def _mapped(shape: tuple[int, ...], dtype: Any) -> np.ndarray:

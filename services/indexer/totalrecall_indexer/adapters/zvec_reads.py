@@ -13,8 +13,9 @@ from typing import Any
 from zvec import HnswQueryParam, Query
 
 from ..core.search import TIERS, TierFilter
-from .zvec_schema import OUTPUT_FIELDS, VECTOR, RawHit, ZDoc
-from .zvec_tier_state import MAX_BATCH, TierBuilding, TierState
+from ..core.store_types import MAX_BATCH, RawHit, TierBuilding
+from .zvec_schema import OUTPUT_FIELDS, VECTOR, ZDoc, from_doc
+from .zvec_tier_state import TierState
 
 MAX_EF = 2048
 #: The most documents one zvec query returns ("topk exceeds the maximum allowed value").
@@ -69,7 +70,7 @@ class TierReads(TierState):
     def fetch(self, tier: str, keys: list[str]) -> dict[str, ZDoc]:
         with self._access.reading(tier):
             docs = self.cols[tier].fetch(keys, include_vector=True)
-        return {k: ZDoc.from_doc(d) for k, d in docs.items()}
+        return {k: from_doc(d) for k, d in docs.items()}
 
     def fetch_older(self, tier: str, cutoff_ms: int, limit: int = MAX_BATCH,
                     exclude_ids: Iterable[str] = ()) -> list[ZDoc]:
@@ -81,7 +82,7 @@ class TierReads(TierState):
             flt += " and id NOT IN (" + ", ".join(f"'{i}'" for i in excluded) + ")"
         with self._access.reading(tier), self.watchdog.call("query"):
             res = self.cols[tier].query(filter=flt, topk=limit, include_vector=True)
-        return [ZDoc.from_doc(d) for d in res]
+        return [from_doc(d) for d in res]
 
     def present(self, tier: str, keys: list[str]) -> set[str]:
         """Which of `keys` can be fetched, vector included, from `tier` or another tier

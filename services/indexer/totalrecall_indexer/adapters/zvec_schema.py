@@ -1,11 +1,10 @@
-"""What a Zvec tier holds: its documents (`ZDoc`), their collection schema (a quantized HNSW per
-tier), the hits a query returns, and zvec's process-wide settings."""
+"""What a Zvec tier holds: its documents (`ZDoc`, to and from zvec's `Doc`: `to_doc`, `from_doc`),
+their collection schema (a quantized HNSW per tier), and zvec's process-wide settings."""
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 import zvec
@@ -21,6 +20,8 @@ from zvec import (
     QuantizeType,
     VectorSchema,
 )
+
+from ..core.store_types import TierDoc
 
 VECTOR = "semantic"
 OUTPUT_FIELDS = ["namespace", "category", "severity", "ts", "id", "summary"]
@@ -55,39 +56,25 @@ def init_zvec(optimize_threads: int | None = None, build_nice: int = 0,
             _initialised = True
 
 
-@dataclass
-class ZDoc:
-    key: str
-    vector: list[float]
-    namespace: str
-    category: str
-    subcategory: str
-    severity: str
-    ts_ms: int
-    id: str
-    summary: str
+#: A tier's document: the core's `TierDoc`, under the name the benchmarks know (`api.ZDoc`).
+ZDoc = TierDoc
 
-    def to_doc(self) -> Doc:
-        return Doc(id=self.key, vectors={VECTOR: self.vector}, fields={
-            "namespace": self.namespace, "category": self.category,
-            "subcategory": self.subcategory, "severity": self.severity, "ts": self.ts_ms,
-            "id": self.id, "summary": self.summary})
 
-    @classmethod
-    def from_doc(cls, doc: Doc) -> ZDoc:
-        f = doc.fields
-        vec: Any = doc.vectors[VECTOR] if doc.vectors else []
-        return cls(key=doc.id, vector=[float(v) for v in vec], namespace=f["namespace"],
+def to_doc(d: TierDoc) -> Doc:
+    """zvec's `Doc` of a tier document."""
+    return Doc(id=d.key, vectors={VECTOR: d.vector}, fields={
+        "namespace": d.namespace, "category": d.category, "subcategory": d.subcategory,
+        "severity": d.severity, "ts": d.ts_ms, "id": d.id, "summary": d.summary})
+
+
+def from_doc(doc: Doc) -> TierDoc:
+    """A tier document from what zvec returns."""
+    f = doc.fields
+    vec: Any = doc.vectors[VECTOR] if doc.vectors else []
+    return TierDoc(key=doc.id, vector=[float(v) for v in vec], namespace=f["namespace"],
                    category=f["category"], subcategory=f.get("subcategory", ""),
                    severity=f["severity"],
                    ts_ms=int(f["ts"]), id=f["id"], summary=f["summary"])
-
-
-@dataclass
-class RawHit:
-    key: str
-    distance: float
-    fields: dict[str, Any]
 
 
 def collection_schema(name: str, dim: int, quantize: Any, m: int = 16,

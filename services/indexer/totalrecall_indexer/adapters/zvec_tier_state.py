@@ -19,18 +19,7 @@ from .vector_mirror import VectorMirror
 from .zvec_probe import crash_on_open
 from .zvec_watchdog import ZvecWatchdog
 
-MAX_BATCH = 1024
 log = logging.getLogger("totalrecall.indexer")
-
-
-class TierUnavailable(RuntimeError):
-    """A tier takes no writes until an HNSW build has completed (see `build_guard`): its last
-    build was interrupted, or a write to it just failed. Retry later; nothing is lost."""
-
-
-class TierBuilding(RuntimeError):
-    """The tier's HNSW build is running, or its writes and searches kept it busy past the
-    search's wait: the search goes without the tier (`BuildExclusion`)."""
 
 
 class TierState:

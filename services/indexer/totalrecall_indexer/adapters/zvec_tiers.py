@@ -20,8 +20,9 @@ from typing import Any
 import zvec
 
 from ..core.search import TIERS
+from ..core.store_types import MAX_BATCH, TierBuilding, TierUnavailable
 from .zvec_schema import QUANTIZE, collection_schema, init_zvec
-from .zvec_tier_state import MAX_BATCH, TierBuilding, TierUnavailable, log
+from .zvec_tier_state import log
 from .zvec_writes import TierWrites
 
 #: Re-exported: the indexer and its tests know the tiers' errors and batch size from here.

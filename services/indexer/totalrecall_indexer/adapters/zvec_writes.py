@@ -12,10 +12,11 @@ from typing import Any
 import zvec
 from totalrecall_worker.priority import call_lowered
 
+from ..core.store_types import MAX_BATCH, TierUnavailable
 from .vector_mirror import VectorMirror
 from .zvec_reads import TierReads
-from .zvec_schema import QUANTIZE, ZDoc
-from .zvec_tier_state import MAX_BATCH, TierUnavailable, log
+from .zvec_schema import QUANTIZE, ZDoc, from_doc, to_doc
+from .zvec_tier_state import log
 
 #: A tier mirror that could not be loaded (too large, or a write failed) is looked at again
 #: after this long, at the tier's next write or build.
@@ -50,7 +51,7 @@ class TierWrites(TierReads):
             for i in range(0, len(docs), MAX_BATCH):
                 chunk = docs[i: i + MAX_BATCH]
                 with self.watchdog.call("upsert"):
-                    statuses = col.upsert([d.to_doc() for d in chunk])
+                    statuses = col.upsert([to_doc(d) for d in chunk])
                 bad = [s for s in statuses if not s.ok()]
                 if bad:
                     # Schema violations raise ValueError before anything is written; a failed
@@ -156,7 +157,7 @@ class TierWrites(TierReads):
             chunk = keys[i: i + MIRROR_LOAD_BATCH]
             with self._access.reading(tier), self.watchdog.call("query"):
                 docs = col.fetch(chunk, include_vector=True)
-            mirror.upsert(ZDoc.from_doc(docs[k]) for k in chunk if k in docs)
+            mirror.upsert(from_doc(docs[k]) for k in chunk if k in docs)
         if len(mirror) != count:  # not the whole tier: searches stay with zvec
             log.warning("zvec tier %s: %d of its %d docs could be read for its in-memory copy; "
                         "it is searched by zvec", tier, len(mirror), count)

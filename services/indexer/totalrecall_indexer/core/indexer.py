@@ -19,13 +19,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from totalrecall_schema import AdminReply, AdminRequest, EmbeddedEvent, VectorSearchReply, VectorSearchRequest
 
-from ..adapters.markdown_log import MarkdownLog
-from ..adapters.pgstore import PgStore
-from ..adapters.zvec_tiers import ZvecTiers
 from ..metrics import Metrics
 from .admin import Admin
 from .embed import EmbedFn
@@ -39,6 +36,11 @@ from .reconcile import Reconciler
 from .reindex import TierReindex
 from .searcher import Searcher
 from .state import IndexerConfig, IndexState, StoreUnavailable
+
+if TYPE_CHECKING:
+    from ..adapters.markdown_log import MarkdownLog
+    from ..adapters.pgstore import PgStore
+    from ..adapters.zvec_tiers import ZvecTiers
 
 __all__ = ["BatchResult", "EmbedFn", "Indexer", "IndexerConfig", "ProgressFn",
            "StoreUnavailable"]

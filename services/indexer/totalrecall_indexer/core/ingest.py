@@ -16,11 +16,9 @@ from dataclasses import dataclass, field
 from totalrecall_schema import EmbeddedEvent
 from totalrecall_schema.daily_log import LogRecord
 
-from ..adapters.pgstore import PgRow, is_data_error
-from ..adapters.zvec_schema import ZDoc
-from ..adapters.zvec_tiers import TierUnavailable
 from .gate import CollectionGate
 from .state import IndexState, StoreUnavailable, now_ms
+from .store_types import PgRow, TierDoc, TierUnavailable
 
 log = logging.getLogger("totalrecall.indexer")
 
@@ -34,12 +32,12 @@ class BatchResult:
     by_tier: dict[str, int] = field(default_factory=dict)
 
 
-def zdoc(ev: EmbeddedEvent) -> ZDoc:
+def zdoc(ev: EmbeddedEvent) -> TierDoc:
     e = ev.event
     assert ev.vector is not None
-    return ZDoc(key=e.key, vector=ev.vector, namespace=e.namespace, category=e.category,
-                subcategory=e.subcategory, severity=e.metadata.severity.value, ts_ms=e.ts_ms,
-                id=e.id, summary=e.summary)
+    return TierDoc(key=e.key, vector=ev.vector, namespace=e.namespace, category=e.category,
+                   subcategory=e.subcategory, severity=e.metadata.severity.value,
+                   ts_ms=e.ts_ms, id=e.id, summary=e.summary)
 
 
 def latest_per_key(events: Sequence[EmbeddedEvent]) -> list[EmbeddedEvent]:
@@ -129,12 +127,12 @@ class IngestWriter:
         return res
 
     def _plan(self, batch: list[EmbeddedEvent], vec_ok: dict[str, bool], force_tier: str | None,
-              now: int) -> tuple[list[PgRow], dict[str, list[ZDoc]]]:
+              now: int) -> tuple[list[PgRow], dict[str, list[TierDoc]]]:
         """The batch's Postgres rows, and its Zvec docs by tier (the events whose vectors the
         index accepts)."""
         st = self.state
         rows: list[PgRow] = []
-        by_tier: dict[str, list[ZDoc]] = {}
+        by_tier: dict[str, list[TierDoc]] = {}
         for ev in batch:
             tier = force_tier or st.tier_for(ev.event.ts_ms, now)
             ok = vec_ok[ev.event.key]
@@ -163,12 +161,12 @@ class IngestWriter:
         try:
             await st.pg.upsert(rows)
         except Exception as exc:
-            if is_data_error(exc):
+            if st.pg.is_data_error(exc):
                 raise
             raise StoreUnavailable(f"postgres: {type(exc).__name__}: {exc}") from exc
         m.write_seconds.labels(store="postgres").observe(time.perf_counter() - t0)
 
-    async def _write_zvec(self, by_tier: dict[str, list[ZDoc]], res: BatchResult) -> None:
+    async def _write_zvec(self, by_tier: dict[str, list[TierDoc]], res: BatchResult) -> None:
         st, m = self.state, self.state.metrics
         t0 = time.perf_counter()
         for tier, docs in by_tier.items():

@@ -8,9 +8,12 @@ import contextlib
 import logging
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..adapters.zvec_tiers import MAX_BATCH, ZvecTiers
+from .store_types import MAX_BATCH
+
+if TYPE_CHECKING:
+    from ..adapters.zvec_tiers import ZvecTiers
 from .gate import CollectionGate
 from .search import TIERS
 from .state import IndexState, now_ms

@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ..adapters.zvec_tiers import TierUnavailable
 from .gate import CollectionGate
 from .search import TIERS
 from .state import IndexState
+from .store_types import TierUnavailable
 
 log = logging.getLogger("totalrecall.indexer")
 

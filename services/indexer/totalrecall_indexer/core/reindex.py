@@ -10,19 +10,18 @@ from typing import Any
 
 from totalrecall_schema import MemoryEvent
 
-from ..adapters.zvec_schema import ZDoc
-from ..adapters.zvec_tiers import TierUnavailable
 from .embed import EmbedFn, embed_all
 from .state import IndexState, StoreUnavailable
+from .store_types import TierDoc, TierUnavailable
 
 log = logging.getLogger("totalrecall.indexer")
 
 
-def _zdoc(row: dict[str, Any], vector: list[float]) -> ZDoc:
-    return ZDoc(key=row["key"], vector=vector, namespace=row["namespace"],
-                category=row["category"], subcategory=row["subcategory"],
-                severity=row["severity"], ts_ms=int(row["ts"].timestamp() * 1000),
-                id=row["id"], summary=row["summary"])
+def _zdoc(row: dict[str, Any], vector: list[float]) -> TierDoc:
+    return TierDoc(key=row["key"], vector=vector, namespace=row["namespace"],
+                   category=row["category"], subcategory=row["subcategory"],
+                   severity=row["severity"], ts_ms=int(row["ts"].timestamp() * 1000),
+                   id=row["id"], summary=row["summary"])
 
 
 class TierReindex:

@@ -8,11 +8,10 @@ import time
 
 from totalrecall_schema import VectorHit, VectorSearchReply, VectorSearchRequest
 
-from ..adapters.zvec_schema import RawHit
-from ..adapters.zvec_tiers import TierBuilding
 from .gate import CollectionGate
 from .search import distance_to_similarity, fuse_tier_hits, tier_filter
 from .state import IndexState
+from .store_types import RawHit, TierBuilding
 
 
 class Searcher:

@@ -12,17 +12,19 @@ import contextlib
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from totalrecall_schema import MemoryEvent
 from totalrecall_schema.partitions import partition_of
 from totalrecall_schema.tiers import HOT_MAX_AGE_S, WARM_MAX_AGE_S
 
-from ..adapters.markdown_log import MarkdownLog
-from ..adapters.pgstore import PgStore
-from ..adapters.zvec_tiers import ZvecTiers
 from ..metrics import Metrics
 from .search import TIERS, tier_for_age
+
+if TYPE_CHECKING:
+    from ..adapters.markdown_log import MarkdownLog
+    from ..adapters.pgstore import PgStore
+    from ..adapters.zvec_tiers import ZvecTiers
 
 
 class StoreUnavailable(Exception):
