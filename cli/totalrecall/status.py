@@ -1,4 +1,5 @@
-"""`totalrecall status`: the health of each part of the local stack, what is degraded and why.
+"""What `totalrecall status` reports (the verb: commands/stack.py): the health of each part of
+the local stack, what is degraded and why.
 
 Asks each service's health endpoint, NATS's monitoring endpoint and whether Postgres listens (the
 ports `totalrecall run` uses). Exit code 0 when every part is ok, 1 when one is degraded (it runs,
@@ -8,7 +9,6 @@ down.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import socket
@@ -117,12 +117,3 @@ def render(report: dict[str, Any]) -> str:
 
 def exit_code(report: dict[str, Any]) -> int:
     return {"ok": EXIT_OK, "degraded": EXIT_DEGRADED}.get(report["status"], EXIT_DOWN)
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="totalrecall status", description=__doc__)
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
-    args = p.parse_args(argv)
-    report = collect()
-    print(json.dumps(report, indent=2, default=str) if args.json else render(report))
-    return exit_code(report)

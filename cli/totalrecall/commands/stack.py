@@ -1,11 +1,17 @@
-"""`totalrecall run | status | model | rebuild`: the local stack, its health, its model and its
-indexes (the long-standing verbs; the stack's code lives beside: supervisor, status, model_build;
-the rebuild's in `commands.rebuild`)."""
+"""`totalrecall run | status`: the local stack and its health (the work: `supervisor`, `status`),
+and the table of the verbs that parse their own options (`rebuild`, `model`, `import`, `ledger`:
+`commands.rebuild`, `commands.model`, …)."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+
+from ._common import add_json_flag, emit
+
+STATUS_DOC = ("The health of each part of the local stack, what is degraded and why: each "
+              "service's health endpoint, NATS's monitoring endpoint, whether Postgres listens. "
+              "Exit code 0 when every part is ok, 1 when one is degraded, 2 when one is down.")
 
 #: Verbs that parse their own options (argparse's REMAINDER would drop leading flags): `main`
 #: hands them the rest of the command line untouched. verb -> (help, "module:function" under
@@ -15,7 +21,7 @@ PASSTHROUGH: dict[str, tuple[str, str]] = {
                 "(online through the running indexer, or offline: `totalrecall rebuild --help`)",
                 "commands.rebuild:main"),
     "model": ("embedding model management (`totalrecall model build --help`)",
-              "commands.stack:model"),
+              "commands.model:main"),
     "import": ("bring history in, idempotently, with a progress bar: openclaw, claude-code, "
                "shell, journal, logs, jsonl (`totalrecall import --help`)", "commands.importing:main"),
     "ledger": ("the agent's action ledger: `totalrecall ledger verify [--path] [--json]`",
@@ -29,23 +35,15 @@ def passthrough(verb: str, argv: list[str]) -> int:
     return int(run(argv) or 0)
 
 
-def model(argv: list[str]) -> int:
-    if argv[:1] != ["build"]:
-        print("usage: totalrecall model build [options]  (`totalrecall model build --help`)")
-        return 2
-    from ..model_build import main as build_main
-
-    return int(build_main(argv[1:]) or 0)
-
-
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("run", help="run the whole stack locally (nats, postgres, 4 services)")
     p.add_argument("--only", nargs="*", help="start only these services")
     p.add_argument("--prometheus", action="store_true",
                    help="also run a local Prometheus (Debian package) scraping the stack")
     p.set_defaults(func=run)
-    p = sub.add_parser("status", help="health of each part: what is degraded and why")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p = sub.add_parser("status", help="health of each part: what is degraded and why",
+                       description=STATUS_DOC)
+    add_json_flag(p)
     p.set_defaults(func=status)
     for verb, (help_text, _target) in PASSTHROUGH.items():
         sub.add_parser(verb, add_help=False, help=help_text)
@@ -58,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def status(args: argparse.Namespace) -> int:
-    from ..status import main as status_main
+    from ..status import collect, exit_code, render
 
-    return status_main(["--json"] if args.json else [])
+    report = collect()
+    emit(report, lambda: render(report), args.json)
+    return exit_code(report)

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from totalrecall import model_build as mb
+from totalrecall.commands import model
 
 
 def test_f16_build_is_byte_identical_to_llama_cpp_and_idempotent(tr_home: Path,
@@ -13,7 +14,7 @@ def test_f16_build_is_byte_identical_to_llama_cpp_and_idempotent(tr_home: Path,
     # Reuse the unpacked sdist of the real installation (downloaded only when it is absent).
     cache = model_path.parent.parent / "cache"
     out = tr_home / "models" / "all-MiniLM-L6-v2.f16.gguf"
-    assert mb.main(["--outtype", "f16", "--converter", "numpy", "--cache-dir", str(cache),
+    assert model.build(["--outtype", "f16", "--converter", "numpy", "--cache-dir", str(cache),
                     "--out", str(out)]) == 0
     info = json.loads((out.parent / (out.name + ".json")).read_text())
     assert info["sha256"] == mb.REFERENCE_SHA256["f16"]  # byte-identical to llama.cpp's converter
@@ -22,7 +23,7 @@ def test_f16_build_is_byte_identical_to_llama_cpp_and_idempotent(tr_home: Path,
     assert 0.3 < info["verify"]["cos_related"] < 0.55 and info["verify"]["cos_unrelated"] < 0.2
     assert info["fingerprint"] == "all-MiniLM-L6-v2.f16:" + mb.REFERENCE_SHA256["f16"][:12]
     mtime = out.stat().st_mtime_ns
-    assert mb.main(["--outtype", "f16", "--cache-dir", str(cache), "--out", str(out)]) == 0  # no-op
+    assert model.build(["--outtype", "f16", "--cache-dir", str(cache), "--out", str(out)]) == 0  # no-op
     assert out.stat().st_mtime_ns == mtime
     assert not list(out.parent.glob(".*tmp*"))
 
@@ -30,7 +31,7 @@ def test_f16_build_is_byte_identical_to_llama_cpp_and_idempotent(tr_home: Path,
 def test_default_q8_0_build_verifies_and_is_reproducible(tr_home: Path, model_path: Path) -> None:
     cache = model_path.parent.parent / "cache"
     out = mb.default_out(home=tr_home)
-    assert mb.main(["--cache-dir", str(cache), "--out", str(out)]) == 0
+    assert model.build(["--cache-dir", str(cache), "--out", str(out)]) == 0
     assert out.name == "all-MiniLM-L6-v2.q8_0.gguf"
     info = json.loads((out.parent / (out.name + ".json")).read_text())
     assert info["outtype"] == "q8_0" and info["verify"]["dim"] == 384

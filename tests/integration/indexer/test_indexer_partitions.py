@@ -143,7 +143,8 @@ async def test_two_partitions_two_writers_one_merged_answer(
 
         # `totalrecall rebuild` on a running fleet: every owner rebuilds its part from its own
         # Markdown, and the command waits for all of them (not the first answer).
-        from totalrecall.commands.rebuild import Progress, rebuild_via_nats
+        from totalrecall.commands.rebuild.online import rebuild_via_nats
+        from totalrecall.commands.rebuild.progress import Progress
         rebuilt = await rebuild_via_nats(SimpleNamespace(nats_url=nats_url, topology=topo),
                                          Progress("none"), timeout=120)
         assert rebuilt["records"] == N - 2, rebuilt

@@ -12,6 +12,8 @@
   here (`totalrecall_worker.llama_model`, the embedder's own model code), else the memories are
   stored unembedded (keyword search only).
 
+The verb's parts: `online` (NATS or the API), `offline` (here), `progress` (what people see).
+
 Settings: the indexer's (`TR_INDEXER_NATS_URL`, `TR_INDEXER_PG_DSN`, `TOTALRECALL_HOME`, …), or
 the ports `totalrecall run` uses (`TOTALRECALL_NATS_PORT`, `TOTALRECALL_POSTGRES_PORT`), or flags.
 """
@@ -20,80 +22,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar
-from urllib.parse import urlsplit
+from typing import Any
 
-from ...paths import DEFAULT_MODEL_FILE, default_model_path
-
-EXIT_OK, EXIT_FAILED, EXIT_UNREACHABLE = 0, 1, 2
-
-
-# --- progress display -----------------------------------------------------------------------
-class Progress:
-    """Renders progress dicts (`{"phase", "done", "total", "elapsed_s", "finished"}`):
-    a tqdm bar (`bar`), one line per phase / ~2 s (`plain`), or nothing (`none`)."""
-
-    PHASES: ClassVar[dict[str, str]] = {
-        "read": "reading logs", "index": "re-indexing", "memory_md": "MEMORY.md",
-        "optimize": "building HNSW", "done": "done", "failed": "failed"}
-
-    def __init__(self, mode: str = "auto", stream: Any = None) -> None:
-        self.stream = stream or sys.stderr
-        if mode == "auto":
-            mode = "bar" if getattr(self.stream, "isatty", lambda: False)() else "plain"
-        self.mode = mode
-        self.bar: Any = None
-        self.phase: str | None = None
-        self.last_line = 0.0
-        self.last: dict[str, Any] | None = None
-        self.lock = threading.Lock()
-
-    def update(self, p: dict[str, Any]) -> None:
-        with self.lock:
-            self._update(p)
-
-    def _update(self, p: dict[str, Any]) -> None:
-        self.last = p
-        phase = str(p.get("phase", ""))
-        done, total = int(p.get("done") or 0), int(p.get("total") or 0)
-        label = self.PHASES.get(phase, phase)
-        if self.mode == "bar":
-            if self.bar is None and total:
-                from tqdm import tqdm
-
-                self.bar = tqdm(total=total, unit="mem", file=self.stream, dynamic_ncols=True,
-                                desc=label)
-            if self.bar is not None:
-                if total and self.bar.total != total:
-                    self.bar.total = total
-                self.bar.set_description(label, refresh=False)
-                self.bar.n = min(done, self.bar.total or done)
-                self.bar.refresh()
-        elif self.mode == "plain":
-            now = time.monotonic()
-            if phase != self.phase or now - self.last_line >= 2.0 or p.get("finished"):
-                pct = f" ({100 * done / total:.0f}%)" if total else ""
-                print(f"rebuild: {label} {done}/{total}{pct} {float(p.get('elapsed_s') or 0):.1f}s",
-                      file=self.stream, flush=True)
-                self.last_line = now
-        self.phase = phase
-
-    def close(self) -> None:
-        with self.lock:
-            if self.bar is not None:
-                self.bar.close()
-                self.bar = None
+from .._common import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE
+from .offline import postgres_running, rebuild_offline
+from .online import api_answers, indexer_answers, rebuild_via_api, rebuild_via_nats
+from .progress import Progress
 
 
-# --- settings -------------------------------------------------------------------------------
 def resolve_settings(args: argparse.Namespace) -> Any:
     """The indexer's Settings: environment (as the services get it), `totalrecall run` ports,
     then flags."""
@@ -119,292 +60,6 @@ def _api_url(args: argparse.Namespace) -> str:
         "http://127.0.0.1:" + os.environ.get("TOTALRECALL_API_PORT", "8765"))
 
 
-# --- online: the running indexer rebuilds itself --------------------------------------------
-async def _connect(url: str, probe: bool = True) -> Any:
-    """A NATS connection; `probe`: fail within ~2 s, quietly, when nothing listens there."""
-    import nats
-
-    async def quiet(_exc: Exception) -> None:
-        pass
-
-    from totalrecall_schema.nats_url import connect_options
-
-    # A cluster's nodes, comma-separated, with credentials (as the services take them).
-    opts = connect_options(url)
-    if probe:  # (max_reconnect_attempts=0 would retry forever in nats-py 2.x)
-        return await nats.connect(**opts, connect_timeout=2, max_reconnect_attempts=1,
-                                  reconnect_time_wait=0.1, error_cb=quiet)
-    return await nats.connect(**opts, connect_timeout=3, error_cb=quiet)
-
-
-async def _indexer_answers(settings: Any) -> bool:
-    """Is an indexer answering admin requests on NATS? False when NATS is down too."""
-    from totalrecall_schema import AdminReply, AdminRequest
-
-    try:
-        nc = await _connect(settings.nats_url)
-    except Exception:
-        return False
-    try:
-        msg = await nc.request(settings.topology.rpc_index_admin,
-                               AdminRequest(verb="stats").model_dump_json().encode(), timeout=3)
-        return AdminReply.model_validate_json(msg.data).ok
-    except Exception:
-        return False
-    finally:
-        with contextlib.suppress(Exception):
-            await nc.close()
-
-
-async def rebuild_via_nats(settings: Any, view: Progress, timeout: float) -> dict[str, Any]:
-    """Ask the running indexer to rebuild; follow its progress until it is finished."""
-    import nats
-    from totalrecall_schema import AdminReply, AdminRequest
-
-    topo = settings.topology
-    nc = await _connect(settings.nats_url, probe=False)
-    finished = asyncio.Event()
-    final: dict[str, Any] = {}
-
-    async def on_progress(msg: Any) -> None:
-        try:
-            p = json.loads(msg.data)
-        except ValueError:
-            return
-        if p.get("job") != "rebuild":
-            return
-        view.update(p)
-        if p.get("finished"):
-            final.update(p)
-            finished.set()
-
-    sub = await nc.subscribe(topo.rpc_index_progress, cb=on_progress)
-    try:
-        req = AdminRequest(verb="rebuild").model_dump_json().encode()
-        if topo.partitions > 1:
-            return await _rebuild_partitions(nc, topo, req, timeout)
-        try:
-            msg = await nc.request(topo.rpc_index_admin, req, timeout=timeout)
-        except (TimeoutError, nats.errors.TimeoutError):
-            # Still running: keep following the published progress.
-            await asyncio.wait_for(finished.wait(), timeout=timeout)
-            return _from_progress(final)
-        reply = AdminReply.model_validate_json(msg.data)
-        if not reply.ok and "already running" in (reply.error or ""):
-            print("a rebuild is already running; following it", file=sys.stderr)
-            await asyncio.wait_for(finished.wait(), timeout=timeout)
-            return _from_progress(final)
-        if not reply.ok:
-            raise RuntimeError(reply.error or "rebuild failed")
-        with contextlib.suppress(TimeoutError):  # let the last progress message arrive
-            await asyncio.wait_for(finished.wait(), timeout=2)
-        view.update({"job": "rebuild", "phase": "done", "done": reply.result.get("records", 0),
-                     "total": reply.result.get("records", 0), "finished": True,
-                     "elapsed_s": reply.result.get("took_s", 0)})
-        return dict(reply.result)
-    finally:
-        with contextlib.suppress(Exception):
-            await sub.unsubscribe()
-        with contextlib.suppress(Exception):
-            await nc.close()
-
-
-async def _rebuild_partitions(nc: Any, topo: Any, req: bytes, timeout: float
-                              ) -> dict[str, Any]:
-    """A partitioned index: every partition's owner rebuilds its part from its own Markdown
-    logs, and answers once done; the answers are merged (records summed). The first answer
-    is not enough: a standby answers at once, for no partition, having done nothing."""
-    from totalrecall_schema import AdminReply
-    from totalrecall_schema.partition_rpc import admin_partitions, gather, merge_admin_replies
-
-    replies = await gather(nc, topo.rpc_index_admin, req, timeout, topo.partitions,
-                           AdminReply.model_validate_json, admin_partitions)
-    reply = merge_admin_replies("rebuild", replies, topo.partitions)
-    if not reply.ok:
-        raise RuntimeError(reply.error or "rebuild failed")
-    return dict(reply.result)
-
-
-def _from_progress(p: dict[str, Any]) -> dict[str, Any]:
-    if p.get("phase") == "failed":
-        raise RuntimeError(str(p.get("error") or "rebuild failed"))
-    return dict(p.get("result") or p)
-
-
-def rebuild_via_api(api: str, view: Progress, timeout: float) -> dict[str, Any]:
-    """POST /memory/rebuild (blocking) while polling GET /memory/stats for the progress. If the
-    HTTP call gives up first (the API waits at most its admin timeout), follow the job to its
-    end through the stats."""
-    import httpx
-
-    token = os.environ.get("TOTALRECALL_API_TOKEN")
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    outcome: dict[str, Any] = {}
-
-    def progress(http: httpx.Client) -> dict[str, Any] | None:
-        try:
-            p = http.get(f"{api}/memory/stats").json().get("index", {}).get("rebuild")
-        except Exception:
-            return None
-        return p if isinstance(p, dict) and p.get("job") == "rebuild" else None
-
-    def post() -> None:
-        try:
-            r = httpx.post(f"{api}/memory/rebuild", json={}, headers=headers, timeout=timeout)
-            outcome["status"], outcome["body"] = r.status_code, r.json()
-        except Exception as exc:
-            outcome["error"] = exc
-
-    with httpx.Client(headers=headers, timeout=5) as http:
-        before = (progress(http) or {}).get("started_at")  # an earlier, finished job
-        worker = threading.Thread(target=post, daemon=True)
-        worker.start()
-        deadline = time.monotonic() + timeout
-        job_end: dict[str, Any] | None = None
-        while time.monotonic() < deadline:
-            worker.join(timeout=1.0)
-            p = progress(http)
-            if p is not None and p.get("started_at") != before:
-                view.update(p)
-                if p.get("finished"):
-                    job_end = p
-            if worker.is_alive():
-                continue
-            body = outcome.get("body") or {}
-            if outcome.get("status") == 200 and body.get("ok"):
-                return dict(body.get("result") or {})
-            if job_end is not None:
-                return _from_progress(job_end)
-            if "error" in outcome or outcome.get("status") == 503:
-                if p is not None and p.get("started_at") != before:
-                    time.sleep(1.0)  # the HTTP call gave up, the job did not: keep following it
-                    continue
-                raise RuntimeError(f"API: {outcome.get('error') or body}")
-            raise RuntimeError(str(body.get("error") or body.get("detail") or body))
-    raise TimeoutError(f"rebuild did not finish within {timeout:.0f}s")
-
-
-# --- offline: the stack is stopped ----------------------------------------------------------
-@contextlib.contextmanager
-def postgres_running(settings: Any) -> Iterator[str | None]:
-    """Yield None when Postgres answers at settings.pg_dsn; else start the one under
-    `$TOTALRECALL_HOME/pg` for the duration (yields "started"), or raise."""
-    import socket
-
-    u = urlsplit(settings.pg_dsn)
-    host, port = u.hostname or "127.0.0.1", u.port or 5432
-    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=2):
-        yield None
-        return
-    data = Path(settings.home) / "pg"
-    if host not in ("127.0.0.1", "localhost", "::1") or not (data / "data" / "PG_VERSION").exists():
-        raise RuntimeError(f"Postgres is not reachable at {host}:{port} and there is no local "
-                           f"database under {data}")
-    from totalrecall.infra import PostgresServer
-
-    server = PostgresServer(data, port=port)
-    print(f"starting Postgres ({data}) for the rebuild", file=sys.stderr)
-    server.start()
-    try:
-        yield "started"
-    finally:
-        server.stop()
-
-
-def local_embed_fn(model_path: Path, threads: int = 2) -> Any:
-    """An EmbedFn over the model file, loaded in this process (no embedder service)."""
-    from totalrecall_schema import EmbedReply
-    from totalrecall_worker.llama_model import LlamaBackend
-
-    backend = LlamaBackend(model_path, n_threads=threads)
-    lock = asyncio.Lock()
-
-    async def embed(texts: list[str]) -> EmbedReply:
-        async with lock:
-            vectors = await asyncio.to_thread(backend.embed, texts)
-        return EmbedReply(vectors=vectors, model=backend.fingerprint, dim=backend.dim)
-
-    embed.close = backend.close  # type: ignore[attr-defined]
-    return embed
-
-
-async def _nats_embedder(settings: Any) -> tuple[Any, Any] | None:
-    """(nc, embed) when an embedder answers `rpc_embed_batch`, else None."""
-    from totalrecall_indexer.api import nats_embed_fn
-    from totalrecall_schema import EmbedReply, EmbedRequest
-
-    try:
-        nc = await _connect(settings.nats_url)
-    except Exception:
-        return None
-    try:
-        msg = await nc.request(settings.topology.rpc_embed_batch,
-                               EmbedRequest(texts=["ping"], kind="document")
-                               .model_dump_json().encode(), timeout=10)
-        if EmbedReply.model_validate_json(msg.data).vectors:
-            return nc, nats_embed_fn(nc, settings)
-    except Exception:
-        pass
-    await nc.close()
-    return None
-
-
-def _model_path(args: argparse.Namespace, settings: Any) -> Path:
-    if args.model:
-        return Path(args.model).expanduser()
-    env = os.environ.get("TR_EMBEDDER_MODEL_PATH")
-    if env:
-        return Path(env)
-    # The rebuilt home's own model, else the shared store (what `totalrecall run` would load).
-    own = Path(settings.home) / "models" / DEFAULT_MODEL_FILE
-    return own if own.is_file() else default_model_path()
-
-
-async def rebuild_offline(settings: Any, args: argparse.Namespace,
-                          view: Progress) -> dict[str, Any]:
-    from totalrecall_indexer.api import rebuild
-
-    async def progress(p: dict[str, Any]) -> None:
-        view.update(p)
-
-    nc: Any = None
-    embed: Any = None
-    closer: Any = None
-    if args.embedder in ("auto", "nats"):
-        found = await _nats_embedder(settings)
-        if found is not None:
-            nc, embed = found
-            print("embedding through the running embedder", file=sys.stderr)
-        elif args.embedder == "nats":
-            raise RuntimeError("no embedder answers on NATS")
-    if embed is None and args.embedder in ("auto", "local"):
-        path = _model_path(args, settings)
-        if path.exists():
-            try:
-                local = await asyncio.to_thread(local_embed_fn, path, args.threads)
-                embed, closer = local, local.close
-                print(f"embedding with {path} in this process", file=sys.stderr)
-            except Exception as exc:  # embedder package missing, model unloadable
-                if args.embedder == "local":
-                    raise RuntimeError(f"cannot embed locally: {exc}") from exc
-                print(f"cannot embed locally: {exc}", file=sys.stderr)
-        elif args.embedder == "local":
-            raise RuntimeError(f"no model at {path}")
-    if embed is None:
-        print("warning: no embedder and no model: memories are stored without vectors "
-              "(keyword search only); rebuild again once the model is there", file=sys.stderr)
-    try:
-        return await rebuild(settings, use_embedder=False, embed=embed, progress=progress,
-                             optimize=not args.no_optimize)
-    finally:
-        if closer is not None:
-            closer()
-        if nc is not None:
-            with contextlib.suppress(Exception):
-                await nc.close()
-
-
-# --- entry point ----------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="totalrecall rebuild",
@@ -442,9 +97,9 @@ def main(argv: list[str] | None = None) -> int:
         settings = resolve_settings(args)
         how = "offline"
         if not args.offline:
-            if asyncio.run(_indexer_answers(settings)):
+            if asyncio.run(indexer_answers(settings)):
                 how = "nats"
-            elif _api_answers(_api_url(args)):
+            elif api_answers(_api_url(args)):
                 how = "api"
             elif args.online:
                 print("no running indexer answers (NATS or API)", file=sys.stderr)
@@ -480,16 +135,6 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_OK
 
 
-def _api_answers(api: str) -> bool:
-    import httpx
-
-    try:
-        r = httpx.get(f"{api}/memory/stats", timeout=3)
-        index = r.json().get("index", {}) if r.status_code == 200 else {}
-        return bool(index) and "error" not in index
-    except Exception:
-        return False
-
 
 def _summary(r: dict[str, Any], took: float) -> str:
     md = r.get("memory_md") or {}
@@ -503,6 +148,8 @@ def _summary(r: dict[str, Any], took: float) -> str:
         parts.append("HNSW built: " + ", ".join(f"{t} {s:.1f}s"
                                                 for t, s in r["optimized"].items()))
     return "; ".join(parts) + f" in {took:.1f}s"
+
+
 
 
 if __name__ == "__main__":
