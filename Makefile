@@ -47,7 +47,7 @@ fleet-smoke: bootstrap
 
 ## bench: performance figures
 bench: bootstrap
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench $(ARGS)
 
 ## bench-peers: Total Recall beside mem0 (local Qdrant, pgvector server), OpenClaw's memory-core
 ## (hybrid) and plain baselines (0.7·cos+0.3·BM25, bm25s, SQLite FTS5, Postgres FTS): docs/peers.md.

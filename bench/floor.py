@@ -3,7 +3,8 @@ same machine and in the same run as the recall figures it divides.
 
 `embedding_floor(texts)` embeds each text once with 1 and with 2 threads (after a warm-up) and
 keeps, per statistic, the better of the two: what the hardware needs to embed the question at
-all. `ratio_lines` prints recall ÷ floor beside the targets.
+all. `ratio_lines` prints recall ÷ floor beside the targets; `floor_ratios` gives the same
+machine-readably.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from bench.ratios import Ratio
 
 
 def pct(xs: Sequence[float], q: float) -> float:
@@ -55,13 +58,26 @@ def embedding_floor(texts: Sequence[str], model_path: Path | None = None,
     return Floor(min(a for a, _ in per.values()), min(b for _, b in per.values()), per)
 
 
+def floor_ratios(what: str, lat: Sequence[float], floor: Floor, p50_target: float = 2.0,
+                 p99_target: float = 4.0) -> tuple[Ratio, Ratio]:
+    """`what`'s p50 and p99 ÷ the floor's, against their targets (`bench/ratios.py`)."""
+    threads = {str(t): {"p50 ms": a, "p99 ms": b} for t, (a, b) in floor.per_threads.items()}
+
+    def ratio(q: str, ms: float, floor_ms: float, target: float) -> Ratio:
+        return Ratio(f"{what}: {q} ÷ floor", ms / floor_ms, target, "<=",
+                     {f"{q} ms": ms, f"floor {q} ms": floor_ms, "floor per threads": threads,
+                      "n": len(lat)})
+    return (ratio("p50", statistics.median(lat), floor.p50, p50_target),
+            ratio("p99", pct(lat, 0.99), floor.p99, p99_target))
+
+
 def ratio_lines(what: str, lat: Sequence[float], floor: Floor, p50_target: float = 2.0,
                 p99_target: float = 4.0) -> list[str]:
-    p50, p99 = statistics.median(lat), pct(lat, 0.99)
-    r50, r99 = p50 / floor.p50, p99 / floor.p99
+    r50, r99 = floor_ratios(what, lat, floor, p50_target, p99_target)
 
-    def mark(r: float, target: float) -> str:
-        return "met" if r <= target else "not met"
+    def mark(r: Ratio) -> str:
+        return "met" if r.met else "not met"
     return [f"{what} ÷ its floor (llama.cpp alone on the same texts, {floor.describe()}):",
-            f"  p50 {p50:.1f} ms = {r50:.2f}× (target ≤ {p50_target}×: {mark(r50, p50_target)}),"
-            f" p99 {p99:.1f} ms = {r99:.2f}× (target ≤ {p99_target}×: {mark(r99, p99_target)})"]
+            f"  p50 {r50.raw['p50 ms']:.1f} ms = {r50.value:.2f}× (target ≤ {p50_target}×: "
+            f"{mark(r50)}), p99 {r99.raw['p99 ms']:.1f} ms = {r99.value:.2f}× "
+            f"(target ≤ {p99_target}×: {mark(r99)})"]

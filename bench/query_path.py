@@ -27,6 +27,7 @@ from bench.embedder_bench import texts
 from bench.embedder_stack import bench_model, connect_bus, embedder_process, nats_and_home
 from bench.floor import pct
 from bench.machine import describe
+from bench.ratios import Ratio, emit
 from bench.recall_bench import ALL_QUERIES
 
 
@@ -108,6 +109,10 @@ async def run(url: str, model: Path, home: Path, args: argparse.Namespace) -> No
         busy, idle = res[f"{w} ingest"], res[f"{w} idle"]
         print(f"  {w}: p99 under ingest ÷ idle {pct(busy, 0.99) / pct(idle, 0.99):.2f}× "
               f"(target ≤ 1.5×), p50 {statistics.median(busy) / statistics.median(idle):.2f}×")
+        emit(Ratio(f"query path, {w}: p99 under ingest ÷ idle",
+                   pct(busy, 0.99) / pct(idle, 0.99), 1.5, "<=",
+                   {"p99 under ingest ms": pct(busy, 0.99), "p99 idle ms": pct(idle, 0.99),
+                    "n": len(busy), "ingested texts/s": rate}))
     a, b = res["in process idle"], res["embedder RPC idle"]
     print(f"  idle, embedder RPC ÷ in process: p50 {statistics.median(b) / statistics.median(a):.2f}×,"
           f" p99 {pct(b, 0.99) / pct(a, 0.99):.2f}×")

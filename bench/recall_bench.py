@@ -28,6 +28,7 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import nats
@@ -35,8 +36,9 @@ import numpy as np
 from totalrecall.launcher import launched_stack
 from totalrecall_schema import EmbeddedEvent, EmbedReply, EmbedRequest, MemoryEvent, Topology
 
-from bench.floor import Floor, embedding_floor, ratio_lines
+from bench.floor import Floor, embedding_floor, floor_ratios, ratio_lines
 from bench.machine import describe
+from bench.ratios import Figure, emit
 
 SERVICES = ["nginx", "postgresql", "docker", "sshd", "NetworkManager", "bluetooth", "cups",
             "systemd-resolved", "pipewire", "gdm", "firefox", "code", "chrome", "slack", "zoom"]
@@ -132,11 +134,11 @@ async def _seed(nats_url: str, topo: Topology, n: int, days: float, rng: random.
     base_v = np.asarray(vecs, dtype=np.float32)
     now = datetime.now(UTC)
     t0 = time.perf_counter()
-    pending: list[asyncio.Future[object]] = []
+    pending: list[asyncio.Future[Any]] = []
     for i in range(n):
         j = rng.randrange(len(base))
         cat, sev, summary, detail = base[j]
-        v = base_v[j] + np.random.default_rng(i).normal(0, 0.02, base_v.shape[1]).astype(np.float32)
+        v = base_v[j] + np.random.default_rng(i).normal(0, 0.02, (base_v.shape[1],)).astype(np.float32)
         v /= np.linalg.norm(v)
         ts = now - timedelta(seconds=rng.uniform(0, days * 86400))
         ev = MemoryEvent(id=f"bench-{i}", timestamp=ts, category=cat, summary=f"{summary} #{i}",
@@ -221,15 +223,26 @@ def _stage_totals(metrics: str) -> dict[str, tuple[float, float]]:
     return {k: (v[0], v[1]) for k, v in out.items()}
 
 
-def _stage_quantiles(metrics: str, before: str | None = None) -> dict[str, str]:
-    """Mean per stage (sum / count), of the recalls since `before` when given."""
+def _stage_means(metrics: str, before: str | None = None) -> dict[str, tuple[float, int]]:
+    """(mean ms, count) per stage (sum / count), of the recalls since `before` when given."""
     now, then = _stage_totals(metrics), _stage_totals(before or "")
     out = {}
     for stage in sorted(now):
         total, n = (a - b for a, b in zip(now[stage], then.get(stage, (0.0, 0.0)), strict=True))
         if n:
-            out[stage] = f"{1000 * total / n:.2f} ms (n={int(n)})"
+            out[stage] = (1000 * total / n, int(n))
     return out
+
+
+def _stage_quantiles(metrics: str, before: str | None = None) -> dict[str, str]:
+    """Mean per stage as printed, of the recalls since `before` when given."""
+    return {stage: f"{ms:.2f} ms (n={n})" for stage, (ms, n) in _stage_means(metrics, before).items()}
+
+
+def _stage_figures(what: str, metrics: str, before: str | None = None) -> list[Figure]:
+    """The Server-Timing stage means, machine-readably (`bench/ratios.py`)."""
+    return [Figure(f"{what}: stage {stage} mean", ms, "ms", {"n": n})
+            for stage, (ms, n) in _stage_means(metrics, before).items()]
 
 
 def _counter(metrics: str, name: str, **labels: str) -> float:
@@ -276,19 +289,24 @@ def _report(lat: list[float], n: int, queries: int, metrics: str,
     print(_line(f"automatic recall over HTTP, {n} memories, {queries} queries", lat))
     for stage, text in _stage_quantiles(metrics).items():
         print(f"  stage {stage:<11} mean {text}")
+    emit(*_stage_figures(f"recall at {n} memories", metrics))
     if floors is not None:
         for line in ratio_lines(f"recall at {n} memories", lat, floors[0]):
             print(line)
+        emit(*floor_ratios(f"recall at {n} memories", lat, floors[0]))
     if prompt_lat:
         sizes = sorted(len(q) for q in _prompts(len(prompt_lat)))
         print(_line(f"whole prompts instead ({len(prompt_lat)} of {sizes[0]}-{sizes[-1]} characters, "
                     f"median {sizes[len(sizes) // 2]})", prompt_lat))
         for stage, text in _stage_quantiles(prompt_metrics or "", metrics).items():
             print(f"  stage {stage:<11} mean {text}")
+        emit(*_stage_figures(f"recall of whole prompts at {n} memories", prompt_metrics or "",
+                             metrics))
         if floors is not None and floors[1] is not None:
             for line in ratio_lines(f"recall of whole prompts at {n} memories", prompt_lat,
                                     floors[1]):
                 print(line)
+            emit(*floor_ratios(f"recall of whole prompts at {n} memories", prompt_lat, floors[1]))
         if spread is not None:
             print(f"  query embedding: {spread[0]:.0f} long prompts on its parallel threads, "
                   f"{spread[1]:.0f} on one (something else was running)")
