@@ -367,11 +367,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _commit() -> str | None:
-    """The commit measured (Total Recall runs from this tree), with `+` when it has changes."""
+    """The commit measured (Total Recall runs from this tree), with `+` when it has changes.
+    The results this command writes (bench/results/, docs/peers.md) are no change of the code
+    measured: a `--merge` run after a first run of the same tree is of the same commit."""
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                               text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--",
+                                ".", ":(exclude)bench/results", ":(exclude)docs/peers.md"],
                                capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None

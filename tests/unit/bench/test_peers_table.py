@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
+import pytest
+
 from bench.peers.report import render
 from bench.peers.runs import aggregate, sig2
 from bench.peers.table import (
@@ -115,3 +120,28 @@ def test_render_names_the_quality_corpora_of_a_smaller_run() -> None:
     assert "What each system gets: locomo/conv-26 (419 memories, 197 questions)" in text
     assert "every LoCoMo dev conversation" not in text
     assert "runs completed per system: Total Recall 1" in text
+
+
+def test_the_commit_is_dirty_for_code_not_for_the_results_it_writes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.peers.__main__ import _commit
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+    (tmp_path / "bench" / "results").mkdir(parents=True)
+    (tmp_path / "docs").mkdir()
+    for f in ("bench/results/peers.json", "docs/peers.md", "code.py"):
+        (tmp_path / f).write_text("a")
+    git("init", "-q")
+    git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", "x", "--allow-empty")
+    git("add", ".")
+    git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "files")
+    monkeypatch.chdir(tmp_path)
+    clean = _commit()
+    assert clean is not None and not clean.endswith("+")
+    # A first run's results, then a --merge run of the same tree: the same commit.
+    (tmp_path / "bench/results/peers.json").write_text("b")
+    (tmp_path / "docs/peers.md").write_text("b")
+    assert _commit() == clean
+    (tmp_path / "code.py").write_text("b")
+    assert _commit() == clean + "+"
