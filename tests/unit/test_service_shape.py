@@ -1,7 +1,7 @@
 """Every service has the same shape (docs/dev/conventions.md), and its core/ does no I/O.
 
-Per service (`SHAPES`, one entry each; the watchers have their own, stricter test,
-`tests/unit/watchers/test_watchers_shape.py`, until they are added here):
+Per service (`SHAPES`, one entry each; the watchers' core/ is also held to a stricter test of
+the calls it makes, `tests/unit/watchers/test_watchers_shape.py`):
 
 * the standard modules exist under their standard names: `settings.py`, `app.py`,
   `metrics.py`, `container.py` (the object graph), `__main__.py`, `handlers` and `lifecycle`
@@ -52,6 +52,7 @@ SHAPES: dict[str, Shape] = {
         "alerts/": "the alert monitor (its rules are core/alerts.py)",
         "sessions/": "session bundles and summaries, conclusions, learned patterns, the ledger",
     }),
+    "watchers": Shape(ROOT / "services/watchers/totalrecall_watchers"),
 }
 
 #: Libraries (or their parents) whose job is I/O: network, processes, files, databases, devices.

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from embedder_fakes import FakeBackend
 from totalrecall_embedder.adapters.embedding_cache import EmbeddingCache
-from totalrecall_embedder.core.query_lru import QueryLRU
 from totalrecall_embedder.core.engine import Engine, EngineConfig
+from totalrecall_embedder.core.query_lru import QueryLRU
 from totalrecall_embedder.handlers import handle_batch_rpc
 from totalrecall_embedder.metrics import Metrics
 from totalrecall_schema import EmbedRequest
