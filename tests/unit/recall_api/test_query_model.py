@@ -165,3 +165,21 @@ def test_questions_asked_at_once_are_embedded_at_once_one_per_context() -> None:
         emb.close()
         assert a.closed and b.closed
     asyncio.run(go())
+
+
+def test_a_context_that_fails_to_load_closes_those_that_loaded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[FakeBackend] = []
+
+    def second_fails(path: Path, *, n_threads: int, fingerprint: str | None = None
+                     ) -> FakeBackend:
+        if made:
+            raise RuntimeError("out of memory")
+        made.append(FakeBackend([1.0]))
+        return made[-1]
+    monkeypatch.setattr("totalrecall_worker.llama_model.LlamaBackend", second_fails)
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"x")
+    assert load_query_embedder(model, FakeRpc([1.0]), prefix=None, max_tokens=128, threads=1,
+                               parallel_threads=2, contexts=2) is None
+    assert len(made) == 1 and made[0].closed

@@ -45,7 +45,6 @@ class ParallelBackend:
         self.fingerprint: str = first.fingerprint
         self.dim: int = first.dim
         self.model_name = getattr(first, "model_name", "")
-        self.model_path = getattr(first, "model_path", None)
         self.device = getattr(first, "device", "cpu")
         #: threads of all the contexts together
         self.n_threads = sum(int(getattr(c, "n_threads", 1) or 1) for c in self.contexts)

@@ -151,17 +151,22 @@ def load_query_embedder(path: Path, remote: Embedder, *, prefix: str | None, max
     if not path.is_file():
         log.info("no query model at %s: questions go to the embedder", path)
         return None
+    loaded: list[Any] = []
     try:
         from totalrecall_worker.llama_model import LlamaBackend, default_prefixes
         from totalrecall_worker.priority import usable_cpus
 
-        backend = LlamaBackend(path, n_threads=threads)
-        spares = [LlamaBackend(path, n_threads=threads, fingerprint=backend.fingerprint)
-                  for _ in range((contexts or usable_cpus()) - 1)]
+        loaded.append(LlamaBackend(path, n_threads=threads))
+        for _ in range((contexts or usable_cpus()) - 1):
+            loaded.append(LlamaBackend(path, n_threads=threads,
+                                       fingerprint=loaded[0].fingerprint))
     except Exception as exc:  # ImportError, ModelUnavailable
+        for b in loaded:  # a context that did load is not left open
+            b.close()
         log.warning("cannot load the query model %s (%s): questions go to the embedder",
                     path, exc)
         return None
+    backend, *spares = loaded
     return LocalQueryEmbedder(backend, remote,
                               prefix=default_prefixes(path.name)[0] if prefix is None else prefix,
                               max_tokens=max_tokens, parallel_threads=parallel_threads,
