@@ -154,10 +154,16 @@ def render_record(rec: LogRecord) -> str:
         lines.append("- tags: " + ", ".join(_code(t) for t in md.tags))
     if rec.repeat_count > 1:
         lines.append(f"- seen {rec.repeat_count} times")
-    if ev.detail:
-        fence = _fence_for(ev.detail)
-        lines += ["", f"{fence}text", ev.detail, fence]
-    return "\n".join(lines) + "\n\n"
+    return "\n".join(lines) + "\n\n" + render_detail(ev.detail)
+
+
+def render_detail(detail: str) -> str:
+    """The fenced detail that ends a memory's block, its blank line included ("" when there is
+    no detail)."""
+    if not detail:
+        return ""
+    fence = _fence_for(detail)
+    return f"{fence}text\n{detail}\n{fence}\n\n"
 
 
 def render_seen(key: str, repeat_count: int, last_seen: datetime | None) -> str:

@@ -16,6 +16,7 @@ from totalrecall_schema.daily_log import (
     file_header,
     iter_blocks,
     parse_daily,
+    render_record,
     scan_keys,
 )
 
@@ -76,6 +77,26 @@ def test_torn_record_anywhere_is_repaired_and_rewritten(tmp_path: Path) -> None:
     assert repaired > 100
     saved = list((tmp_path / "work" / ".recovered").glob("2026-11-20.*.torn.md"))
     assert saved  # nothing is thrown away without a copy
+
+
+def _as_an_older_writer_wrote_it(i: int, detail: str = DETAIL) -> LogRecord:
+    """A record that today's renderer, given its own JSON back, renders differently: built
+    without validation, it has no host (validating the JSON fills one in), as records written
+    before hosts were kept or by another version of the renderer differ."""
+    ev = MemoryEvent.model_construct(
+        id=f"old-{i}", timestamp=datetime(2026, 11, 20, 10, 0, i, tzinfo=UTC), namespace="default",
+        category="file", subcategory="modify", actor="system", source="test",
+        summary=f"file {i} changed", detail=detail, metadata=EventMetadata(tags=["t"]))
+    return LogRecord(event=ev)
+
+
+def test_torn_record_is_recognised_by_what_was_written_not_by_rendering_it_again(
+        tmp_path: Path) -> None:
+    rec = _as_an_older_writer_wrote_it(1)
+    assert render_record(LogRecord.from_json(rec.to_json())) != render_record(rec)  # the premise
+    repaired = _every_cut(tmp_path, [[_as_an_older_writer_wrote_it(0)]],
+                          [rec, _as_an_older_writer_wrote_it(2, detail="")])
+    assert repaired > 100
 
 
 def test_torn_first_record_and_header(tmp_path: Path) -> None:

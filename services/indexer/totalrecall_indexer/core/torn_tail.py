@@ -14,6 +14,7 @@ from totalrecall_schema.daily_log import (
     LogRecord,
     ParsedBlock,
     iter_blocks,
+    render_detail,
     render_forgotten,
     render_record,
     render_seen,
@@ -61,6 +62,25 @@ def _expected_block(block: ParsedBlock) -> str | None:
     except Exception:
         return None
     return None
+
+
+def _event_as_written(tail: str, block: ParsedBlock) -> str | None:
+    """A memory block as it was written, whichever version wrote it: its heading, record line and
+    fact lines as they stand in the file, then the detail the record line's own JSON holds.
+
+    Today's `render_record` of the parsed record is not always what was written: validating the
+    JSON again fills in what the writer left out (a host for an event built without one), and
+    another version of the renderer may word the fact lines differently. A torn block must still
+    be recognised as ours, or its cut-off detail would be kept and its redelivery skipped."""
+    event = (block.payload or {}).get("event")
+    detail = event.get("detail", "") if isinstance(event, dict) else None
+    if not isinstance(detail, str) or not tail.startswith("## "):
+        return None
+    record_line_end = tail.find("\n", tail.find("\n") + 1)
+    facts_end = tail.find("\n\n", record_line_end) if record_line_end >= 0 else -1
+    if facts_end < 0:  # cut before the fact lines ended: what was written goes on past the tail
+        return tail + "\n\n"
+    return tail[: facts_end + 2] + render_detail(detail)
 
 
 def _looks_like_torn_start(rest: str) -> bool:
@@ -116,8 +136,9 @@ def _find_torn_tail(text: str, header: str) -> TailRepair | None:
             return TailRepair(base, "", "torn first block")
     else:
         tail = text[last_start:]
-        expected = _expected_block(last)
-        if expected is not None:
+        rendered = _expected_block(last)
+        as_written = _event_as_written(tail, last) if last.kind == "event" else None
+        for expected in dict.fromkeys(e for e in (rendered, as_written) if e is not None):
             if tail == expected:
                 return None
             if expected.startswith(tail):
