@@ -3,14 +3,20 @@
 LoCoMo: R@k = |gold ∩ top-k| / |gold|; Hit@5 = any gold in top 5; MRR = 1/rank of the first gold
 hit (0 when none is retrieved). LongMemEval: the same at turn level (recall_any@5, recall_all@5,
 MRR) and at session level, where the ranked turns are mapped to their sessions and deduplicated first.
+
+LogQA: Hit@k and MRR of the gold line, and answered@k: a line among the first k answers the
+question (`answers_question`). Many lines of one template differ only in values the question
+does not name ("What is the status of packet responder 2?"): Hit@k asks a ranking to guess which
+of them the question's author copied, answered@k only that it finds a line that answers.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -76,17 +82,46 @@ def longmemeval_scores(ranked: Sequence[str], gold_turns: Iterable[str],
     return out
 
 
-def logqa_scores(ranked: Sequence[str], gold: Iterable[str]) -> dict[str, float]:
-    """LogQA: Hit@1/5/10 and MRR of the first gold line."""
+def logqa_scores(ranked: Sequence[str], gold: Iterable[str],
+                 answers: Callable[[str], bool] | None = None) -> dict[str, float]:
+    """LogQA: Hit@1/5/10 and MRR of the first gold line; with `answers` (line id → does that
+    line answer the question, `answers_question`), answered@1/5/10 too. A gold line always
+    answers."""
     gold = set(gold)
-    return {"Hit@1": hit_at(ranked, gold, 1), "Hit@5": hit_at(ranked, gold, 5),
-            "Hit@10": hit_at(ranked, gold, 10), "MRR": mrr(ranked, gold)}
+    out = {"Hit@1": hit_at(ranked, gold, 1), "Hit@5": hit_at(ranked, gold, 5),
+           "Hit@10": hit_at(ranked, gold, 10), "MRR": mrr(ranked, gold)}
+    if answers is not None:
+        good = [r in gold or answers(r) for r in ranked]
+        out.update({f"answered@{k}": 1.0 if any(good[:k]) else 0.0 for k in (1, 5, 10)})
+    return out
+
+
+#: A token of a log line or question: identifiers whole (`blk_-1608`, `10.251.73.220`, `16.0`),
+#: split at `:` and `/` (an address and its port are two tokens).
+_TOKEN = re.compile(r"[A-Za-z0-9_.\-]+")
+
+
+def tokens(text: str) -> frozenset[str]:
+    """Lower-cased whole tokens, without a sentence's trailing dot."""
+    return frozenset(t for t in (m.strip(".-").lower() for m in _TOKEN.findall(text)) if t)
+
+
+def answers_question(line: str, question: str, answer: str, gold_line: str) -> bool:
+    """Does `line` answer what `question` asks of `gold_line`? It holds the gold answer
+    (case-insensitive), and every token of the question with a digit in it that the gold line
+    holds (block ids, addresses, ports, numbers), as whole tokens: a line of the same template
+    with another block id answers another question."""
+    if answer.strip().lower() not in line.lower():
+        return False
+    named = {t for t in tokens(question) & tokens(gold_line) if any(c.isdigit() for c in t)}
+    return named <= tokens(line)
 
 
 LOCOMO_METRICS = ("R@5", "R@10", "Hit@5", "MRR")
 LME_METRICS = ("session_any@5", "session_all@5", "session_MRR", "turn_any@5", "turn_all@5",
                "turn_MRR")
-LOGQA_METRICS = ("Hit@1", "Hit@5", "Hit@10", "MRR")
+LOGQA_METRICS = ("Hit@1", "Hit@5", "Hit@10", "MRR", "answered@1", "answered@5",
+                 "answered@10")
 LOCOMO_CATEGORY_NAMES = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop",
                          "5": "adversarial"}
 #: The headline set of LoCoMo: categories 1–4.

@@ -63,7 +63,7 @@ def test_restricting_to_common_questions_and_dropping_empty_folds() -> None:
 
 
 def test_headline_metrics_known_and_unknown_datasets() -> None:
-    assert headline_metrics({"dataset": "logqa"})[0] == "Hit@1"
+    assert headline_metrics({"dataset": "logqa"})[0] == "answered@1"
     unknown = {"dataset": "workstation",
                "questions": [{"qid": "a", "category": "x", "scores": {"ok": 1.0}},
                              {"qid": "b", "category": "x", "scores": {"ok": 0.0, "rank": 2.0}}]}

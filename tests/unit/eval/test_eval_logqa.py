@@ -13,6 +13,7 @@ from eval import report
 from eval.bm25_baseline import bm25_rankings
 from eval.logqa import gold_lines, load_logqa
 from eval.logqa_runner import summarise, wait_drained
+from eval.metrics import answers_question, logqa_scores, tokens
 
 HDFS = """LineId,Date,Time,Pid,Level,Component,Content,EventId,EventTemplate
 1,081109,203615,148,INFO,dfs.DataNode$PacketResponder,PacketResponder 1 for block blk_388 terminating,E10,x
@@ -147,9 +148,11 @@ def test_wait_times_out() -> None:
 
 
 def test_report_shows_bm25_beside_ours_and_the_folds() -> None:
+    answered = {"answered@1": 1.0, "answered@5": 1.0, "answered@10": 1.0}
     questions = [{"qid": f"HDFS/train#{i}", "category": "HDFS train",
-                  "scores": {"Hit@1": 1.0, "Hit@5": 1.0, "Hit@10": 1.0, "MRR": 1.0},
-                  "bm25_scores": {"Hit@1": 0.0, "Hit@5": 1.0, "Hit@10": 1.0, "MRR": 0.5}}
+                  "scores": {"Hit@1": 1.0, "Hit@5": 1.0, "Hit@10": 1.0, "MRR": 1.0, **answered},
+                  "bm25_scores": {"Hit@1": 0.0, "Hit@5": 1.0, "Hit@10": 1.0, "MRR": 0.5,
+                                  **answered, "answered@1": 0.0}}
                  for i in range(4)]
     result = {"dataset": "logqa", "run_at": "t", "api": "http://x",
               "config": {"maxResults": 10, "asOf": "now"},
@@ -162,7 +165,35 @@ def test_report_shows_bm25_beside_ours_and_the_folds() -> None:
               "baselines": {"BM25 (bm25s)": summarise(questions, ["HDFS"], "bm25_scores")},
               "targets": {}, "questions": questions}
     text = report.render(result)
-    assert "| set | n | Hit@1 | Hit@5 | Hit@10 | MRR | BM25 Hit@1 |" in text
-    assert "| all | 4 | 1.000 | 1.000 | 1.000 | 1.000 | 0.000 | 1.000 | 1.000 | 0.500 |" in text
+    assert ("| set | n | Hit@1 | Hit@5 | Hit@10 | MRR | answered@1 | answered@5 | answered@10 "
+            "| BM25 Hit@1 | BM25 Hit@5 | BM25 Hit@10 | BM25 MRR | BM25 answered@1 |") in text
+    assert ("| all | 4 | 1.000 | 1.000 | 1.000 | 1.000 | 1.000 | 1.000 | 1.000 "
+            "| 0.000 | 1.000 | 1.000 | 0.500 | 0.000 | 1.000 | 1.000 |") in text
     assert "4 log lines" in text and "HDFS 2 (the rest folded" in text
-    assert "| fold | n | Hit@1 |" in text and "| all | 4 |" in text
+    assert "| fold | n | answered@1 | answered@5 | Hit@1 |" in text and "| all | 4 |" in text
+
+
+def test_a_line_answers_when_it_holds_the_answer_and_every_value_the_question_names() -> None:
+    gold = "INFO dfs.DataNode$PacketResponder[148]: PacketResponder 1 for block blk_388 terminating"
+    q, a = "What is the status of packet responder 1 for block blk_388?", "terminating"
+    assert answers_question(gold, q, a, gold)
+    # the same template, another block: it answers another question
+    other = gold.replace("blk_388", "blk_-695")
+    assert not answers_question(other, q, a, gold)
+    # a value as a whole token only: blk_3880 is not blk_388; the port of an address is its own
+    assert not answers_question(gold.replace("blk_388", "blk_3880"), q, a, gold)
+    assert tokens("from /10.250.7.146:50010.") == {"from", "10.250.7.146", "50010"}
+    # without the answer it does not answer, case aside
+    assert not answers_question(gold.replace("terminating", "started"), q, a, gold)
+    assert answers_question(gold.upper(), q, a, gold)
+    # a question that names no value: every line of the template with the answer answers
+    assert answers_question(other, "Which responders are terminating?", a, gold)
+
+
+def test_answered_at_k_counts_a_gold_line_and_an_answering_line() -> None:
+    good = {"l2", "l7"}
+    scores = logqa_scores(["l1", "l2", "l3"], {"l3"}, answers=lambda line: line in good)
+    assert scores["Hit@1"] == 0.0 and scores["Hit@5"] == 1.0
+    assert (scores["answered@1"], scores["answered@5"], scores["answered@10"]) == (0.0, 1.0, 1.0)
+    assert logqa_scores(["l3"], {"l3"}, answers=lambda line: False)["answered@1"] == 1.0
+    assert "answered@1" not in logqa_scores(["l3"], {"l3"})  # no texts: Hit@k only
