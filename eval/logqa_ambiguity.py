@@ -6,7 +6,11 @@ its gold line is also in other lines of the same template ("What is the status o
 responder 2?"), nothing in the question tells those lines apart: a ranking can only pick one of
 them by a rule of its own (the operator's: the newest first). This counts, per question, the
 lines of the gold's template that hold every word the question shares with the gold ("fitting"
-lines), and the Hit@k a ranking gets if it puts the fitting lines first in random order.
+lines), and the Hit@k a ranking gets if it puts the fitting lines first in random order. The
+same for answered@k (`metrics.answers_question`): of the fitting lines, those that hold the gold
+answer and every value the question names answer it, and a ranking that can tell no fitting
+line from another finds one of them among its first k with this chance. A target above that
+bound asks a ranking to guess which line the question's author had in mind.
 
     python -m eval.logqa_ambiguity [eval/results/logqa.json] [--k 5]
 """
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -22,6 +27,7 @@ from typing import Any
 
 from .datasets import default_data_dir
 from .logqa import SYSTEMS, load_lines
+from .metrics import answers_question
 
 _WORD = re.compile(r"[\w.:/@-]+")
 
@@ -43,6 +49,15 @@ def random_order_hit(n_fitting: int, k: int) -> float:
     return min(1.0, k / n_fitting)
 
 
+def random_order_answered(n_fitting: int, n_answering: int, k: int) -> float:
+    """The chance that a random order of `n_fitting` lines, `n_answering` of them answering,
+    has an answering line among its first k."""
+    n_answering = max(1, min(n_answering, n_fitting))
+    if n_fitting - n_answering < k:
+        return 1.0
+    return 1.0 - math.comb(n_fitting - n_answering, k) / math.comb(n_fitting, k)
+
+
 def load_templates(data_dir: Path) -> dict[str, tuple[str, str]]:
     """Line id (`hdfs:17`) → (template id, content), from the structured CSVs."""
     return {ln.id: (ln.template, ln.content) for system in SYSTEMS
@@ -55,21 +70,27 @@ def summarise(questions: Iterable[Mapping[str, Any]], lines: Mapping[str, tuple[
     for key, (template, content) in lines.items():
         by_template.setdefault((key.split(":")[0], template), []).append(content)
     n = ambiguous = ambiguous_missed = missed = 0
-    bound = 0.0
+    bound = answered_bound = 0.0
     for q in questions:
         gold = q["gold"][0]
         template, content = lines[gold]
-        fit = fitting(q["question"], content, by_template[(gold.split(":")[0], template)])
+        same = by_template[(gold.split(":")[0], template)]
+        fit = fitting(q["question"], content, same)
         hit = float(q["scores"][f"Hit@{k}"]) >= 1
         n += 1
         bound += random_order_hit(fit, k)
+        asked = words(q["question"]) & words(content)
+        answering = sum(1 for c in set(same) if asked <= words(c) and answers_question(
+            c, q["question"], str(q.get("answer", "")), content))
+        answered_bound += random_order_answered(fit, answering, k)
         missed += not hit
         if fit > k:
             ambiguous += 1
             ambiguous_missed += not hit
     return {"questions": n, f"fit_more_than_{k}": ambiguous, f"missed_at_{k}": missed,
             f"missed_at_{k}_fit_more_than_{k}": ambiguous_missed,
-            f"hit_at_{k}_fitting_first_random_order": round(bound / max(n, 1), 3)}
+            f"hit_at_{k}_fitting_first_random_order": round(bound / max(n, 1), 3),
+            f"answered_at_{k}_fitting_first_random_order": round(answered_bound / max(n, 1), 3)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -110,8 +110,9 @@ def answers_question(line: str, question: str, answer: str, gold_line: str) -> b
     """Does `line` answer what `question` asks of `gold_line`? It holds the gold answer
     (case-insensitive), and every token of the question with a digit in it that the gold line
     holds (block ids, addresses, ports, numbers), as whole tokens: a line of the same template
-    with another block id answers another question."""
-    if answer.strip().lower() not in line.lower():
+    with another block id answers another question. Without an answer, no line but the gold
+    can be judged to answer."""
+    if not answer.strip() or answer.strip().lower() not in line.lower():
         return False
     named = {t for t in tokens(question) & tokens(gold_line) if any(c.isdigit() for c in t)}
     return named <= tokens(line)
