@@ -85,7 +85,11 @@ class PostgresServer:
 
             pw = pwd.getpwnam(user)
             kwargs.update(user=pw.pw_uid, group=pw.pw_gid, extra_groups=[])
-        subprocess.run(list(argv), check=True, capture_output=True, **kwargs)  # type: ignore[call-overload]
+        done = subprocess.run(list(argv), capture_output=True, **kwargs)  # type: ignore[call-overload]
+        if done.returncode != 0:  # say why: initdb's own words (a directory it cannot reach, …)
+            why = (done.stderr or done.stdout or b"").decode("utf-8", "replace").strip()
+            raise RuntimeError(f"{Path(argv[0]).name} exited with {done.returncode}"
+                               + (f" (as user {user})" if user else "") + f": {why[-1500:]}")
 
     def init(self) -> None:
         if (self.data_dir / "PG_VERSION").exists():
