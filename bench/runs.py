@@ -20,13 +20,14 @@ RUNS = ROOT / "bench" / "results" / "runs.jsonl"
 _NOT_CODE = ":(exclude)bench/results"
 
 
-def git_state(root: Path = ROOT) -> tuple[str, bool]:
-    """HEAD's commit and whether the working tree differs from it (bench/results/ aside)."""
+def git_state(root: Path = ROOT, not_code: Sequence[str] = (_NOT_CODE,)) -> tuple[str, bool]:
+    """HEAD's commit and whether the working tree differs from it (`not_code` aside: by default
+    bench/results/)."""
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
                               check=True).stdout.strip()
     try:
-        return git("rev-parse", "HEAD"), bool(git("status", "--porcelain", "--", ".", _NOT_CODE))
+        return git("rev-parse", "HEAD"), bool(git("status", "--porcelain", "--", ".", *not_code))
     except (OSError, subprocess.CalledProcessError):
         return "unknown", True
 

@@ -146,8 +146,11 @@ def render(result: dict[str, Any]) -> str:
     cfg = result["config"]
     asked = (", asked as of each question's date (`asOf`)"
              if cfg.get("asOf") == "question date" and result["dataset"] == "longmemeval" else "")
+    commit = result.get("commit")
+    of = (f" at {str(commit)[:10]}{' (uncommitted changes)' if result.get('dirty') else ''}"
+          f" on {result.get('machine', 'an unnamed machine')}" if commit else "")
     parts = [f"### {title}", "",
-             f"Run {result['run_at']} against {result['api']} "
+             f"Run {result['run_at']}{of} against {result['api']} "
              f"(timeframe \"all\", maxResults {cfg['maxResults']}{asked}).", "",
              table(result), "", timing_line(result), "", targets_line(result), ""]
     if result["dataset"] in NOTES:

@@ -163,8 +163,10 @@ def test_report_shows_bm25_beside_ours_and_the_folds() -> None:
                          "recall_p99_ms": 2},
               "summary": summarise(questions, ["HDFS"]),
               "baselines": {"BM25 (bm25s)": summarise(questions, ["HDFS"], "bm25_scores")},
-              "targets": {}, "questions": questions}
+              "targets": {}, "questions": questions,
+              "commit": "0123456789abcdef", "dirty": False, "machine": "a 2-core box"}
     text = report.render(result)
+    assert "Run t at 0123456789 on a 2-core box against http://x" in text
     assert ("| set | n | Hit@1 | Hit@5 | Hit@10 | MRR | answered@1 | answered@5 | answered@10 "
             "| BM25 Hit@1 | BM25 Hit@5 | BM25 Hit@10 | BM25 MRR | BM25 answered@1 |") in text
     assert ("| all | 4 | 1.000 | 1.000 | 1.000 | 1.000 | 1.000 | 1.000 | 1.000 "
