@@ -148,7 +148,8 @@ def render(result: dict[str, Any]) -> str:
              if cfg.get("asOf") == "question date" and result["dataset"] == "longmemeval" else "")
     commit = result.get("commit")
     of = (f" at {str(commit)[:10]}{' (uncommitted changes)' if result.get('dirty') else ''}"
-          f" on {result.get('machine', 'an unnamed machine')}" if commit else "")
+          f" on {str(result.get('machine', 'an unnamed machine')).removeprefix('machine: ')}"
+          if commit else "")
     parts = [f"### {title}", "",
              f"Run {result['run_at']}{of} against {result['api']} "
              f"(timeframe \"all\", maxResults {cfg['maxResults']}{asked}).", "",
