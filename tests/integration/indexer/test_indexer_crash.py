@@ -229,19 +229,22 @@ async def test_kill_9_while_writing_loses_and_duplicates_nothing(
 
 
 # --- the Markdown log alone, killed inside its appends ----------------------------------------
-_WRITER = r'''
-import random, sys
+_WRITER = r"""
+import os, random, signal, sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+import totalrecall_indexer.adapters.markdown_log as markdown_log
 from totalrecall_indexer.adapters.markdown_log import MarkdownLog
 from totalrecall_schema.daily_log import LogRecord
 from totalrecall_schema import EventMetadata, MemoryEvent
 
-root, n, per_batch = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+root, n, per_batch, tear = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 rng = random.Random(5)
 words = ("disk", "full", "`df -h`", "✓", "日本語", "\n", "```", "## x", "<!-- y -->", "ok")
 t0 = datetime(2026, 11, 18, 23, 0, tzinfo=UTC)
-# model_construct: no validation (scrubbing 15 MB of text would take most of the run)
+# model_construct: no validation (scrubbing 15 MB of text would take most of the run); the
+# records therefore lack the host that validating their JSON back fills in, as records an
+# older writer wrote would.
 recs = [LogRecord(event=MemoryEvent.model_construct(
             id=f"w{i}", timestamp=t0 + timedelta(minutes=37 * i % 4000), namespace="default",
             category="file", subcategory="modify", actor="system", source="test",
@@ -249,21 +252,53 @@ recs = [LogRecord(event=MemoryEvent.model_construct(
             detail=" ".join(rng.choice(words) for _ in range(rng.randint(200, 2000))),
             metadata=EventMetadata(tags=["t"])), repeat_count=1 + (i % 7 == 0))
         for i in range(n)]
+if tear >= 0:
+    # Killed inside the `tear`-th write of this run (batches already on disk write nothing),
+    # after a random part of its bytes: what a SIGKILL in the middle of a write(2) leaves.
+    appends, cut = [0], random.Random(tear)
+    class Torn:
+        def __init__(self, fh):
+            self.fh = fh
+        def __enter__(self):
+            return self
+        def __exit__(self, *exc):
+            return self.fh.__exit__(*exc)
+        def write(self, data):
+            self.fh.write(data[: cut.randrange(1, len(data))])
+            self.fh.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+        def __getattr__(self, name):
+            return getattr(self.fh, name)
+    def tearing_open(path, mode="r", *args, **kwargs):
+        fh = open(path, mode, *args, **kwargs)
+        if mode == "ab":
+            appends[0] += 1
+            if appends[0] == tear:
+                return Torn(fh)
+        return fh
+    markdown_log.open = tearing_open
 log = MarkdownLog(root)  # a restart: repair torn tails, then "redeliver" every batch
 log.recover()
 print("ready", flush=True)
 for start in range(0, n, per_batch):
     log.append(recs[start: start + per_batch])
 print("done", flush=True)
-'''
+"""
 
 
-def _run_writer(root: Path, n: int, per_batch: int) -> Any:
+def _run_writer(root: Path, n: int, per_batch: int, tear: int = -1) -> Any:
     import subprocess
     import sys
 
-    return subprocess.Popen([sys.executable, "-c", _WRITER, str(root), str(n), str(per_batch)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(root), str(n), str(per_batch), str(tear)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+
+def _torn_tails(daily: Path) -> int:
+    return sum(find_torn_tail(path.read_text(encoding="utf-8", errors="surrogateescape"),
+                              file_header(date.fromisoformat(path.stem))) is not None
+               for path in daily.glob("*.md"))
 
 
 def test_markdown_writer_killed_at_random_ends_byte_identical(tmp_path: Path) -> None:
@@ -276,25 +311,31 @@ def test_markdown_writer_killed_at_random_ends_byte_identical(tmp_path: Path) ->
     assert p.wait(120) == 0
     work = tmp_path / "killed"
     rng = random.Random(99)
-    torn = kills = 0
-    for _ in range(12):
-        p = _run_writer(work, n, per_batch)
-        assert p.stdout is not None and p.stdout.readline() == b"ready\n"
-        time.sleep(rng.uniform(0.0, 0.4))  # a random moment of its appends
-        if p.poll() is not None:
-            continue
-        os.kill(p.pid, signal.SIGKILL)
-        p.wait(10)
-        kills += 1
-        for path in (work / "daily").glob("*.md"):
-            text = path.read_text(encoding="utf-8", errors="surrogateescape")
-            torn += find_torn_tail(text, file_header(date.fromisoformat(path.stem))) is not None
+    torn = kills = torn_writes = 0
+    for i in range(12):
+        if i % 2:  # killed inside one of its next writes, a random part of it on disk
+            p = _run_writer(work, n, per_batch, tear=rng.randint(1, 3))
+            rc = p.wait(120)
+            assert rc in (0, -signal.SIGKILL)  # 0: it had fewer writes left than that
+            kills += rc != 0
+            torn_writes += rc != 0
+        else:  # killed at a random moment (the write itself is ~1 % of an append)
+            p = _run_writer(work, n, per_batch)
+            assert p.stdout is not None and p.stdout.readline() == b"ready\n"
+            time.sleep(rng.uniform(0.0, 0.4))
+            if p.poll() is not None:
+                continue
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait(10)
+            kills += 1
+        torn += _torn_tails(work / "daily")
     p = _run_writer(work, n, per_batch)
     assert p.wait(120) == 0
-    # The write() itself is ~1 % of an append (rendering dominates), so few kills tear a block;
-    # every torn state is covered byte by byte in tests/unit/indexer/test_indexer_markdown_crash.
-    print(f"\nmarkdown writer: {kills} kills, {torn} torn tails left behind and repaired")
-    assert kills >= 8
+    # Every torn state is also covered byte by byte in tests/unit/indexer/test_indexer_markdown_crash.
+    print(f"\nmarkdown writer: {kills} kills ({torn_writes} inside a write), {torn} torn tails "
+          "left behind and repaired")
+    assert kills >= 8 and torn_writes >= 3 and torn >= 3
+    assert _torn_tails(work / "daily") == 0
     ref_files = sorted(q.name for q in (ref / "daily").glob("*.md"))
     assert ref_files == sorted(q.name for q in (work / "daily").glob("*.md"))
     for name in ref_files:
