@@ -72,8 +72,10 @@ def _child(tmp_path: Path) -> None:
     assert after[builder][0] == base + NICE, (after[builder], base)  # … at the build priority
     assert after[builder][2] == os.SCHED_IDLE, after[builder]
     # The merge zvec runs on its calling thread ran on a lowered thread of its own (ended
-    # since: not in `after`), not on the caller's (0.5 s of a 4 s build when it did).
-    assert used[me] <= 1, used
+    # since: not in `after`), not on the caller's: 0.5 s of a 4 s build (12 %) when it did.
+    # The caller is charged a tick or two of its own for waiting and reading /proc (ticks are
+    # 10 ms samples), so the bound is a share of the build, not a count.
+    assert used[me] <= max(2, used[builder] // 20), used
     # Queries and writes run on the caller's thread, at its priority.
     assert os.getpriority(os.PRIO_PROCESS, me) == base
     assert os.sched_getscheduler(0) == policy != os.SCHED_IDLE
