@@ -15,6 +15,7 @@ from typing import Any
 import nats
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig
+from nats.js.errors import NoStreamResponseError
 from nats_cluster import NatsCluster
 from totalrecall_embedder.settings import Settings as EmbedderSettings
 from totalrecall_schema import MemoryEvent, Topology, ensure_streams
@@ -76,11 +77,15 @@ async def services(cluster: Cluster) -> AsyncIterator[Conn]:
     nc = await conn.connect(EmbedderSettings(nats_url=url).nats_servers)
 
     async def streams_made() -> bool:
+        js = nc.jetstream(timeout=5)
         try:
-            await ensure_streams(nc.jetstream(timeout=5), TOPO)
+            await ensure_streams(js, TOPO)
+            # Made is not yet ready: each stream elects a leader of its own after it is made.
+            infos = [await js.stream_info(name) for name in
+                     (TOPO.events_stream, TOPO.embedded_stream, TOPO.dlq_stream)]
         except Exception:  # the cluster elects its meta leader first
             return False
-        return True
+        return all(i.cluster is not None and i.cluster.leader for i in infos)
 
     await wait_for(streams_made, timeout=60, interval=0.5, what="streams with 3 replicas")
     yield conn
@@ -132,7 +137,17 @@ async def test_an_r1_stream_of_before_becomes_r3_in_place(services: Conn) -> Non
     js = services.nc.jetstream(timeout=10)
     single = Topology.for_test("upgrade")  # R1, and an events stream of the local subjects only
     await js.add_stream(name=single.events_stream, subjects=[single.events_all])
-    await js.publish(single.events_subject("file"), b"{}", stream=single.events_stream)
+
+    async def stored() -> bool:
+        # A stream just made in a cluster takes a moment before its node answers for it ("no
+        # responders"); the message id makes a publish retried after a lost ack store it once.
+        try:
+            await js.publish(single.events_subject("file"), b"{}", stream=single.events_stream,
+                             headers={"Nats-Msg-Id": "before-1"}, timeout=2)
+        except (NoStreamResponseError, nats.errors.TimeoutError):
+            return False
+        return True
+    await wait_for(stored, timeout=30, interval=0.2, what="the new R1 stream storing a message")
     await ensure_streams(js, single)
     assert (await js.stream_info(single.events_stream)).config.num_replicas == 1
 
