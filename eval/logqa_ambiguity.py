@@ -37,11 +37,16 @@ def words(text: str) -> frozenset[str]:
     return frozenset(w for w in (t.strip(".:-").lower() for t in _WORD.findall(text)) if w)
 
 
-def fitting(question: str, gold: str, template_lines: Iterable[str]) -> int:
+def fitting_lines(question: str, gold: str, template_lines: Iterable[str]) -> list[str]:
     """The lines of the gold's template (`template_lines`, the gold's own content included)
-    that hold every word the question shares with the gold line: at least 1, the gold."""
+    that hold every word the question shares with the gold line, each once."""
     asked = words(question) & words(gold)
-    return max(1, sum(1 for c in set(template_lines) if asked <= words(c)))
+    return [c for c in set(template_lines) if asked <= words(c)]
+
+
+def fitting(question: str, gold: str, template_lines: Iterable[str]) -> int:
+    """How many `fitting_lines` there are: at least 1, the gold."""
+    return max(1, len(fitting_lines(question, gold, template_lines)))
 
 
 def random_order_hit(n_fitting: int, k: int) -> float:
@@ -74,13 +79,12 @@ def summarise(questions: Iterable[Mapping[str, Any]], lines: Mapping[str, tuple[
     for q in questions:
         gold = q["gold"][0]
         template, content = lines[gold]
-        same = by_template[(gold.split(":")[0], template)]
-        fit = fitting(q["question"], content, same)
+        fits = fitting_lines(q["question"], content, by_template[(gold.split(":")[0], template)])
+        fit = max(1, len(fits))
         hit = float(q["scores"][f"Hit@{k}"]) >= 1
         n += 1
         bound += random_order_hit(fit, k)
-        asked = words(q["question"]) & words(content)
-        answering = sum(1 for c in set(same) if asked <= words(c) and answers_question(
+        answering = sum(1 for c in fits if answers_question(
             c, q["question"], str(q.get("answer", "")), content))
         answered_bound += random_order_answered(fit, answering, k)
         missed += not hit

@@ -123,10 +123,12 @@ def run_logqa(client: RecallClient, *, tag: str, log: Callable[[str], None] = pr
     latencies: list[float] = []
     server_ms: list[float] = []
     t1 = time.perf_counter()
+    #: each system's line texts by line id (what `answering` checks a ranked line against)
+    texts = {s.name: {ln.id: ln.text for ln in s.lines} for s in systems}
     for s in systems:
         ns = namespaces[s.name]
         resolve = make_id_resolver(ns, s.lines)
-        text_of = {ln.id: ln.text for ln in s.lines}
+        text_of = texts[s.name]
         for q in s.questions:
             mems, ms, body = client.recall(q.question, ns, max_results=max_results)
             latencies.append(ms)
@@ -145,7 +147,7 @@ def run_logqa(client: RecallClient, *, tag: str, log: Callable[[str], None] = pr
 
     by_qid = {q["qid"]: q for q in per_question}
     for s in systems:
-        text_of = {ln.id: ln.text for ln in s.lines}
+        text_of = texts[s.name]
         rankings = bm25_rankings([ln.id for ln in s.lines], [ln.text for ln in s.lines],
                                  [q.question for q in s.questions], k=max_results)
         for q, ranked in zip(s.questions, rankings, strict=True):
