@@ -14,6 +14,7 @@ from .alerts.monitor import AlertMonitor
 from .metrics import Metrics
 from .ports import Embedder, Publisher, Store, VectorIndex
 from .recall.admission import Admission
+from .recall.query_map import MappedQueries, QueryMap
 from .recall.query_vectors import QueryVectors
 from .recall.service import RecallService
 from .sessions.conclusion_extractor import ConclusionExtractor
@@ -36,13 +37,18 @@ class Container:
     #: What embeds a recall's question (`adapters/query_model.py`; None: `embedder`, the RPC,
     #: which /health keeps checking: ingest needs it).
     query_embedder: Embedder | None = None
+    #: The map of a question's vector before its search (`recall/query_map.py`; None: none).
+    query_map: QueryMap | None = None
 
     def __post_init__(self) -> None:
+        asks: Embedder = self.query_embedder or self.embedder
+        if self.query_map is not None:
+            asks = MappedQueries(asks, self.query_map)
         self.citations = Citations(self.settings.memory_dir)
         self.ledger = Ledger(self.settings.ledger_path, self.publisher,
                              self.settings.ledger_namespace)
         self.service = RecallService(
-            self.settings, self.query_embedder or self.embedder, self.index, self.store,
+            self.settings, asks, self.index, self.store,
             self.metrics, self.citations,
             alerts=self.alerts, query_vectors=QueryVectors(
                 self.settings.query_vector_cache_size, self.settings.query_vector_cache_s))

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
+from .adapters.query_map_file import load_query_map
 from .adapters.query_model import LocalQueryEmbedder
 from .alerts.monitor import AlertMonitor
 from .container import Container
@@ -45,7 +46,9 @@ async def running(settings: Settings, metrics: Metrics, *, publisher: Publisher 
                      "query_embedder": local}
         monitor = AlertMonitor(rows, settings, metrics) \
             if rows is not None and settings.alerts_enabled else None
-        container = Container(settings=settings, metrics=metrics, alerts=monitor, **ports)
+        query_map = load_query_map(settings.query_map_path) if settings.query_map else None
+        container = Container(settings=settings, metrics=metrics, alerts=monitor,
+                              query_map=query_map, **ports)
         if isinstance(ports.get("query_embedder"), LocalQueryEmbedder):
             ports["query_embedder"].on_spread = metrics.spread_hook
         if monitor is not None:

@@ -68,6 +68,14 @@ class Settings(ServiceSettings):
         default_factory=lambda: os.environ.get("TR_EMBEDDER_QUERY_PREFIX"))
     query_max_tokens: int = Field(
         default_factory=lambda: int(os.environ.get("TR_EMBEDDER_QUERY_MAX_TOKENS") or 128), ge=0)
+    #: A learned linear map of a question's vector towards the memories that answer it
+    #: (`recall/query_map.py`), applied before the vector search to the vectors of the model it
+    #: was learned for; memories are embedded as they are. The default file ships with the
+    #: recall API (`python -m eval.query_adapter build` makes it). Off, or no such file: the
+    #: question is searched as embedded.
+    query_map: bool = True
+    query_map_path: Path = Path(__file__).resolve().parent / "models" / \
+        "all-MiniLM-L6-v2.query-map.npz"
     #: Threads of the question's embedding; a long prompt's (see `long_query_chars`) is spread
     #: over `query_parallel_threads` while nothing else on the machine runs (the embedder's rule).
     query_model_threads: int = Field(default=1, ge=1)
