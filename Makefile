@@ -59,6 +59,8 @@ bench-peers: bootstrap
 ## eval: retrieval quality on the benchmark data
 eval: bootstrap
 	$(BIN)/python -m eval
+	$(BIN)/python -m eval.query_map_cv
+	$(BIN)/python -c "from eval.report import write_docs; write_docs()"
 
 lint: bootstrap
 	$(BIN)/ruff check libs cli services integrations tests bench eval

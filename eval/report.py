@@ -205,6 +205,11 @@ def write_docs(path: Path | None = None) -> Path:
         f = RESULTS_DIR / f"{ds}.json"
         if f.exists():
             parts.append(render(json.loads(f.read_text())))
+        cv = RESULTS_DIR / f"{ds}_query_map_cv.json"
+        if cv.exists():  # a learned part's figures on data it did not learn from
+            from .query_map_cv import render as render_cv
+
+            parts.append(render_cv(json.loads(cv.read_text())))
     live = RESULTS_DIR / "live_ablations.md"
     if live.exists():  # measured through the real API, one change at a time (see its header)
         parts.append("## Live ablations (real API, LoCoMo cats 1-4)\n")
