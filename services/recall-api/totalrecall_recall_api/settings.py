@@ -71,9 +71,11 @@ class Settings(ServiceSettings):
     #: A learned linear map of a question's vector towards the memories that answer it
     #: (`recall/query_map.py`), applied before the vector search to the vectors of the model it
     #: was learned for; memories are embedded as they are. The default file ships with the
-    #: recall API (`python -m eval.query_adapter build` makes it). Off, or no such file: the
-    #: question is searched as embedded.
-    query_map: bool = True
+    #: recall API (`python -m eval.query_adapter build` makes it). Off by default: the map learned
+    #: on LoCoMo alone raises LoCoMo's recall on conversations it has not seen, but costs LogQA,
+    #: LongMemEval and the workstation set a few questions each (docs/eval.md). Off, or no such
+    #: file: the question is searched as embedded.
+    query_map: bool = False
     query_map_path: Path = Path(__file__).resolve().parent / "models" / \
         "all-MiniLM-L6-v2.query-map.npz"
     #: Threads of the question's embedding; a long prompt's (see `long_query_chars`) is spread

@@ -76,7 +76,7 @@ def test_no_file_no_map_and_a_malformed_one_is_an_error(tmp_path: Path) -> None:
         load_query_map(nan)
 
 
-def test_the_shipped_map_is_the_default_and_says_how_it_was_made() -> None:
+def test_the_shipped_map_file_is_the_default_path_and_says_how_it_was_made() -> None:
     path = Settings(home=Path("/nonexistent")).query_map_path
     m = load_query_map(path)
     assert m is not None, f"the recall API ships its question map at {path}"
