@@ -170,8 +170,9 @@ def render(result: dict[str, Any]) -> str:
              f"Run {result['run_at']} at {str(result.get('commit'))[:10]}{dirty} on {machine} "
              "(`python -m eval.query_map_cv`): each conversation's questions asked of a recall "
              "API whose question map was learned on the other four, against the same stack "
-             "with the map off. The LoCoMo table above is in-sample for the shipped map "
-             "(learned on all five); this is its figure on conversations it has not seen.", "",
+             "with the map off. The LoCoMo table above is the recall API's default, the map off "
+             "(`TR_RECALL_QUERY_MAP`); this is what turning it on does on conversations it has "
+             "not seen (the shipped map learned on all five would be in-sample there).", "",
              "| held out | n | " + " | ".join(f"{m} off → on" for m in HEADLINE) + " |",
              "|---|---:|" + "---|" * len(HEADLINE)]
     for name, row in result["folds"].items():
