@@ -87,3 +87,23 @@ def test_the_shipped_map_file_is_the_default_path_and_says_how_it_was_made() -> 
         about = json.loads(str(z["about"]))
     assert about["made by"] == "python -m eval.query_adapter build"
     assert "LoCoMo" in about["learned on"]
+
+
+@pytest.mark.parametrize("on", [True, False])
+async def test_the_setting_puts_the_map_between_the_question_and_the_vector_search(
+        tmp_path: Path, on: bool) -> None:
+    from tests.unit.recall_api.test_recall_api import FakeWorld, _client
+
+    path = tmp_path / "swap.npz"  # the fake embedder's model, its two dimensions swapped
+    np.savez(path, matrix=np.array([[0.0, 1.0], [1.0, 0.0]], dtype=np.float32),
+             model=np.array("fake"))
+    world = FakeWorld()
+    client = await _client(world, query_map=on, query_map_path=path)
+    try:
+        r = await client.post("/memory/recall", json={"query": "why did nginx fail?"})
+        assert r.status_code == 200, r.text
+    finally:
+        await client._ctx.__aexit__(None, None, None)  # type: ignore[attr-defined]
+    assert world.search_requests, "the question was searched by vector"
+    assert world.search_requests[0].vector == ([0.0, 1.0] if on else [1.0, 0.0])
+    assert world.search_requests[0].model == "fake"
