@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,10 +35,11 @@ from totalrecall_schema import MemoryEvent
 from .datasets import REPO, load_locomo, load_longmemeval
 from .logqa import load_logqa
 from .offline_signals import Embedder, LlamaBackend
+from .report import RESULTS_DIR
+from .stack import default_model_path
 
 #: The model family the map is learned for: the embedder's fingerprints start with it.
 MODEL = "all-MiniLM-L6-v2"
-DEFAULT_MODEL_FILE = Path("~/.cache/totalrecall/models/all-MiniLM-L6-v2.q8_0.gguf")
 OUT = REPO / "services" / "recall-api" / "totalrecall_recall_api" / "models" / \
     f"{MODEL}.query-map.npz"
 #: LoCoMo's question categories with evidence (5, adversarial, asks what was never said).
@@ -137,7 +137,8 @@ def any_at(w: np.ndarray, g: Group, k: int) -> np.ndarray:
     return (recall_at(w, g, k) > 0).astype(float)
 
 
-def _embedder(model: Path) -> Embedder:
+def embedder(model: Path) -> Embedder:
+    """The offline embedding cache over `model` (the stack's GGUF, `stack.default_model_path`)."""
     return Embedder(LlamaBackend(model.expanduser(), n_threads=2))
 
 
@@ -169,22 +170,17 @@ def cross_validate(emb: Embedder, s: Settings, longmemeval: bool = False) -> dic
     return {"settings": s.__dict__, "locomo folds": folds, "other sets": other}
 
 
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
 
 def build(emb: Embedder, s: Settings, out: Path) -> dict[str, object]:
     """Learn the map on every LoCoMo conversation and write it (`recall/query_map.py`'s file)."""
+    from .__main__ import provenance
     locomo = locomo_groups(emb)
     w = train(locomo, s)
     about = {"learned on": "LoCoMo development conversations, categories 1-4 "
                            f"({sum(len(g.gold) for g in locomo)} questions, "
                            f"{', '.join(g.key for g in locomo)})",
-             "model": emb.fingerprint, "settings": s.__dict__, "commit": _commit(),
+             "model": emb.fingerprint, "settings": s.__dict__,
+             "commit": provenance()["commit"],
              "made by": "python -m eval.query_adapter build"}
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp.npz")
@@ -198,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", choices=("cv", "build"))
-    ap.add_argument("--model", type=Path, default=DEFAULT_MODEL_FILE, help="the GGUF")
+    ap.add_argument("--model", type=Path, default=None,
+                    help="the GGUF (default: the stack's, `eval.stack.default_model_path`)")
     ap.add_argument("--out", type=Path, default=OUT, help="build: the map file")
     ap.add_argument("--lam", type=float, default=Settings.lam)
     ap.add_argument("--steps", type=int, default=Settings.steps)
@@ -206,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="cv: LongMemEval too (its turns embedded once, then cached)")
     args = ap.parse_args(argv)
     s = Settings(lam=args.lam, steps=args.steps)
-    emb = _embedder(args.model)
+    emb = embedder(args.model or default_model_path())
     if args.what == "build":
         print(json.dumps(build(emb, s, args.out), indent=2))
         return 0
@@ -216,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{f['map']:.3f} (n={f['n']})")
     for o in result["other sets"]:  # type: ignore[attr-defined]
         print(f"{o['set']}: {o['identity']:.3f} -> {o['map']:.3f} (n={o['n']})")
-    path = REPO / "eval" / "results" / "query_adapter_cv.json"
+    path = RESULTS_DIR / "query_adapter_cv.json"
     path.write_text(json.dumps(result, indent=1) + "\n")
     print(f"written: {path.relative_to(REPO)}")
     return 0

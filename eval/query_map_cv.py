@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -36,10 +35,10 @@ import psutil
 from . import metrics as M
 from .client import RecallClient
 from .datasets import load_locomo
-from .query_adapter import MODEL, Settings, _embedder, locomo_groups, train
+from .query_adapter import MODEL, Settings, embedder, locomo_groups, train
 from .report import RESULTS_DIR
 from .runner import run_dataset
-from .stack import Stack, default_model_path
+from .stack import Stack, default_model_path, interrupt
 
 OUT = RESULTS_DIR / "locomo_query_map_cv.json"
 HEADLINE = ("R@10", "R@5", "MRR")
@@ -88,13 +87,7 @@ class SecondApi:
             time.sleep(0.5)
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        interrupt(self.proc, grace_s=30)
         self._log.close()
 
 
@@ -124,7 +117,7 @@ def run(out_path: Path = OUT) -> dict[str, Any]:
 
     s = Settings()
     haystacks = load_locomo()
-    groups = {g.key: g for g in locomo_groups(_embedder(default_model_path()))}
+    groups = {g.key: g for g in locomo_groups(embedder(default_model_path()))}
     tag = f"qm{os.getpid()}"
     with tempfile.TemporaryDirectory(prefix="tr-qmcv-") as tmp, \
             Stack(log=_log, extra_env={"TR_RECALL_QUERY_MAP": "false"}) as stack:

@@ -28,6 +28,18 @@ def default_model_path() -> Path:
     return stack_model()
 
 
+def interrupt(proc: subprocess.Popen[str] | subprocess.Popen[bytes], grace_s: float) -> None:
+    """Stop `proc` as Ctrl-C would (its services shut down in order), killed after `grace_s`."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
 class Stack:
     """Context manager: `with Stack() as s: s.api` → the base URL of its recall API."""
 
@@ -77,13 +89,8 @@ class Stack:
         self.log("the stack is up")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(90)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        if self.proc is not None:
+            interrupt(self.proc, grace_s=90)
         if getattr(self, "_out", None) is not None:
             self._out.close()
         if not self.keep_home:
