@@ -13,7 +13,7 @@ from faststream.asgi import AsgiFastStream, AsgiResponse, get
 from faststream.params import NoCast
 from prometheus_client import make_asgi_app
 from totalrecall_schema import EmbedReply
-from totalrecall_worker import json_response, raw_body
+from totalrecall_worker import json_response, raw_body, start_or_exit
 
 from .container import build
 from .core.backend import EmbedBackend
@@ -29,9 +29,11 @@ def create_app(settings: Settings, *, embedder_backend: EmbedBackend | None = No
                local_factory: LocalFactory | None = None,
                remote_factory: RemoteFactory | None = None,
                gpu_probe: Callable[[], bool] | None = None,
-               metrics: Metrics | None = None) -> AsgiFastStream:
+               metrics: Metrics | None = None,
+               on_start_failure: Callable[[int], None] | None = None) -> AsgiFastStream:
     """The test doubles are those of `container.build`. Nothing is loaded, opened or connected
-    here."""
+    here. `on_start_failure`: what ends the process when its start fails after HTTP is up
+    (`__main__` passes `exit_process`; None in a test's process: logged and raised)."""
     c = build(settings, embedder_backend=embedder_backend, query_backend=query_backend,
               local_factory=local_factory, remote_factory=remote_factory, gpu_probe=gpu_probe,
               metrics=metrics)
@@ -48,7 +50,8 @@ def create_app(settings: Settings, *, embedder_backend: EmbedBackend | None = No
     app = AsgiFastStream(
         c.broker,
         asgi_routes=[("/metrics", make_asgi_app(c.metrics.registry)), ("/health", health)],
-        on_startup=[life.startup], after_startup=[life.serve],
+        on_startup=[life.startup], after_startup=[start_or_exit(life.serve, service="embedder",
+                                                   on_failure=on_start_failure)],
         on_shutdown=[life.shutdown], after_shutdown=[life.close],
     )
     # for tests, the bench and the CLI

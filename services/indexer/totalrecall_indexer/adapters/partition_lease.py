@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from typing import Any
 
@@ -27,10 +26,9 @@ from nats.js.errors import (
     KeyWrongLastSequenceError,
 )
 from totalrecall_schema import Topology
+from totalrecall_worker import exit_process
 
 log = logging.getLogger("totalrecall.indexer.lease")
-
-EX_SOFTWARE = 70
 
 
 class LeaseLost(RuntimeError):
@@ -124,7 +122,7 @@ class PartitionLeases:
             await self.renew()
         except LeaseLost as exc:
             log.critical("%s: stopping before anything more is written", exc)
-            os._exit(EX_SOFTWARE)
+            exit_process()
         except Exception as exc:  # JetStream busy (an election): the lease outlives a few misses
             log.warning("partition lease not renewed this time (%s: %s)", type(exc).__name__,
                         exc)

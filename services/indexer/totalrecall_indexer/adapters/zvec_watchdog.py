@@ -14,23 +14,21 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-log = logging.getLogger("totalrecall.indexer")
+from totalrecall_worker import exit_process
 
-EX_SOFTWARE = 70
+log = logging.getLogger("totalrecall.indexer")
 
 
 def _exit(kind: str, age_s: float) -> None:
     log.critical("a zvec %s has been stuck for %.0f s: zvec hung; exiting so that the "
                  "supervisor restarts the indexer (nothing is lost: unacked events are "
                  "redelivered)", kind, age_s)
-    logging.shutdown()
-    os._exit(EX_SOFTWARE)
+    exit_process()
 
 
 class ZvecWatchdog:

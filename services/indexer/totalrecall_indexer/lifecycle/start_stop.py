@@ -8,7 +8,6 @@ import contextlib
 import errno
 import json
 import logging
-import os
 import time
 from typing import Any
 
@@ -20,10 +19,11 @@ from totalrecall_worker import (
     PullConsumer,
     PullSpec,
     confirm_subscriptions,
+    exit_process,
 )
 
 from ..adapters.nats_clients import nats_embed_fn, nats_in_flight_fn
-from ..adapters.partition_lease import EX_SOFTWARE, LeaseLost, PartitionLeases
+from ..adapters.partition_lease import LeaseLost, PartitionLeases
 from ..container import Container
 from ..handlers import handle_admin, handle_embedded_batch, handle_search
 from . import loops
@@ -145,7 +145,7 @@ class Lifecycle:
             await leases.acquire()
         except LeaseLost as exc:
             log.critical("%s while taking the others: exiting", exc)
-            os._exit(EX_SOFTWARE)
+            exit_process()
         runtime.every(leases.lease_s / 3, leases.renew_or_exit, what="partition lease renewal")
         for consumer in self.consumers:
             await runtime.consume(consumer)
