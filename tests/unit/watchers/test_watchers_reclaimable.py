@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from totalrecall_watchers.adapters.reclaimable import ReclaimableWatcher, measure, tree_bytes
 from totalrecall_watchers.core.base import EventContext, FakeClock
 from totalrecall_watchers.settings import ReclaimableSettings
@@ -83,3 +85,22 @@ def test_hard_links_count_once_and_the_walk_is_bounded(tmp_path: Path) -> None:
     for i in range(5):
         _file(tmp_path / f"b/{i}", 10)
     assert tree_bytes(tmp_path / "b", max_files=3)[1] is True
+
+
+def test_a_place_it_may_not_read_is_left_out_not_a_failed_poll(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A watcher not run as root (a container's user) under /root: stat says EACCES, which
+    Path.is_dir raises on Python 3.11 (once a traceback every poll, and no report at all)."""
+    _world(tmp_path)
+    denied = tmp_path / "root/.npm/_cacache"
+    is_dir = Path.is_dir
+
+    def guarded(self: Path) -> bool:
+        if self == denied:
+            raise PermissionError(13, "Permission denied", str(self))
+        return is_dir(self)
+
+    monkeypatch.setattr(Path, "is_dir", guarded)
+    found = {f.what for f in measure(tmp_path)}
+    assert "npm cache" not in found
+    assert {"systemd journal", "apt package cache", "pip cache"} <= found

@@ -74,10 +74,19 @@ def old_generations(root: Path) -> int:
     return max(0, len(links) - 1)
 
 
+def _is_dir(path: Path) -> bool:
+    """A directory we may look into (Path.is_dir raises on a home not ours: a watcher run as
+    a user, or in a container, under a /root it cannot read)."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
 def measure(root: Path, max_files: int = MAX_FILES) -> list[Found]:
     found: list[Found] = []
     for place in places(root, homes(root)):
-        if not place.path.is_dir():
+        if not _is_dir(place.path):
             continue
         size, partial = tree_bytes(place.path, max_files)
         if size > 0:
