@@ -29,6 +29,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -146,6 +147,11 @@ class Podman:
     def build(self, containerfile: Path, tag: str, context: Path, *args: str) -> None:
         run(["nice", "-n", "10", "podman", "build", "--pull=never", "-q", "-f", str(containerfile),
              "-t", tag, *args, str(context)], env=self.env, quiet=True)
+
+    def logs(self, cid: str) -> str:
+        """A container's whole log, its stderr (where Python logs) with its stdout."""
+        return subprocess.run(["podman", "logs", cid], env=self.env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT).stdout or ""
 
     def size_mb(self, image: str) -> float:
         return int(self("image", "inspect", "--format", "{{.Size}}", image).strip()) / 1e6
@@ -282,6 +288,39 @@ class HealthRunner(threading.Thread):
                     self.podman("healthcheck", "run", cid, check=False, quiet=True)
 
 
+#: A log line that tells what went wrong (Python's logging and uvicorn's).
+TROUBLE = re.compile(r"\b(WARNING|ERROR|CRITICAL|Traceback)\b|Error:")
+#: Service -> its HTTP port inside the container (its /health).
+HEALTH_PORTS = {"embedder-cpu": 8766, "indexer": 8767, "recall-api": 8765, "watchers": 8768}
+
+
+def health_body(podman: Podman, svc: str, cid: str) -> str:
+    """What the service's /health says, asked from inside its container ("" for the others)."""
+    port = HEALTH_PORTS.get(svc)
+    if port is None:
+        return ""
+    probe = ("import urllib.request, urllib.error\n"
+             f"try: r = urllib.request.urlopen('http://127.0.0.1:{port}/health', timeout=5)\n"
+             "except urllib.error.HTTPError as e: r = e\n"
+             "print(r.status, r.read()[:400].decode(errors='replace'))")
+    out = podman("exec", cid, "python", "-c", probe, check=False).strip()
+    return f"; /health: {out}" if out else ""
+
+
+def report_containers(podman: Podman) -> None:
+    """After a failure: each container's state, what its /health says, its first warnings and
+    errors (which the tail has often scrolled past) and its last log lines."""
+    for svc, cid in podman.containers().items():
+        say(f"=== {svc}: {podman.health(cid)}{health_body(podman, svc, cid)}")
+        log = podman.logs(cid)
+        trouble = [line for line in log.splitlines() if TROUBLE.search(line)]
+        if trouble:
+            say(f"=== first warnings and errors of {svc} ({len(trouble)} in all)")
+            print("\n".join(trouble[:15]), flush=True)
+        say(f"=== last log lines of {svc}")
+        print("\n".join(log.splitlines()[-25:]), flush=True)
+
+
 def wait_until(what: str, timeout: float, probe: Any, interval: float = 2.0) -> Any:
     deadline = time.monotonic() + timeout
     last: Any = None
@@ -368,12 +407,14 @@ def smoke(keep: bool) -> int:
             pc("up", "-d", *RUN, quiet=True)
         health.start()
         with steps.step("every healthcheck healthy"):
-            def healthy() -> bool:
+            def healthy() -> bool | str:
                 states = {s: podman.health(c) for s, c in podman.containers().items()}
                 say("  " + " ".join(f"{s}={h}" for s, h in sorted(states.items())))
-                return set(states) == set(RUN) and all(h == "healthy" or
-                                                       (s == "prometheus" and h == "running")
-                                                       for s, h in states.items())
+                waiting = [f"{s}={states.get(s, 'not created')}" for s in RUN
+                           if states.get(s) not in ("healthy", "running" if s == "prometheus"
+                                                    else "healthy")]
+                # a string is "not yet": the failure then names who was not healthy
+                return f"not healthy: {' '.join(waiting)}" if waiting else True
             wait_until("every service healthy", 600, healthy, interval=5)
         with steps.step("recall API /health ok (nats, postgres, embedder, indexer)"):
             wait_until("the recall API's checks all ok", 120,
@@ -455,9 +496,7 @@ def smoke(keep: bool) -> int:
         return_code = 0
     except Exception as exc:
         say(f"FAILED: {exc}")
-        for svc, cid in podman.containers().items():
-            say(f"=== last log lines of {svc}")
-            print(podman("logs", "--tail", "25", cid, check=False), flush=True)
+        report_containers(podman)
         return_code = 1
     finally:
         health.stop.set()
