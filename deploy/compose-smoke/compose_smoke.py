@@ -364,6 +364,13 @@ def events(batch: str, n: int) -> list[dict[str, Any]]:
              "category": "system.config", "tags": ["compose-smoke", batch]} for i in range(n)]
 
 
+def whole(hit: dict[str, Any]) -> None:
+    """A recall that had to do without a part (keyword search on a database that cannot run
+    it, the vector search) is a failure here, however good its answer looks."""
+    if hit.get("degraded"):
+        raise RuntimeError(f"recall ran degraded: {hit['degraded']}")
+
+
 def all_stored(api: Api, ids: set[str]) -> bool:
     rows = api.call("POST", "/memory/timeline", {"hours": 2, "limit": 5000})["memories"]
     return ids <= {m["id"] for m in rows}
@@ -436,6 +443,7 @@ def smoke(keep: bool) -> int:
                        lambda: all_stored(api, {e["id"] for e in first}))
             hit = api.call("POST", "/memory/recall",
                            {"query": "how long do we keep borg backups", "maxResults": 5})
+            whole(hit)
             found = [m for m in hit["memories"] if "borg backup retention" in m["summary"]]
             if not found or found[0]["tier"] == "text":
                 raise RuntimeError(f"recall did not find the borg memories by vector: {hit}")
@@ -477,6 +485,7 @@ def smoke(keep: bool) -> int:
                                    f"Postgres holds, the {len(ids)} ingested among them: {stats}")
             hit = api.call("POST", "/memory/recall",
                            {"query": "wireguard handshake with a peer", "maxResults": 10})
+            whole(hit)
             got = {m["id"]: m["tier"] for m in hit["memories"]}
             wanted = {e["id"] for e in first + second if "wireguard" in e["summary"]}
             if not wanted <= set(got) or "text" in {got[i] for i in wanted}:

@@ -9,7 +9,9 @@ fi
 if [ ! -s "$PGDATA/PG_VERSION" ]; then
   : "${POSTGRES_PASSWORD:?POSTGRES_PASSWORD is required}"
   pwfile=$(mktemp) && printf '%s' "$POSTGRES_PASSWORD" >"$pwfile"
-  initdb -D "$PGDATA" -U postgres --pwfile="$pwfile" --auth-local=trust --auth-host=scram-sha-256 >/dev/null
+  # shellcheck disable=SC2086 # POSTGRES_INITDB_ARGS is a list of options, as in the official image
+  initdb -D "$PGDATA" -U postgres --pwfile="$pwfile" --auth-local=trust --auth-host=scram-sha-256 \
+    ${POSTGRES_INITDB_ARGS:-} >/dev/null
   rm -f "$pwfile"
   echo "host all all all scram-sha-256" >>"$PGDATA/pg_hba.conf"
   if [ -n "${POSTGRES_DB:-}" ] && [ "$POSTGRES_DB" != postgres ]; then

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -15,6 +16,8 @@ from totalrecall_worker.priority import lower_local_peer
 
 from ..core.store_types import PgRow
 from .pg_schema import migrate
+
+log = logging.getLogger("totalrecall.indexer")
 
 #: The newest memory of each (namespace, subject) among the given keys' subjects supersedes the
 #: others of that subject, and is itself current: events need not arrive in order (an older fact
@@ -148,6 +151,7 @@ class PgStore:
         # cursor) and need no reset when released.
         conn = await asyncpg.connect(self.dsn, command_timeout=60)
         try:
+            await _say_if_not_utf8(conn)
             if await migrate(conn):
                 # A migration may rewrite the table (a new stored column): that clears the
                 # visibility map BM25's index-only scans rely on, and the planner's statistics.
@@ -382,3 +386,16 @@ class PgStore:
                 await conn.execute("TRUNCATE memories")
             else:  # the other partitions are other indexers'
                 await conn.execute(f"DELETE FROM memories WHERE {self._own(1)}", self._owned())
+
+
+async def _say_if_not_utf8(conn: asyncpg.Connection) -> None:
+    """A database created without an encoding (an initdb with no locale: SQL_ASCII) stores the
+    text but cannot search it: every keyword search fails and recall runs on vectors alone.
+    Said once at start, with the fix, rather than as a cryptic warning at every recall."""
+    encoding = await conn.fetchval("SHOW server_encoding")
+    if encoding != "UTF8":
+        log.error("the database's encoding is %s, not UTF8: keyword search (BM25) fails on "
+                  "it and recall runs on vectors alone. Create the database with ENCODING "
+                  "'UTF8' (initdb --encoding=UTF8, or POSTGRES_INITDB_ARGS=--encoding=UTF8 for "
+                  "the postgres image), then refill it from the Markdown logs (totalrecall "
+                  "rebuild)", encoding)
