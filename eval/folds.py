@@ -21,7 +21,7 @@ from . import metrics as M
 #: The figures a change is judged by, per dataset (the first is the primary one).
 HEADLINE: dict[str, tuple[str, ...]] = {
     "locomo": ("R@10", "R@5", "MRR"),
-    "longmemeval": ("turn_any@5", "session_any@5", "turn_MRR"),
+    "longmemeval": ("turn_any@5", "turn_all@5", "session_any@5", "turn_MRR"),
     "logqa": ("answered@1", "answered@5", "Hit@1", "Hit@5", "Hit@10", "MRR"),
 }
 #: Datasets whose folds leave one haystack (conversation) out instead of splitting in halves.
