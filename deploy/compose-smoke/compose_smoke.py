@@ -18,8 +18,9 @@ in `depends_on` order without waiting (they retry NATS and Postgres themselves).
 
 Caches (outside the repository): the Debian rootfs tarball and the podman-compose venv under
 ~/.cache/totalrecall/; podman's image store keeps layers between runs. The llama-cpp-python wheel
-`make bootstrap` compiled for this machine is fed to the embedder build (LLAMA_PREBUILT) when it
-exists, which saves the compile; a plain `docker compose build` compiles it.
+`make bootstrap` compiled for this machine is fed to the embedder's and the recall API's builds
+(LLAMA_PREBUILT) when it exists, which saves the compile; a plain `docker compose build`
+compiles it.
 """
 
 from __future__ import annotations
@@ -71,6 +72,8 @@ BUILT = {"embedder-cpu": "localhost/totalrecall-smoke/embedder:latest",
          "recall-api": "localhost/totalrecall-smoke/recall-api:latest",
          "watchers": "localhost/totalrecall-smoke/watchers:latest"}
 #: What runs: every service but grafana (no package to stand in for it) and the GPU embedder.
+#: The images with llama-cpp-python (the embedder's; the recall API's question model).
+LLAMA_IMAGES = ("embedder-cpu", "recall-api")
 RUN = ("nats", "postgres", "embedder-cpu", "indexer", "recall-api", "watchers", "prometheus")
 
 
@@ -371,6 +374,15 @@ def whole(hit: dict[str, Any]) -> None:
         raise RuntimeError(f"recall ran degraded: {hit['degraded']}")
 
 
+def embeds_itself(podman: Podman, api: Api) -> bool:
+    """The recall API said it embeds questions in its own process (its model agreed with the
+    embedder's on a probe); else a question is asked, which sets off that probe if none ran."""
+    if "question embeddings made in this process" in podman.logs(podman.containers()["recall-api"]):
+        return True
+    whole(api.call("POST", "/memory/recall", {"query": "zfs scrub", "maxResults": 1}))
+    return False
+
+
 def all_stored(api: Api, ids: set[str]) -> bool:
     rows = api.call("POST", "/memory/timeline", {"hours": 2, "limit": 5000})["memories"]
     return ids <= {m["id"] for m in rows}
@@ -403,10 +415,11 @@ def smoke(keep: bool) -> int:
     for svc in BUILT:
         with steps.step(f"build {svc} (services/{svc.removesuffix('-cpu')}/Dockerfile)"):
             # buildah (podman 4.3) cannot bind-mount from a stage it took whole from its cache
-            # ("couldn't find …/merged/wheels"): the embedder, which mounts its wheel stage,
-            # is built afresh (its wheel comes prebuilt, so that costs pip installs, not a
-            # compile), as on a machine that never built it.
-            pc("build", *(["--no-cache"] if svc.startswith("embedder") else []), svc, quiet=True)
+            # ("couldn't find …/merged/wheels"): the embedder and the recall API, which mount
+            # their wheel stage, are built afresh (the wheel comes prebuilt, so that costs pip
+            # installs and the model's conversion, not a compile), as on a machine that never
+            # built them.
+            pc("build", *(["--no-cache"] if svc in LLAMA_IMAGES else []), svc, quiet=True)
     health = HealthRunner(podman)
     api = Api(ports["TR_SMOKE_API_PORT"], token)
     try:
@@ -496,6 +509,9 @@ def smoke(keep: bool) -> int:
             missing = [i for i in ids if i not in md]
             if missing:
                 raise RuntimeError(f"{len(missing)} events missing from the Markdown logs")
+        with steps.step("the recall API embeds questions itself (its model agrees)"):
+            wait_until("the recall API's query model to agree with the embedder", 60,
+                       lambda: embeds_itself(podman, api))
         with steps.step("image sizes"):
             base = podman.size_mb(STANDINS["python"])
             say(f"  {'python:3.11-slim (stand-in base)':<44} {base:8.1f} MB")

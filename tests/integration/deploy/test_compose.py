@@ -175,6 +175,11 @@ def test_state_volumes(compose_config: dict[str, Any]) -> None:
     assert "memory-state:/data:rw" in s["indexer"]["volumes"]
     assert "memory-state:/data:ro" in s["recall-api"]["volumes"]
     assert s["recall-api"]["environment"]["TR_RECALL_MEMORY_DIR"] == "/data/memory"
+    # the question's model: the embedder's file, wherever the embedder's comes from
+    assert "models:/data/models:ro" in s["recall-api"]["volumes"]
+    assert (s["recall-api"]["environment"]["TR_EMBEDDER_MODEL_PATH"]
+            == s["embedder-cpu"]["environment"]["TR_EMBEDDER_MODEL_PATH"]
+            == "/opt/totalrecall/models/all-MiniLM-L6-v2.q8_0.gguf")
     for name in APPS:
         assert s[name]["environment"]["TOTALRECALL_HOME"] == "/data", name
     for name in ("embedder", "embedder-cpu"):  # its cache and backfill journal outlive it
