@@ -199,13 +199,32 @@ def ensure_tools(steps: Steps) -> Path:
 # ------------------------------------------------------------------------------------------
 # images
 # ------------------------------------------------------------------------------------------
+def base_images(dockerfile: Path) -> set[str]:
+    """The images a Dockerfile starts from: its global ARGs' defaults put in, its own stages
+    (`FROM runtime`) left out."""
+    args: dict[str, str] = {}
+    stages: set[str] = set()
+    images: set[str] = set()
+    for line in dockerfile.read_text().splitlines():
+        words = line.split()
+        if not images and not stages and words[:1] == ["ARG"] and "=" in words[1]:
+            name, default = words[1].split("=", 1)
+            args[name] = default.strip('"')
+        elif words[:1] == ["FROM"]:
+            ref = re.sub(r"\$\{(\w+)\}", lambda m: args.get(m.group(1), m.group(0)), words[1])
+            if ref not in stages:
+                images.add(ref)
+            if len(words) >= 4 and words[2].upper() == "AS":
+                stages.add(words[3])
+    return images
+
+
 def check_names() -> None:
     """The stand-ins must carry the names the compose file and the Dockerfiles really use."""
     services = yaml.safe_load(COMPOSE_FILE.read_text())["services"]
     used = {services[s]["image"] for s in ("nats", "postgres", "prometheus")}
-    used |= {line.split()[1] for svc in ("indexer", "recall-api", "watchers")
-             for line in (REPO / "services" / svc / "Dockerfile").read_text().splitlines()
-             if line.startswith("FROM ")}
+    for svc in ("embedder", "indexer", "recall-api", "watchers"):
+        used |= base_images(REPO / "services" / svc / "Dockerfile")
     wanted = {n.removeprefix("docker.io/").removeprefix("library/") for n in STANDINS.values()}
     if used != wanted:
         raise SystemExit(f"the stand-ins {sorted(wanted)} no longer match the images the compose "
