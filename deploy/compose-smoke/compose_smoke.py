@@ -402,6 +402,18 @@ def embeds_itself(podman: Podman, api: Api) -> bool:
     return False
 
 
+def ledger_round_trip(api: Api) -> None:
+    """An action appended to the agent's ledger (a file in the recall API's own volume) is
+    published to memory and read back."""
+    entry = api.call("POST", "/memory/ledger", {"action": "service.restart",
+                                                 "target": "nginx.service"})
+    if entry.get("published") is not True:
+        raise RuntimeError(f"the ledger entry did not reach memory: {entry}")
+    back = api.call("GET", "/memory/ledger")
+    if not any(e.get("hash") == entry["entry"]["hash"] for e in back.get("entries", [])):
+        raise RuntimeError(f"the ledger entry was not read back: {entry} / {back}")
+
+
 def all_stored(api: Api, ids: set[str]) -> bool:
     rows = api.call("POST", "/memory/timeline", {"hours": 2, "limit": 5000})["memories"]
     return ids <= {m["id"] for m in rows}
@@ -528,6 +540,8 @@ def smoke(keep: bool) -> int:
             missing = [i for i in ids if i not in md]
             if missing:
                 raise RuntimeError(f"{len(missing)} events missing from the Markdown logs")
+        with steps.step("the agent's action ledger: appended, read back"):
+            ledger_round_trip(api)
         with steps.step("the recall API embeds questions itself (its model agrees)"):
             wait_until("the recall API's query model to agree with the embedder", 60,
                        lambda: embeds_itself(podman, api))

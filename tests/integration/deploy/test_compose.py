@@ -173,8 +173,10 @@ def test_watchers_get_read_only_host_access(compose_config: dict[str, Any]) -> N
 def test_state_volumes(compose_config: dict[str, Any]) -> None:
     s = compose_config["services"]
     assert "memory-state:/data:rw" in s["indexer"]["volumes"]
-    assert "memory-state:/data:ro" in s["recall-api"]["volumes"]
-    assert s["recall-api"]["environment"]["TR_RECALL_MEMORY_DIR"] == "/data/memory"
+    # the recall API writes only its own volume (the action ledger), reads the indexer's
+    assert "recall-state:/data:rw" in s["recall-api"]["volumes"]
+    assert "memory-state:/data/index:ro" in s["recall-api"]["volumes"]
+    assert s["recall-api"]["environment"]["TR_RECALL_MEMORY_DIR"] == "/data/index/memory"
     # the question's model: the embedder's file, wherever the embedder's comes from
     assert "models:/data/models:ro" in s["recall-api"]["volumes"]
     assert (s["recall-api"]["environment"]["TR_EMBEDDER_MODEL_PATH"]
@@ -186,6 +188,7 @@ def test_state_volumes(compose_config: dict[str, Any]) -> None:
         assert "embedder-state:/data:rw" in s[name]["volumes"], name
     assert set(compose_config["volumes"]) == {"nats-data", *(f"{n}-data" for n in NODES),
                                               "pg-data", "memory-state", "models",
+                                              "recall-state",
                                               "embedder-state", "watchers-spool",
                                               "prometheus-data", "grafana-data"}
 
