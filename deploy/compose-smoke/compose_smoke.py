@@ -540,6 +540,11 @@ def smoke(keep: bool) -> int:
             missing = [i for i in ids if i not in md]
             if missing:
                 raise RuntimeError(f"{len(missing)} events missing from the Markdown logs")
+            # the same record as the recall API reads it (the indexer's volume, read-only)
+            one = first[0]["id"]
+            record = api.call("GET", f"/memory/source?id={one}")
+            if one not in record.get("text", ""):
+                raise RuntimeError(f"/memory/source did not read the record of {one}: {record}")
         with steps.step("the agent's action ledger: appended, read back"):
             ledger_round_trip(api)
         with steps.step("the recall API embeds questions itself (its model agrees)"):
