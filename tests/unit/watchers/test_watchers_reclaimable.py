@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from totalrecall_watchers.adapters.reclaimable import ReclaimableWatcher, measure, tree_bytes
 from totalrecall_watchers.core.base import EventContext, FakeClock
 from totalrecall_watchers.settings import ReclaimableSettings
