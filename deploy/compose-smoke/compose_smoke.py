@@ -329,11 +329,16 @@ def health_body(podman: Podman, svc: str, cid: str) -> str:
     return f"; /health: {out}" if out else ""
 
 
-def report_containers(podman: Podman) -> None:
+def report_containers(podman: Podman) -> list[str]:
     """After a failure: each container's state, what its /health says, its first warnings and
-    errors (which the tail has often scrolled past) and its last log lines."""
+    errors (which the tail has often scrolled past) and its last log lines. Returns the gist
+    (who is not healthy, what it says, its first errors) to print again at the very end, where
+    a CI log cut to its last lines still shows it."""
+    gist: list[str] = []
     for svc, cid in podman.containers().items():
-        say(f"=== {svc}: {podman.health(cid)}{health_body(podman, svc, cid)}")
+        state = podman.health(cid)
+        head = f"{svc}: {state}{health_body(podman, svc, cid)}"
+        say(f"=== {head}")
         log = podman.logs(cid)
         trouble = [line for line in log.splitlines() if TROUBLE.search(line)]
         if trouble:
@@ -341,6 +346,15 @@ def report_containers(podman: Podman) -> None:
             print("\n".join(trouble[:15]), flush=True)
         say(f"=== last log lines of {svc}")
         print("\n".join(log.splitlines()[-25:]), flush=True)
+        if state not in ("healthy", "running"):
+            errors = [line for line in trouble if "WARNING" not in line]
+            gist += [head[:400], *(f"    {line[:300]}" for line in errors[:5])]
+    return gist
+
+
+def print_why(gist: list[str]) -> None:
+    if gist:
+        print("why:\n" + "\n".join(gist), flush=True)
 
 
 def wait_until(what: str, timeout: float, probe: Any, interval: float = 2.0) -> Any:
@@ -452,6 +466,7 @@ def smoke(keep: bool) -> int:
             # built them.
             pc("build", *(["--no-cache"] if svc in LLAMA_IMAGES else []), svc, quiet=True)
     health = HealthRunner(podman)
+    gist: list[str] = []
     api = Api(ports["TR_SMOKE_API_PORT"], token)
     try:
         with steps.step("compose up -d (profile cpu, all but grafana)"):
@@ -559,7 +574,7 @@ def smoke(keep: bool) -> int:
         return_code = 0
     except Exception as exc:
         say(f"FAILED: {exc}")
-        report_containers(podman)
+        gist = [f"FAILED: {exc}", *report_containers(podman)]
         return_code = 1
     finally:
         health.stop.set()
@@ -569,6 +584,7 @@ def smoke(keep: bool) -> int:
             with steps.step("compose down -v"):
                 pc("down", "-v", quiet=True)
     print(steps.table(), flush=True)
+    print_why(gist)
     return return_code
 
 
