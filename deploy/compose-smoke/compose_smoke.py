@@ -469,6 +469,10 @@ def smoke(keep: bool) -> int:
     gist: list[str] = []
     api = Api(ports["TR_SMOKE_API_PORT"], token)
     try:
+        with steps.step("leftovers of an earlier run removed (down -v)"):
+            # A run killed outright (SIGKILL, a lost machine) leaves its containers and volumes:
+            # the stack must start from nothing, not from an old run's tiers and tables.
+            run(["nice", "-n", "10", *compose, "down", "-v"], env=env, quiet=True, check=False)
         with steps.step("compose up -d (profile cpu, all but grafana)"):
             pc("up", "-d", *RUN, quiet=True)
         health.start()
