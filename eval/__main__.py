@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         for ds in datasets:
             result = RUNNERS[ds](client, tag, _log, options)
             result["partial"] = partial
-            result.update(provenance())
+            result.update(report.provenance())
             name = f"{ds}.limit{args.limit}.json" if partial else f"{ds}.json"
             path = report.write_json(result, out_dir / name)
             _log(f"[{ds}] results in {path}")
@@ -95,17 +95,6 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_docs and not partial and args.out_dir is None:
         _log(f"docs table in {report.write_docs()}")
     return 0
-
-
-def provenance() -> dict[str, object]:
-    """What a run's figures are of: the commit, whether the tree differed from it (the results
-    and the tables made of them aside), and the machine."""
-    from bench.machine import describe
-    from bench.runs import git_state
-
-    commit, dirty = git_state(not_code=(":(exclude)eval/results", ":(exclude)docs/eval.md",
-                                        ":(exclude)bench/results"))
-    return {"commit": commit, "dirty": dirty, "machine": describe()}
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from totalrecall_schema import MemoryEvent
 from .datasets import REPO, load_locomo, load_longmemeval
 from .logqa import load_logqa
 from .offline_signals import Embedder, LlamaBackend
-from .report import RESULTS_DIR
+from .report import RESULTS_DIR, provenance
 from .stack import default_model_path
 
 #: The model family the map is learned for: the embedder's fingerprints start with it.
@@ -173,7 +173,6 @@ def cross_validate(emb: Embedder, s: Settings, longmemeval: bool = False) -> dic
 
 def build(emb: Embedder, s: Settings, out: Path) -> dict[str, object]:
     """Learn the map on every LoCoMo conversation and write it (`recall/query_map.py`'s file)."""
-    from .__main__ import provenance
     locomo = locomo_groups(emb)
     w = train(locomo, s)
     about = {"learned on": "LoCoMo development conversations, categories 1-4 "

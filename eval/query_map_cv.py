@@ -36,7 +36,7 @@ from . import metrics as M
 from .client import RecallClient
 from .datasets import load_locomo
 from .query_adapter import MODEL, Settings, embedder, locomo_groups, train
-from .report import RESULTS_DIR
+from .report import RESULTS_DIR, provenance
 from .runner import run_dataset
 from .stack import Stack, default_model_path, interrupt
 
@@ -113,7 +113,6 @@ def summarise(off: list[dict[str, Any]], on: list[dict[str, Any]]) -> dict[str, 
 
 
 def run(out_path: Path = OUT) -> dict[str, Any]:
-    from .__main__ import provenance
 
     s = Settings()
     haystacks = load_locomo()

@@ -13,6 +13,18 @@ from .folds import LEAVE_ONE_OUT, fold_table, headline_metrics
 RESULTS_DIR = REPO / "eval" / "results"
 DOCS = REPO / "docs" / "eval.md"
 
+
+def provenance() -> dict[str, object]:
+    """What a run's figures are of: the commit, whether the tree differed from it (the results
+    and the tables made of them aside), and the machine."""
+    from bench.machine import describe
+    from bench.runs import git_state
+
+    commit, dirty = git_state(not_code=(":(exclude)eval/results", ":(exclude)docs/eval.md",
+                                        ":(exclude)bench/results"))
+    return {"commit": commit, "dirty": dirty, "machine": describe()}
+
+
 #: Baselines measured on the same dev data (the benchmark data's README).
 LOCOMO_BASELINES: list[tuple[str, dict[str, float]]] = [
     ("BM25 (bm25s, English stemming)", {"R@5": 0.481, "R@10": 0.563, "Hit@5": 0.536, "MRR": 0.414}),
