@@ -52,18 +52,17 @@ def start_or_exit(serve: Callable[[], Awaitable[object]], *, service: str,
                 break
             log.warning("the %s is still starting after %.0f s; it waits at:\n%s", service,
                         time.monotonic() - started, _where(task))
-        if task.cancelled():  # stopped while starting: the shutdown goes on as usual
-            raise asyncio.CancelledError
-        exc = task.exception()
-        if exc is not None:
-            if on_failure is None:
-                log.critical("the %s could not start", service, exc_info=exc)
-                raise exc
-            log.critical("the %s could not start: exiting (status %d) so that its supervisor "
-                         "starts it again; nothing is lost (what was not acked is redelivered)",
-                         service, EX_SOFTWARE, exc_info=exc)
-            on_failure(EX_SOFTWARE)
-            raise exc  # only reached when on_failure does not end the process (tests)
+        try:
+            await task  # done: its result, or its failure or cancellation (a stop) raised again
+        except Exception as exc:
+            log.critical("the %s could not start%s", service,
+                         "" if on_failure is None else
+                         f": exiting (status {EX_SOFTWARE}) so that its supervisor starts it "
+                         "again; nothing is lost (what was not acked is redelivered)",
+                         exc_info=exc)
+            if on_failure is not None:
+                on_failure(EX_SOFTWARE)
+            raise  # reached only when nothing ended the process (a test's own process)
     return hook
 
 
