@@ -76,8 +76,8 @@ def test_a_read_waits_for_a_short_write_but_not_for_a_build() -> None:
         # of a few ms flaked on a loaded CI machine: only "not the wait" is what is claimed.)
         assert not ok
     assert time.monotonic() - t0 < 2.5
-    background = threading.Thread(target=lambda: read_after_build(ex, admitted))
     admitted: list[bool] = []
+    background = threading.Thread(target=read_after_build, args=(ex, admitted))
     background.start()
     background.join(0.1)
     assert background.is_alive() and not admitted  # left waiting on the build
