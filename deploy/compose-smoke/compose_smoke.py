@@ -313,16 +313,19 @@ class HealthRunner(threading.Thread):
 #: A log line that tells what went wrong (Python's logging and uvicorn's).
 TROUBLE = re.compile(r"\b(WARNING|ERROR|CRITICAL|Traceback)\b|Error:")
 #: Service -> its HTTP port inside the container (its /health).
-HEALTH_PORTS = {"embedder-cpu": 8766, "indexer": 8767, "recall-api": 8765, "watchers": 8768}
+#: The /health address in a service's compose healthcheck (our four services').
+HEALTH_URL = re.compile(r"http://127\.0\.0\.1:\d+/health(?![\w?])")
 
 
 def health_body(podman: Podman, svc: str, cid: str) -> str:
-    """What the service's /health says, asked from inside its container ("" for the others)."""
-    port = HEALTH_PORTS.get(svc)
-    if port is None:
+    """What the service's /health says, asked from inside its container at the address of its
+    compose healthcheck ("" for a service without one)."""
+    check = yaml.safe_load(COMPOSE_FILE.read_text())["services"][svc].get("healthcheck", {})
+    url = HEALTH_URL.search(" ".join(check.get("test", [])))
+    if url is None:
         return ""
     probe = ("import urllib.request, urllib.error\n"
-             f"try: r = urllib.request.urlopen('http://127.0.0.1:{port}/health', timeout=5)\n"
+             f"try: r = urllib.request.urlopen('{url.group(0)}', timeout=5)\n"
              "except urllib.error.HTTPError as e: r = e\n"
              "print(r.status, r.read()[:400].decode(errors='replace'))")
     out = podman("exec", cid, "python", "-c", probe, check=False).strip()
@@ -454,8 +457,8 @@ def smoke(keep: bool) -> int:
            "POSTGRES_PASSWORD": secrets.token_hex(12), "TR_RECALL_API_TOKEN": token,
            "GRAFANA_ADMIN_PASSWORD": secrets.token_hex(12)}
 
-    def pc(*args: str, quiet: bool = False) -> None:
-        run(["nice", "-n", "10", *compose, *args], env=env, quiet=quiet)
+    def pc(*args: str, quiet: bool = False, check: bool = True) -> None:
+        run(["nice", "-n", "10", *compose, *args], env=env, quiet=quiet, check=check)
 
     for svc in BUILT:
         with steps.step(f"build {svc} (services/{svc.removesuffix('-cpu')}/Dockerfile)"):
@@ -472,7 +475,7 @@ def smoke(keep: bool) -> int:
         with steps.step("leftovers of an earlier run removed (down -v)"):
             # A run killed outright (SIGKILL, a lost machine) leaves its containers and volumes:
             # the stack must start from nothing, not from an old run's tiers and tables.
-            run(["nice", "-n", "10", *compose, "down", "-v"], env=env, quiet=True, check=False)
+            pc("down", "-v", quiet=True, check=False)
         with steps.step("compose up -d (profile cpu, all but grafana)"):
             pc("up", "-d", *RUN, quiet=True)
         health.start()
@@ -480,9 +483,10 @@ def smoke(keep: bool) -> int:
             def healthy() -> bool | str:
                 states = {s: podman.health(c) for s, c in podman.containers().items()}
                 say("  " + " ".join(f"{s}={h}" for s, h in sorted(states.items())))
+                # prometheus has no healthcheck: running is all it can say
                 waiting = [f"{s}={states.get(s, 'not created')}" for s in RUN
-                           if states.get(s) not in ("healthy", "running" if s == "prometheus"
-                                                    else "healthy")]
+                           if states.get(s) not in ({"healthy", "running"} if s == "prometheus"
+                                                    else {"healthy"})]
                 # a string is "not yet": the failure then names who was not healthy
                 return f"not healthy: {' '.join(waiting)}" if waiting else True
             wait_until("every service healthy", 600, healthy, interval=5)
