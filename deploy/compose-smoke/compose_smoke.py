@@ -16,6 +16,11 @@ podman-compose ignores `condition: service_healthy` before podman 4.6: this driv
 `podman healthcheck run` for every container, as the Docker daemon would, and the services start
 in `depends_on` order without waiting (they retry NATS and Postgres themselves).
 
+The watchers are given a host journal the driver writes with systemd-journal-remote (this
+machine has no journald), readable by one group only, as a host's is by systemd-journal:
+compose's `JOURNAL_GID` must let them read it, and an error and a sudo appended to it while the
+stack runs must become memories.
+
 Caches (outside the repository): the Debian rootfs tarball and the podman-compose venv under
 ~/.cache/totalrecall/; podman's image store keeps layers between runs. The llama-cpp-python wheel
 `make bootstrap` compiled for this machine is fed to the embedder's and the recall API's builds
@@ -59,7 +64,13 @@ ROOTFS_TAR = CACHE / "compose-smoke" / "bookworm-minbase.tar"
 PC_VENV = CACHE / "podman-compose-venv"
 PODMAN_COMPOSE = "podman-compose==1.6.0"
 PROJECT = "totalrecall-smoke"
-APT_PACKAGES = ("podman", "runc", "iptables", "netavark", "aardvark-dns", "debootstrap")
+APT_PACKAGES = ("podman", "runc", "iptables", "netavark", "aardvark-dns", "debootstrap",
+                "systemd-journal-remote")
+#: The host journal the watchers are given: written here by systemd-journal-remote, owned by a
+#: group of its own as a host's is by systemd-journal (compose's JOURNAL_GID lets them read it).
+JOURNAL_DIR = CACHE / "compose-smoke" / "journal"
+JOURNAL_GID = 4242
+JOURNAL_REMOTE = Path("/lib/systemd/systemd-journal-remote")
 
 #: Stand-in (standins/<name>.Containerfile) -> the image name docker-compose.yml / a Dockerfile uses.
 STANDINS = {"python": "docker.io/library/python:3.11-slim",
@@ -108,9 +119,10 @@ class Steps:
 
 
 def run(cmd: list[str], *, env: dict[str, str] | None = None, capture: bool = False,
-        check: bool = True, quiet: bool = False, cwd: Path = REPO) -> str:
+        check: bool = True, quiet: bool = False, cwd: Path = REPO, stdin: str | None = None
+        ) -> str:
     """A command; its output goes to ours unless captured (quiet: kept, shown only on failure)."""
-    proc = subprocess.run(cmd, env=env, cwd=cwd, text=True,
+    proc = subprocess.run(cmd, env=env, cwd=cwd, text=True, input=stdin,
                           stdout=subprocess.PIPE if capture or quiet else None,
                           stderr=subprocess.STDOUT if quiet else None)
     if check and proc.returncode != 0:
@@ -436,6 +448,66 @@ def all_stored(api: Api, ids: set[str]) -> bool:
     return ids <= {m["id"] for m in rows}
 
 
+def journal_append(**fields: str) -> None:
+    """One entry appended to the journal the watchers read (created with its group if new),
+    in the journal export format, as a log collector writes a host's entries."""
+    entry = {"__REALTIME_TIMESTAMP": str(time.time_ns() // 1000),
+             "_BOOT_ID": "0123456789abcdef0123456789abcdef",
+             "_MACHINE_ID": "fedcba9876543210fedcba9876543210", "_HOSTNAME": "smoke-host",
+             **fields}
+    journal = JOURNAL_DIR / "system.journal"
+    run([str(JOURNAL_REMOTE), f"--output={journal}", "-"], quiet=True,
+        stdin="".join(f"{k}={v}\n" for k, v in entry.items()) + "\n")
+    os.chown(journal, 0, JOURNAL_GID)
+    journal.chmod(0o640)
+
+
+def fresh_journal() -> None:
+    """A journal nobody but root and its group may read, holding one entry from before."""
+    shutil.rmtree(JOURNAL_DIR, ignore_errors=True)
+    JOURNAL_DIR.mkdir(parents=True)
+    os.chown(JOURNAL_DIR, 0, JOURNAL_GID)
+    JOURNAL_DIR.chmod(0o750)
+    journal_append(PRIORITY="3", SYSLOG_IDENTIFIER="backupd", _PID="10",
+                   MESSAGE="an old failure, from before the watchers started")
+
+
+def journal_watched(podman: Podman) -> bool:
+    """Both journal readers of the watchers follow the host's journal (every machine's:
+    --merge); else the failure quotes what their /health says."""
+    probe = ("import json, urllib.request, urllib.error\n"
+             "try: r = urllib.request.urlopen('http://127.0.0.1:8768/health', timeout=5)\n"
+             "except urllib.error.HTTPError as e: r = e\n"
+             "w = json.load(r)['watchers']\n"
+             "print(json.dumps({n: w.get(n) for n in ('journal', 'security')}))")
+    said = json.loads(podman("exec", podman.containers()["watchers"], "python", "-c", probe))
+    for name, h in said.items():
+        if not h or h.get("state") != "running" or "--merge" not in h.get("note", ""):
+            raise RuntimeError(f"the {name} watcher does not follow the journal: {h}")
+    return True
+
+
+def journal_remembered(api: Api, marker: str) -> None:
+    journal_append(PRIORITY="3", SYSLOG_IDENTIFIER="backupd", _PID="4100",
+                   _SYSTEMD_UNIT="backupd.service",
+                   MESSAGE=f"upload {marker} failed: connection reset by peer")
+    journal_append(PRIORITY="5", SYSLOG_IDENTIFIER="sudo", SYSLOG_FACILITY="10", _PID="4300",
+                   MESSAGE=f"   alice : TTY=pts/0 ; PWD=/home/alice ; USER=root ; "
+                           f"COMMAND=/usr/bin/systemctl restart backup-{marker}")
+
+    def both() -> bool | str:
+        rows = api.call("POST", "/memory/timeline", {"hours": 2, "limit": 5000})["memories"]
+        mine = [m for m in rows if marker in m["summary"] + m.get("detail", "")]
+        error = [m for m in mine if f"upload {marker} failed" in m["summary"]]
+        sudo = [m for m in mine if m["category"] == "security" and "alice" in m["summary"]]
+        say(f"  {[(m['category'], m['summary']) for m in mine]}")
+        if any("from before the watchers started" in m["summary"] for m in rows):
+            raise RuntimeError("an entry from before the watchers started was remembered")
+        return True if error and sudo else (
+            f"not yet in memory: {'' if error else 'the error '}{'' if sudo else 'the sudo'}")
+    wait_until("the journal's entries in memory", 180, both, interval=3)
+
+
 def smoke(keep: bool) -> int:
     steps = Steps()
     pc_bin = ensure_tools(steps)
@@ -446,8 +518,11 @@ def smoke(keep: bool) -> int:
              "TR_SMOKE_PROMETHEUS_PORT": free_port()}
     with steps.step("llama-cpp-python wheel for the embedder build"):
         prebuilt = llama_prebuilt(podman)
+    with steps.step("a host journal (systemd-journal-remote), its group's alone"):
+        fresh_journal()
     overlay = string.Template(OVERLAY.read_text()).substitute(
-        {**{k: str(v) for k, v in ports.items()}, "TR_SMOKE_LLAMA_PREBUILT": prebuilt})
+        {**{k: str(v) for k, v in ports.items()}, "TR_SMOKE_LLAMA_PREBUILT": prebuilt,
+         "TR_SMOKE_JOURNAL_DIR": str(JOURNAL_DIR)})
     overlay_file = CACHE / "compose-smoke" / "compose.smoke.yml"
     overlay_file.parent.mkdir(parents=True, exist_ok=True)
     overlay_file.write_text(overlay)
@@ -455,7 +530,7 @@ def smoke(keep: bool) -> int:
     env = {**podman.env, "COMPOSE_PROFILES": "cpu",
            "NATS_USER": "totalrecall", "NATS_PASSWORD": secrets.token_hex(12),
            "POSTGRES_PASSWORD": secrets.token_hex(12), "TR_RECALL_API_TOKEN": token,
-           "GRAFANA_ADMIN_PASSWORD": secrets.token_hex(12)}
+           "GRAFANA_ADMIN_PASSWORD": secrets.token_hex(12), "JOURNAL_GID": str(JOURNAL_GID)}
 
     def pc(*args: str, quiet: bool = False, check: bool = True) -> None:
         run(["nice", "-n", "10", *compose, *args], env=env, quiet=quiet, check=check)
@@ -573,6 +648,10 @@ def smoke(keep: bool) -> int:
         with steps.step("the recall API embeds questions itself (its model agrees)"):
             wait_until("the recall API's query model to agree with the embedder", 60,
                        lambda: embeds_itself(podman, api))
+        with steps.step("the host's journal followed: an error and a sudo remembered"):
+            wait_until("the watchers following the journal", 60,
+                       lambda: journal_watched(podman))
+            journal_remembered(api, uuid.uuid4().hex[:8])
         with steps.step("image sizes"):
             base = podman.size_mb(STANDINS["python"])
             say(f"  {'python:3.11-slim (stand-in base)':<44} {base:8.1f} MB")

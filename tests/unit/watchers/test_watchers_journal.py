@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from totalrecall_schema import MemoryEvent, Severity
-from totalrecall_watchers.adapters.journal import JournalWatcher
+from totalrecall_watchers.adapters.journal import JournalWatcher, journal_command, journald_reason
 from totalrecall_watchers.core.base import EventContext, FakeClock
 from totalrecall_watchers.core.journal import JournalParser, normalise
 from totalrecall_watchers.settings import JournalSettings
@@ -126,3 +126,51 @@ def test_missing_journal_is_unavailable(tmp_path: Path) -> None:
     w = JournalWatcher(EventContext(), JournalSettings(command=["no-such-journalctl-binary"],
                                                        syslog_files=[]))
     assert "not found" in (w.check_available() or "")
+
+
+def _journal(root: Path, machine: str) -> Path:
+    (root / machine).mkdir(parents=True)
+    f = root / machine / "system.journal"
+    f.write_bytes(b"LPKSHHRH")
+    return f
+
+
+def test_journals_nobody_may_read_are_named_with_their_group(tmp_path: Path) -> None:
+    """journalctl follows nothing, silently, when it may not read a journal: the watcher says
+    so, and which group would let it (a container's user is not in the host's systemd-journal)."""
+    f = _journal(tmp_path / "journal", "a" * 32)
+    sh = [sys.executable]  # any command on PATH: the journal check is what is tested
+    reason = journald_reason(True, sh, dirs=[tmp_path / "journal"], readable=lambda p: False)
+    assert reason is not None and "not readable" in reason
+    assert str(f) in reason and f"JOURNAL_GID={f.stat().st_gid}" in reason
+    assert journald_reason(True, sh, dirs=[tmp_path / "journal"], readable=lambda p: True) is None
+
+
+def test_a_journal_directory_nobody_may_list_is_not_no_journal(tmp_path: Path) -> None:
+    root = tmp_path / "journal"
+    (root / ("b" * 32)).mkdir(parents=True)  # its files hidden: listed by nobody
+    reason = journald_reason(True, [sys.executable], dirs=[root],
+                             readable=lambda p: p.name != "b" * 32)
+    assert reason is not None and "not readable" in reason and "b" * 32 in reason
+    empty = journald_reason(True, [sys.executable], dirs=[tmp_path / "none"])
+    assert empty is not None and empty.startswith("no systemd journal")
+
+
+def test_another_machines_journal_is_read_with_merge(tmp_path: Path) -> None:
+    """A container reading the host's journal: journalctl reads only the journals of its own
+    machine id by default, which the host's are not."""
+    root, mid = tmp_path / "journal", tmp_path / "machine-id"
+    _journal(root, "c" * 32)
+    cmd = ["journalctl", "--follow", "--output=json"]
+    assert journal_command(cmd, dirs=[root], machine_id=mid) == [
+        "journalctl", "--merge", "--follow", "--output=json"]  # no machine id at all
+    mid.write_text("d" * 32 + "\n")
+    assert journal_command(cmd, dirs=[root], machine_id=mid)[1] == "--merge"  # another one's
+    mid.write_text("c" * 32 + "\n")
+    assert journal_command(cmd, dirs=[root], machine_id=mid) == cmd  # this machine's own
+    mid.unlink()
+    chosen = ["journalctl", "--directory=/srv/j", "--follow"]
+    assert journal_command(chosen, dirs=[root], machine_id=mid) == chosen
+    assert journal_command(["/usr/bin/journalctl", "-D", "/srv/j"], dirs=[root],
+                           machine_id=mid) == ["/usr/bin/journalctl", "-D", "/srv/j"]
+    assert journal_command(["my-follower"], dirs=[root], machine_id=mid) == ["my-follower"]

@@ -7,8 +7,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import shutil
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,21 +28,70 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 JOURNAL_DIRS = (Path("/var/log/journal"), Path("/run/log/journal"))
+MACHINE_ID = Path("/etc/machine-id")
+#: journalctl options that already say which journals to read.
+_JOURNALS_CHOSEN = ("--merge", "-m", "--directory", "-D", "--file", "--machine", "-M", "--root",
+                    "--image", "--namespace")
 
 
-def journald_reason(enabled: bool, command: list[str], skip_check: bool = False) -> str | None:
-    """None when journald can be followed with `command`, else why not."""
+def journald_reason(enabled: bool, command: list[str], skip_check: bool = False, *,
+                    dirs: Sequence[Path] = JOURNAL_DIRS,
+                    readable: Callable[[Path], bool] = lambda p: os.access(p, os.R_OK)
+                    ) -> str | None:
+    """None when journald can be followed with `command`, else why not: no journalctl, no
+    journal, or journals this user may not read (journalctl would follow nothing, silently)."""
     if not enabled:
         return "journald disabled in the settings"
     if not command or shutil.which(command[0]) is None:
         return f"{command[0] if command else 'journalctl'} not found on PATH"
     if skip_check:
         return None
-    journals = [p for d in JOURNAL_DIRS if d.is_dir() for p in d.rglob("*.journal*")]
-    if not journals:
+    # A machine's journals are <dir>/<machine id>/*.journal: a directory this user may not
+    # list hides its files from the search below, so it counts as unreadable too.
+    places = [p for d in dirs for p in _listing(d) if p.is_dir()]
+    journals = [p for d in dirs if d.is_dir() for p in d.rglob("*.journal*")]
+    if any(readable(p) for p in journals):
+        return None
+    shut = journals or [p for p in places if not readable(p)]
+    if not shut:
         return ("no systemd journal on this machine (no journal files under "
-                + ", ".join(str(d) for d in JOURNAL_DIRS) + ")")
-    return None
+                + ", ".join(str(d) for d in dirs) + ")")
+    gids = sorted({p.stat().st_gid for p in shut})
+    return (f"the journal files ({shut[0]}{' …' if len(shut) > 1 else ''}) are not readable by "
+            f"uid {os.getuid()} (groups {', '.join(map(str, sorted(os.getgroups())))}): run the "
+            f"watchers in their group, gid {', '.join(map(str, gids))} (systemd-journal; "
+            f"with docker compose: JOURNAL_GID={gids[0]} in .env)")
+
+
+def _listing(d: Path) -> list[Path]:
+    try:
+        return list(d.iterdir())
+    except OSError:  # absent, or not ours to list
+        return []
+
+
+def journal_command(command: list[str], *, dirs: Sequence[Path] = JOURNAL_DIRS,
+                    machine_id: Path = MACHINE_ID) -> list[str]:
+    """`command` reading every journal (`--merge`) when none of them is this machine's.
+
+    journalctl reads only the journals of this machine's id (`/etc/machine-id`). A container
+    that has the host's journal mounted in has another id or none, and would follow nothing
+    while looking healthy."""
+    if not command or Path(command[0]).name != "journalctl" or any(
+            a.split("=", 1)[0] in _JOURNALS_CHOSEN for a in command[1:]):
+        return command
+    try:
+        own = machine_id.read_text().strip()
+    except OSError:
+        own = ""
+    if own and any((d / own).is_dir() for d in dirs):
+        return command
+    return [command[0], "--merge", *command[1:]]
+
+
+def journald_source(command: list[str]) -> str:
+    """How /health names the journal followed by `command`."""
+    return "journald (every machine's journals: --merge)" if "--merge" in command else "journald"
 
 
 async def follow_lines(command: list[str], on_line: Callable[[bytes], Awaitable[None]],
@@ -85,6 +135,7 @@ class JournalWatcher(Watcher):
                                     dedup_window_s=settings.dedup_window_s, source=self.name,
                                     claim=claim)
         self.journald = False
+        self.command = settings.command
         self.tails: list[LogTail] = []
 
     def _journald_reason(self) -> str | None:
@@ -96,6 +147,7 @@ class JournalWatcher(Watcher):
         files only without journald. Unavailable when there is neither."""
         journald_reason = self._journald_reason()
         self.journald = journald_reason is None
+        self.command = journal_command(self.settings.command)
         wanted = [LogTail(p, application=True) for p in self.settings.log_files]
         if not self.journald:
             wanted += [LogTail(p, application=False) for p in self.settings.syslog_files]
@@ -107,7 +159,8 @@ class JournalWatcher(Watcher):
             files = [*self.settings.log_files, *self.settings.syslog_files]
             return f"{journald_reason}; no log file to tail" + (
                 f" (none of {', '.join(files)} exists)" if files else "")
-        sources = (["journald"] if self.journald else []) + [str(t.path) for t in self.tails]
+        sources = ([journald_source(self.command)] if self.journald else []) + [
+            str(t.path) for t in self.tails]
         self.note = "sources: " + ", ".join(sources)
         if not self.journald:
             self.note += f" (no journald: {journald_reason})"
@@ -165,4 +218,4 @@ class JournalWatcher(Watcher):
             if event is not None:
                 await emit(event)
 
-        await follow_lines(self.settings.command, on_line, stop)
+        await follow_lines(self.command, on_line, stop)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ..core.base import Emit, EventContext, Unavailable, Watcher
 from ..core.log_files import text_entry
 from ..core.security import SecurityParser, claims
-from .journal import follow_lines, journald_reason
+from .journal import follow_lines, journal_command, journald_reason, journald_source
 from .log_tail import LogTail
 from .tasks import run_together
 from .users import uid_name
@@ -29,6 +29,7 @@ class SecurityWatcher(Watcher):
         self.settings = settings
         self.parser = SecurityParser(ctx, settings, source=self.name, user_name=uid_name)
         self.journald = False
+        self.command = settings.command
         self.tails: list[LogTail] = []
         #: Set once a source is found: from then on the journal watcher leaves these lines.
         self.active = False
@@ -49,6 +50,7 @@ class SecurityWatcher(Watcher):
         s = self.settings
         reason = journald_reason(s.journald, s.command, s.skip_availability_check)
         self.journald = reason is None
+        self.command = journal_command(s.command)
         wanted = [] if self.journald else [LogTail(p, application=False) for p in s.log_files]
         known = {t.path: t for t in self.tails}
         self.tails = [known.get(t.path, t) for t in wanted if t.available()]
@@ -58,7 +60,7 @@ class SecurityWatcher(Watcher):
             return f"{reason}; no auth log to tail" + (
                 f" (none of {', '.join(s.log_files)} exists)" if s.log_files else "")
         self.note = "sources: " + ", ".join(
-            (["journald (auth, authpriv)"] if self.journald else [])
+            ([journald_source(self.command) + " (auth, authpriv)"] if self.journald else [])
             + [str(t.path) for t in self.tails])
         if not self.journald:
             self.note += f" (no journald: {reason})"
@@ -100,7 +102,7 @@ class SecurityWatcher(Watcher):
                 await emit(event)
 
         try:
-            await follow_lines(self.settings.command, on_line, stop)
+            await follow_lines(self.command, on_line, stop)
         except Unavailable:
             self.active = False
             raise
