@@ -152,6 +152,10 @@ def test_a_journal_directory_nobody_may_list_is_not_no_journal(tmp_path: Path) -
     reason = journald_reason(True, [sys.executable], dirs=[root],
                              readable=lambda p: p.name != "b" * 32)
     assert reason is not None and "not readable" in reason and "b" * 32 in reason
+    # the journal directory itself unlisted (a copy of a host's, owned by its group alone)
+    reason = journald_reason(True, [sys.executable], dirs=[root],
+                             readable=lambda p: p != root)
+    assert reason is not None and "not readable" in reason and f"({root})" in reason
     empty = journald_reason(True, [sys.executable], dirs=[tmp_path / "none"])
     assert empty is not None and empty.startswith("no systemd journal")
 

@@ -48,8 +48,9 @@ def journald_reason(enabled: bool, command: list[str], skip_check: bool = False,
         return None
     # A machine's journals are <dir>/<machine id>/*.journal: a directory this user may not
     # list hides its files from the search below, so it counts as unreadable too.
-    places = [p for d in dirs for p in _listing(d) if p.is_dir()]
-    journals = [p for d in dirs if d.is_dir() for p in d.rglob("*.journal*")]
+    places = [p for d in dirs if _is_dir(d)
+              for p in [d, *(q for q in _listing(d) if _is_dir(q))]]
+    journals = [p for d in dirs if _is_dir(d) for p in d.rglob("*.journal*")]
     if any(readable(p) for p in journals):
         return None
     shut = journals or [p for p in places if not readable(p)]
@@ -57,7 +58,7 @@ def journald_reason(enabled: bool, command: list[str], skip_check: bool = False,
         return ("no systemd journal on this machine (no journal files under "
                 + ", ".join(str(d) for d in dirs) + ")")
     gids = sorted({p.stat().st_gid for p in shut})
-    return (f"the journal files ({shut[0]}{' …' if len(shut) > 1 else ''}) are not readable by "
+    return (f"the journal ({shut[0]}{' …' if len(shut) > 1 else ''}) is not readable by "
             f"uid {os.getuid()} (groups {', '.join(map(str, sorted(os.getgroups())))}): run the "
             f"watchers in their group, gid {', '.join(map(str, gids))} (systemd-journal; "
             f"with docker compose: JOURNAL_GID={gids[0]} in .env)")
@@ -68,6 +69,13 @@ def _listing(d: Path) -> list[Path]:
         return list(d.iterdir())
     except OSError:  # absent, or not ours to list
         return []
+
+
+def _is_dir(p: Path) -> bool:
+    try:
+        return p.is_dir()
+    except OSError:  # Python 3.11 raises EACCES under a directory we may not list
+        return False
 
 
 def journal_command(command: list[str], *, dirs: Sequence[Path] = JOURNAL_DIRS,
@@ -84,7 +92,7 @@ def journal_command(command: list[str], *, dirs: Sequence[Path] = JOURNAL_DIRS,
         own = machine_id.read_text().strip()
     except OSError:
         own = ""
-    if own and any((d / own).is_dir() for d in dirs):
+    if own and any(_is_dir(d / own) for d in dirs):
         return command
     return [command[0], "--merge", *command[1:]]
 
