@@ -20,17 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
-import psutil
 
 from . import metrics as M
 from .client import RecallClient
@@ -38,7 +33,7 @@ from .datasets import load_locomo
 from .query_adapter import MODEL, Settings, embedder, locomo_groups, train
 from .report import RESULTS_DIR, provenance
 from .runner import run_dataset
-from .stack import Stack, default_model_path, interrupt
+from .stack import SecondApi, Stack, default_model_path, recall_api_env
 
 OUT = RESULTS_DIR / "locomo_query_map_cv.json"
 HEADLINE = ("R@10", "R@5", "MRR")
@@ -46,49 +41,6 @@ HEADLINE = ("R@10", "R@5", "MRR")
 
 def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _recall_api_env(stack: Stack) -> dict[str, str]:
-    """The environment the stack's supervisor gave its recall API (ports, DSN, home)."""
-    assert stack.proc is not None
-    for p in psutil.Process(stack.proc.pid).children(recursive=True):
-        if "totalrecall_recall_api" in " ".join(p.cmdline()):
-            return dict(p.environ())
-    raise RuntimeError("the stack runs no recall API")
-
-
-class SecondApi:
-    """A recall API process of its own over the stack's services, with `env` on top."""
-
-    def __init__(self, base: dict[str, str], env: dict[str, str], log_path: Path) -> None:
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._log = open(log_path, "w")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "totalrecall_recall_api"],
-            env={**base, **env, "TR_RECALL_HTTP_PORT": str(self.port)},
-            stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.close()
-                raise RuntimeError(f"the second recall API did not start: {log_path}")
-            time.sleep(0.5)
-
-    def close(self) -> None:
-        interrupt(self.proc, grace_s=30)
-        self._log.close()
 
 
 def _means(rows: list[dict[str, Any]]) -> dict[str, float]:
@@ -123,7 +75,7 @@ def run(out_path: Path = OUT) -> dict[str, Any]:
         client = RecallClient(stack.api)
         control = run_dataset(client, "locomo", haystacks, tag=tag, log=_log)
         client.close()
-        base = _recall_api_env(stack)
+        base = recall_api_env(stack)
         mapped: list[dict[str, Any]] = []
         for h in haystacks:
             w = train([g for k, g in groups.items() if k != h.key], s)

@@ -14,7 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-from totalrecall.infra import free_ports
+import httpx
+import psutil
+from totalrecall.infra import free_port, free_ports
 from totalrecall.launcher import PORT_NAMES
 
 
@@ -109,3 +111,40 @@ class Stack:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
+
+
+def recall_api_env(stack: Stack) -> dict[str, str]:
+    """The environment the stack's supervisor gave its recall API (ports, DSN, home)."""
+    assert stack.proc is not None
+    for p in psutil.Process(stack.proc.pid).children(recursive=True):
+        if "totalrecall_recall_api" in " ".join(p.cmdline()):
+            return dict(p.environ())
+    raise RuntimeError("the stack runs no recall API")
+
+
+class SecondApi:
+    """A recall API process of its own over the stack's services, with `env` on top."""
+
+    def __init__(self, base: dict[str, str], env: dict[str, str], log_path: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._log = open(log_path, "w")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "totalrecall_recall_api"],
+            env={**base, **env, "TR_RECALL_HTTP_PORT": str(self.port)},
+            stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.close()
+                raise RuntimeError(f"the second recall API did not start: {log_path}")
+            time.sleep(0.5)
+
+    def close(self) -> None:
+        interrupt(self.proc, grace_s=30)
+        self._log.close()

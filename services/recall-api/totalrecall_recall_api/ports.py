@@ -140,6 +140,16 @@ class TemplateRows(Protocol):
 
 
 @runtime_checkable
+class KnownSpeakers(Protocol):
+    """A store that knows who speaks in a namespace's conversations (the indexer's migration
+    17)."""
+
+    async def speakers(self, namespace: str) -> list[str]:
+        """The actors of the namespace's conversation memories, sorted."""
+        ...
+
+
+@runtime_checkable
 class KnownHosts(Protocol):
     """A store that knows the hosts a namespace's memories happened on (the indexer's migration
     15)."""

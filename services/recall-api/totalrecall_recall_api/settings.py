@@ -170,6 +170,11 @@ class Settings(ServiceSettings):
     #: first; the block names hosts once there are several) are read at most this often per
     #: namespace (s): a new machine is seen within this time. 0: read on every recall.
     hosts_cache_s: float = 30.0
+    #: A question is embedded without the names of the people who speak in the namespace's
+    #: conversations (core/speakers.py): the actor field matches who, the vector what. Those
+    #: names are read at most every `speakers_cache_s` per namespace.
+    embed_without_speakers: bool = True
+    speakers_cache_s: float = 30.0
     #: The indexer's tier ages (`TR_INDEXER_HOT_MAX_AGE_S`, `TR_INDEXER_WARM_MAX_AGE_S`): which
     #: tiers hold the memories a timeframe reaches. Read from the indexer's settings, never copied.
     tier_policy: TierPolicy = Field(default_factory=TierPolicy.from_env)

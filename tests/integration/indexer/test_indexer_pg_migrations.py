@@ -201,7 +201,7 @@ async def test_host_is_filled_for_rows_written_before_it(pg_dsn: str) -> None:
                                      source, severity, summary, metadata)
                VALUES ($1, $1, 'default', now(), 'system.service', 'general', 'system', 'api',
                        'info', $1, $2::jsonb)""", [(k, json.dumps(m)) for k, m in rows])
-        assert await migrate(conn, HostInfo("here", "a" * 32)) == [15, 16]
+        assert await migrate(conn, HostInfo("here", "a" * 32)) == [15, 16, 17]
         got = {r["key"]: (r["host"], json.loads(r["metadata"]))
                for r in await conn.fetch("SELECT key, host, metadata FROM memories")}
         # the metadata as the event gave it; the column normalised

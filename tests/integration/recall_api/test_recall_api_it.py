@@ -1103,3 +1103,35 @@ async def test_a_new_questions_parse_and_word_counts_come_in_one_statement(pg_ds
         assert counted.statements == again  # asked again: nothing read
     finally:
         await pool.close()
+
+
+async def test_speakers_are_the_actors_of_a_namespaces_conversations(pg_dsn: str) -> None:
+    """Who speaks in a namespace's conversations (a skip scan of the indexer's migration 17):
+    each actor once however many turns they said, not a machine event's actor, not another
+    namespace's speaker; through the plan the index serves."""
+    from totalrecall_recall_api.adapters import PostgresStore
+
+    await create_memories_table(pg_dsn)
+    t0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+    rows = [{"id": f"t{i}", "namespace": "talk", "category": "conversation",
+             "actor": ["Caroline", "Melanie", "user"][i % 3], "summary": f"turn {i}",
+             "ts": t0 + timedelta(seconds=i)} for i in range(300)]
+    rows += [{"id": "ev", "namespace": "talk", "category": "system.service", "actor": "nginx",
+              "summary": "nginx failed", "ts": t0},
+             {"id": "o", "namespace": "talk-other", "category": "conversation", "actor": "Gina",
+              "summary": "Gina: hi", "ts": t0}]
+    await insert_rows(pg_dsn, rows)
+    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
+    try:
+        store = PostgresStore(pool)
+        assert await store.speakers("talk") == ["Caroline", "Melanie", "user"]
+        assert await store.speakers("talk-other") == ["Gina"]
+        assert await store.speakers("nobody") == []
+        async with pool.acquire() as conn:
+            await conn.execute("ANALYZE memories")
+            plan = "\n".join(r[0] for r in await conn.fetch(
+                "EXPLAIN SELECT actor FROM memories WHERE namespace = 'talk' AND "
+                "category = 'conversation' AND actor > 'Caroline' ORDER BY actor LIMIT 1"))
+        assert "memories_ns_cat_actor" in plan, plan
+    finally:
+        await pool.close()

@@ -362,6 +362,12 @@ CREATE INDEX IF NOT EXISTS memories_ns_host_ts ON memories (namespace, host, ts)
     (16, "the index partition each memory belongs to", """
 ALTER TABLE memories ADD COLUMN IF NOT EXISTS part smallint;
 """),
+    # Recall embeds a question without the names of the people a namespace's conversations
+    # are between (they are matched by the actor field): it reads those names by a skip scan
+    # of this index, one short lookup per name, however many turns each said.
+    (17, "the actors of each category, for the speakers a question names", """
+CREATE INDEX IF NOT EXISTS memories_ns_cat_actor ON memories (namespace, category, actor);
+"""),
 ]
 
 _ADVISORY_LOCK_ID = 0x7452_4D45  # "tRME"

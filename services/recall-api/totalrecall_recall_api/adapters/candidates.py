@@ -62,12 +62,14 @@ class Sources(Stages):
 
     async def vector(self, req: RecallRequest, since: datetime | None,
                      tiers: tuple[str, ...], escalation: tuple[str, ...],
-                     embedded: asyncio.Event | None = None) -> list[VectorHit]:
+                     embedded: asyncio.Event | None = None, *,
+                     asked: str | None = None) -> list[VectorHit]:
         """`embedded`: a long query's keyword search waits on it (set once the embedding is
-        back, or has failed); the embedding is then asked for as exclusive."""
+        back, or has failed); the embedding is then asked for as exclusive. `asked`: the text
+        embedded, when not the query itself (without the speakers' names)."""
         s = self.settings
         try:
-            vector, model = await self.embed(req.query, embedded is not None)
+            vector, model = await self.embed(asked or req.query, embedded is not None)
         finally:
             if embedded is not None:
                 embedded.set()

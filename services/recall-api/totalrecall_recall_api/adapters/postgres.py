@@ -236,6 +236,21 @@ class PostgresStore(KeywordSearch):
             return []
         return [r["host"] for r in rows]
 
+    async def speakers(self, namespace: str, limit: int = 256) -> list[str]:
+        """Who speaks in a namespace's conversations: a skip scan of the (namespace, category,
+        actor) index (the indexer's migration 17), one short lookup per actor."""
+        rows = await self.pool.fetch(
+            """WITH RECURSIVE s AS (
+                   (SELECT actor FROM memories WHERE namespace = $1 AND category = 'conversation'
+                    ORDER BY actor LIMIT 1)
+                   UNION ALL
+                   SELECT (SELECT actor FROM memories
+                           WHERE namespace = $1 AND category = 'conversation' AND actor > s.actor
+                           ORDER BY actor LIMIT 1) FROM s WHERE s.actor IS NOT NULL)
+               SELECT actor FROM s WHERE actor IS NOT NULL LIMIT $2""",
+            namespace, limit, timeout=self.timeout)
+        return [r["actor"] for r in rows]
+
     async def namespaces(self) -> list[str]:
         """Every namespace that holds memories: a skip scan of the (namespace, ts) index, one
         short lookup per namespace however many memories each holds."""

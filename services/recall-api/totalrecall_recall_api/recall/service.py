@@ -39,6 +39,7 @@ from ..core.named import named_first, named_identifiers
 from ..core.rank import rank
 from ..core.render import relative_time, system_alerts_block, system_memory_block
 from ..core.repeats import order_repeats, slotted_templates, with_newest_repeats
+from ..core.speakers import speaker_names, without_speakers
 from ..core.supersede import (
     STATE_SUBCATEGORIES,
     asks_about_history,
@@ -51,7 +52,7 @@ from ..core.supersede import (
 from ..core.temporal import date_refs, earliest_day
 from ..core.timeframe import after_asking, plan, visible_until
 from ..metrics import Metrics
-from ..ports import Embedder, KnownHosts, Row, Store, VectorIndex
+from ..ports import Embedder, KnownHosts, KnownSpeakers, Row, Store, VectorIndex
 from ..settings import Settings
 from .degraded import collecting
 from .query_vectors import QueryVectors
@@ -90,6 +91,7 @@ class RecallService:
     query_vectors: QueryVectors | None = None
     _profiles: dict[str, tuple[float, list[Memory]]] = field(default_factory=dict)
     _hosts: dict[str, tuple[float, list[str]]] = field(default_factory=dict)
+    _speakers: dict[str, tuple[float, frozenset[str]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.sources = Sources(self.metrics, self.settings, self.embedder, self.index, self.store,
@@ -200,6 +202,27 @@ class RecallService:
             self._hosts[namespace] = (time.monotonic(), found)
         return found
 
+    async def _known_speakers(self, namespace: str) -> frozenset[str]:
+        """The names of who speaks in a namespace's conversations (not the generic actors),
+        read at most every `speakers_cache_s`. None known (a store without them, or one that
+        failed to say): the question is embedded as asked."""
+        if not isinstance(self.store, KnownSpeakers):
+            return frozenset()
+        ttl = self.settings.speakers_cache_s
+        cached = self._speakers.get(namespace)
+        if ttl > 0 and cached is not None and time.monotonic() - cached[0] < ttl:
+            return cached[1]
+        try:
+            found = speaker_names(await self._timed("speakers", self.store.speakers(namespace)))
+        except Exception as exc:  # a store from before the indexer's migration 17, a timeout
+            log.debug("speakers of %s not read: %s", namespace, exc)
+            return frozenset()
+        if ttl > 0:
+            if len(self._speakers) >= 1024:  # bounded, as the hosts are
+                self._speakers.clear()
+            self._speakers[namespace] = (time.monotonic(), found)
+        return found
+
     def forgotten(self, namespace: str) -> None:
         """Memories of `namespace` were forgotten: its cached profile may hold one."""
         self._profiles.pop(namespace, None)
@@ -258,9 +281,13 @@ class RecallService:
         # phrase: both at once, one core each.
         long = 0 < s.long_query_chars <= len(req.query)
         embedded = asyncio.Event() if long else None
+        # The vector search is asked what; who (a speaker the question names) is the actor
+        # field's to match (`core/speakers.py`). The keyword search sees the whole question.
+        asked = without_speakers(req.query, await self._known_speakers(req.namespace)) \
+            if s.embed_without_speakers else req.query
         vec_hits, bm25_found, recent = await asyncio.gather(
             src.guard("vector", src.vector(req, p.since, p.first_tiers, p.escalation_tiers,
-                                           embedded)),
+                                           embedded, asked=asked)),
             src.guard("bm25", _after(embedded, src.bm25(req, p.since))),
             src.guard("recent", _after(embedded, src.recent_system(req, now))
                       if diagnostic else _nothing()),
