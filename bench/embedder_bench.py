@@ -201,9 +201,9 @@ async def bench_service(nats_url: str, model: Path, threads: int, query_threads:
 
     out: dict[str, Any] = {}
     with embedder_process(settings, home) as base:
-        qs = questions(60, 3)
+        qs = questions(201, 3)
         await query(qs[0])
-        idle = [await query(q) for q in qs[:40]]
+        idle = [await query(q) for q in qs[1:]]  # 200, as under ingest: p99s of equal samples
         out["query idle p50 ms"], out["query idle p99 ms"] = pct(idle, 50), pct(idle, 99)
 
         # single event latency (publish → EmbeddedEvent on the stream), idle pipeline
@@ -224,8 +224,9 @@ async def bench_service(nats_url: str, model: Path, threads: int, query_threads:
         await pub
 
         # query latency while the embedder works through a backlog (a second wave, published
-        # first, so that the bench's own publishing and draining do not delay its queries)
-        data2 = texts(n, 5)
+        # first, so that the bench's own publishing and draining do not delay its queries),
+        # sized to last ~15 s at the rate just measured: 200 questions fit in it
+        data2 = texts(max(n, int(out["service texts/s"] * 15)), 5)
         await publish(data2, "wave2")
         busy: list[float] = []
         fresh = iter(questions(400, 6))  # all different: the query LRU must not answer them
@@ -237,7 +238,7 @@ async def bench_service(nats_url: str, model: Path, threads: int, query_threads:
         while len(busy) < 200 and await ingesting():
             busy.append(await query(next(fresh)))
             await asyncio.sleep(0.02)
-        await drain(n, 120)
+        await drain(len(data2), 120)
         out["query under ingest p50 ms"] = pct(busy, 50)
         out["query under ingest p99 ms"] = pct(busy, 99)
         out["queries during ingest"] = len(busy)
