@@ -59,6 +59,29 @@ def test_no_systemd_is_unavailable(tmp_path) -> None:
     assert reason is not None
 
 
+def _systemctl(tmp_path, monkeypatch, script: str) -> None:  # type: ignore[no-untyped-def]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "systemctl"
+    fake.write_text("#!/bin/sh\n" + script + "\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+
+
+def test_a_systemd_the_bus_does_not_let_us_ask_is_unavailable(tmp_path, monkeypatch) -> None:
+    """A container with the host's /run/systemd and D-Bus socket mounted asks over the bus as
+    its own user: refused, the watcher is unavailable with the reason, not failing."""
+    _systemctl(tmp_path, monkeypatch,
+               'echo "Failed to connect to bus: Permission denied" >&2; exit 1')
+    reason = systemd_unavailable_reason(str(tmp_path))
+    assert reason == "systemctl cannot reach systemd: Failed to connect to bus: Permission denied"
+
+
+def test_a_degraded_systemd_is_still_there(tmp_path, monkeypatch) -> None:
+    _systemctl(tmp_path, monkeypatch, 'echo degraded; exit 1')  # one unit failed: exit 1
+    assert systemd_unavailable_reason(str(tmp_path)) is None
+
+
 class Timers:
     def __init__(self) -> None:
         self.data: dict[str, TimerState] = {}

@@ -23,7 +23,24 @@ def systemd_unavailable_reason(runtime_dir: str = SYSTEMD_RUNTIME) -> str | None
         return "systemctl not found on PATH"
     if not os.path.isdir(runtime_dir):
         return f"systemd is not the init system (no {runtime_dir}); PID 1 is " + _pid1()
-    return None
+    return _unreachable()
+
+
+def _unreachable() -> str | None:
+    """Why systemctl cannot ask systemd, or None. A container given the host's /run/systemd
+    and D-Bus socket asks over the bus as its own user: a bus that refuses it is a source
+    that is not there (looked for again later), not a watcher that fails every minute.
+    `is-system-running` prints the state (exit 1 for "degraded" too) whenever it reached
+    systemd, and nothing when it did not."""
+    try:
+        r = subprocess.run(["systemctl", "is-system-running"], capture_output=True, text=True,
+                           timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"systemctl cannot reach systemd: {exc}"
+    if r.stdout.strip():
+        return None
+    why = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[0]
+    return f"systemctl cannot reach systemd: {why[:200]}"
 
 
 def _pid1() -> str:
