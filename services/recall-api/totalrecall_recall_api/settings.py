@@ -168,7 +168,8 @@ class Settings(ServiceSettings):
     conclusions_enable: bool = True
     #: The hosts a namespace's memories happened on (a question naming one ranks its memories
     #: first; the block names hosts once there are several) are read at most this often per
-    #: namespace (s): a new machine is seen within this time. 0: read on every recall.
+    #: namespace (s): a new machine is seen within this time and a recall later. Once known, an
+    #: expired list is used while it is read again behind the recall. 0: read on every recall.
     hosts_cache_s: float = 30.0
     #: A question is embedded without the names of the people who speak in the namespace's
     #: conversations (core/speakers.py): the actor field matches who, the vector what. Those

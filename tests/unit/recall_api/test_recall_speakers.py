@@ -101,3 +101,38 @@ async def test_the_speakers_are_read_once_per_cache_period() -> None:
         await client.aclose()
     assert world.speaker_reads == 1
     assert [t for t, _ in world.embed_calls][-2:] == ["What did research?", "What did paint?"]
+
+
+async def test_a_recall_does_not_wait_for_the_speakers_to_be_read_again() -> None:
+    """Once a namespace's speakers are known, an expired list is used at once and read again
+    behind the recall: an agent asking less often than the cache keeps never waits for it."""
+    import asyncio
+
+    class SlowWorld(SpeakingWorld):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gate = asyncio.Event()
+
+        async def speakers(self, namespace: str) -> list[str]:
+            if self.speaker_reads >= 1:  # every read but the first waits for the gate
+                self.speaker_reads += 1
+                await self.gate.wait()
+                return ["Caroline", "Melanie"]
+            return await super().speakers(namespace)
+
+    world = SlowWorld()
+    world.events["t1"] = _turn(1, "Caroline", "I researched adoption agencies")
+    client = await _client(world, speakers_cache_s=1e-9)  # expired at once
+    try:
+        for q in ("What did Caroline research?", "What did Melanie paint?"):
+            r = await asyncio.wait_for(
+                client.post("/memory/recall", json={"query": q, "namespace": "talk"}), 10)
+            assert r.status_code == 200, r.text
+        assert world.speaker_reads == 2  # the refresh started, and is still waiting
+        # the second recall used the list it had: Melanie was not known yet
+        assert [t for t, _ in world.embed_calls][-2:] == [
+            "What did research?", "What did Melanie paint?"]
+        world.gate.set()
+    finally:
+        await client._ctx.__aexit__(None, None, None)  # type: ignore[attr-defined]
+        await client.aclose()

@@ -56,6 +56,7 @@ from ..ports import Embedder, KnownHosts, KnownSpeakers, Row, Store, VectorIndex
 from ..settings import Settings
 from .degraded import collecting
 from .query_vectors import QueryVectors
+from .refreshing import Refreshing
 
 if TYPE_CHECKING:
     from ..alerts.monitor import AlertMonitor
@@ -90,13 +91,15 @@ class RecallService:
     #: Vectors of questions asked lately (None: every question goes to the embedder).
     query_vectors: QueryVectors | None = None
     _profiles: dict[str, tuple[float, list[Memory]]] = field(default_factory=dict)
-    _hosts: dict[str, tuple[float, list[str]]] = field(default_factory=dict)
-    _speakers: dict[str, tuple[float, frozenset[str]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.sources = Sources(self.metrics, self.settings, self.embedder, self.index, self.store,
                                self.query_vectors)
         self._timed, self._guard = self.sources.timed, self.sources.guard
+        # Read before the search: once known, refreshed behind the recalls (`refreshing.py`).
+        self._hosts: Refreshing[str, list[str]] = Refreshing(self.settings.hosts_cache_s)
+        self._speakers: Refreshing[str, frozenset[str]] = Refreshing(
+            self.settings.speakers_cache_s)
 
     async def recall(self, req: RecallRequest, now: datetime | None = None) -> RecallResponse:
         """`now`: the clock (tests pin it); the question is asked at `req.as_of`, else now.
@@ -189,39 +192,27 @@ class RecallService:
 
     async def _known_hosts(self, namespace: str) -> list[str]:
         """The hosts a namespace's memories happened on, read at most every `hosts_cache_s`."""
-        if not isinstance(self.store, KnownHosts):
+        store = self.store
+        if not isinstance(store, KnownHosts):
             return []
-        ttl = self.settings.hosts_cache_s
-        cached = self._hosts.get(namespace)
-        if ttl > 0 and cached is not None and time.monotonic() - cached[0] < ttl:
-            return cached[1]
-        found = await self._timed("hosts", self.store.hosts(namespace))
-        if ttl > 0:
-            if len(self._hosts) >= 1024:  # bounded, as the profiles are
-                self._hosts.clear()
-            self._hosts[namespace] = (time.monotonic(), found)
-        return found
+        return await self._hosts.get(
+            namespace, lambda: self._timed("hosts", store.hosts(namespace)))
 
     async def _known_speakers(self, namespace: str) -> frozenset[str]:
         """The names of who speaks in a namespace's conversations (not the generic actors),
         read at most every `speakers_cache_s`. None known (a store without them, or one that
         failed to say): the question is embedded as asked."""
-        if not isinstance(self.store, KnownSpeakers):
+        store = self.store
+        if not isinstance(store, KnownSpeakers):
             return frozenset()
-        ttl = self.settings.speakers_cache_s
-        cached = self._speakers.get(namespace)
-        if ttl > 0 and cached is not None and time.monotonic() - cached[0] < ttl:
-            return cached[1]
+
+        async def read() -> frozenset[str]:
+            return speaker_names(await self._timed("speakers", store.speakers(namespace)))
         try:
-            found = speaker_names(await self._timed("speakers", self.store.speakers(namespace)))
+            return await self._speakers.get(namespace, read)
         except Exception as exc:  # a store from before the indexer's migration 17, a timeout
             log.debug("speakers of %s not read: %s", namespace, exc)
             return frozenset()
-        if ttl > 0:
-            if len(self._speakers) >= 1024:  # bounded, as the hosts are
-                self._speakers.clear()
-            self._speakers[namespace] = (time.monotonic(), found)
-        return found
 
     def forgotten(self, namespace: str) -> None:
         """Memories of `namespace` were forgotten: its cached profile may hold one."""
