@@ -73,3 +73,20 @@ async def test_no_keeping_reads_every_time_and_keys_are_bounded() -> None:
     for ns in ("a", "b", "c"):
         await small.get(ns, src.read)
     assert len(small._kept) <= 2
+
+
+async def test_a_refresh_is_not_timed_as_the_recall_that_started_it() -> None:
+    from totalrecall_recall_api.recall.stage_times import add, collecting
+
+    now = [0.0]
+    cache: Refreshing[str, int] = Refreshing(30.0, clock=lambda: now[0])
+
+    async def read() -> int:
+        add("hosts", 0.002)
+        return 1
+    await cache.get("ns", read)
+    now[0] = 31.0
+    with collecting() as times:
+        await cache.get("ns", read)
+        await cache.settled()
+    assert "hosts" not in times

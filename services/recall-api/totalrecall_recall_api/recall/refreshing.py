@@ -11,6 +11,7 @@ recall of a namespace waits for the read.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -44,7 +45,10 @@ class Refreshing(Generic[K, V]):
             return value
         at, value = kept
         if self.clock() - at >= self.ttl_s and key not in self._reading:
-            self._reading[key] = asyncio.create_task(self._refresh(key, read))
+            # In a context of its own: the refresh is no request's, so its time and a failure
+            # are not the Server-Timing or the `degraded` of the recall that started it.
+            self._reading[key] = asyncio.create_task(self._refresh(key, read),
+                                                     context=contextvars.Context())
         return value
 
     async def _refresh(self, key: K, read: Callable[[], Awaitable[V]]) -> None:
