@@ -210,7 +210,7 @@ class RecallService:
             return speaker_names(await self._timed("speakers", store.speakers(namespace)))
         try:
             return await self._speakers.get(namespace, read)
-        except Exception as exc:  # a store from before the indexer's migration 17, a timeout
+        except Exception as exc:  # the first read failed (a timeout): asked again next time
             log.debug("speakers of %s not read: %s", namespace, exc)
             return frozenset()
 
