@@ -329,19 +329,28 @@ TROUBLE = re.compile(r"\b(WARNING|ERROR|CRITICAL|Traceback)\b|Error:")
 HEALTH_URL = re.compile(r"http://127\.0\.0\.1:\d+/health(?![\w?])")
 
 
-def health_body(podman: Podman, svc: str, cid: str) -> str:
-    """What the service's /health says, asked from inside its container at the address of its
-    compose healthcheck ("" for a service without one)."""
+def asked_health(podman: Podman, svc: str, cid: str) -> tuple[int, str] | None:
+    """(status, body) of the service's /health, asked from inside its container at the address
+    of its compose healthcheck; None for a service without one, or no answer."""
     check = yaml.safe_load(COMPOSE_FILE.read_text())["services"][svc].get("healthcheck", {})
     url = HEALTH_URL.search(" ".join(check.get("test", [])))
     if url is None:
-        return ""
-    probe = ("import urllib.request, urllib.error\n"
+        return None
+    probe = ("import json, urllib.request, urllib.error\n"
              f"try: r = urllib.request.urlopen('{url.group(0)}', timeout=5)\n"
              "except urllib.error.HTTPError as e: r = e\n"
-             "print(r.status, r.read()[:400].decode(errors='replace'))")
+             "print(json.dumps([r.status, r.read().decode(errors='replace')]))")
     out = podman("exec", cid, "python", "-c", probe, check=False).strip()
-    return f"; /health: {out}" if out else ""
+    if not out:
+        return None
+    status, body = json.loads(out.splitlines()[-1])
+    return int(status), str(body)
+
+
+def health_body(podman: Podman, svc: str, cid: str) -> str:
+    """What the service's /health says, for a failure report ("" for a service without one)."""
+    got = asked_health(podman, svc, cid)
+    return f"; /health: {got[0]} {got[1][:400]}" if got else ""
 
 
 def report_containers(podman: Podman) -> list[str]:
@@ -475,13 +484,12 @@ def fresh_journal() -> None:
 def journal_watched(podman: Podman) -> bool:
     """Both journal readers of the watchers follow the host's journal (every machine's:
     --merge); else the failure quotes what their /health says."""
-    probe = ("import json, urllib.request, urllib.error\n"
-             "try: r = urllib.request.urlopen('http://127.0.0.1:8768/health', timeout=5)\n"
-             "except urllib.error.HTTPError as e: r = e\n"
-             "w = json.load(r)['watchers']\n"
-             "print(json.dumps({n: w.get(n) for n in ('journal', 'security')}))")
-    said = json.loads(podman("exec", podman.containers()["watchers"], "python", "-c", probe))
-    for name, h in said.items():
+    got = asked_health(podman, "watchers", podman.containers()["watchers"])
+    if got is None:
+        raise RuntimeError("the watchers' /health did not answer")
+    watchers = json.loads(got[1])["watchers"]
+    for name in ("journal", "security"):
+        h = watchers.get(name)
         if not h or h.get("state") != "running" or "--merge" not in h.get("note", ""):
             raise RuntimeError(f"the {name} watcher does not follow the journal: {h}")
     return True
