@@ -14,6 +14,7 @@ assistant is unchanged. The keyword search still sees the whole question.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Collection
 
@@ -31,17 +32,25 @@ def speaker_names(actors: Collection[str]) -> frozenset[str]:
                      if a and a.strip() and a.strip().lower() not in GENERIC_ACTORS)
 
 
-def without_speakers(query: str, speakers: Collection[str]) -> str:
-    """`query` with each speaker's name (whole word, and its possessive) left out; `query`
-    itself when it names none, or when fewer than `MIN_WORDS_LEFT` words would be left."""
-    names = sorted((n for n in speakers if n), key=len, reverse=True)
+@functools.lru_cache(maxsize=256)
+def _names_pattern(names: frozenset[str]) -> re.Pattern[str] | None:
+    """The names, each a whole word with its possessive, longest first; made once per set of
+    names (a namespace's speakers change rarely, its questions on every recall)."""
     if not names:
-        return query
+        return None
     # A name that is also a common word ("Will", "May") is a name only as written with a
     # capital: "what will Caroline do?" keeps its "will".
     alts = [re.escape(n) if n not in STOPWORDS else "(?-i:" + re.escape(n.capitalize()) + ")"
-            for n in names]
-    pattern = re.compile(r"(?<!\w)(?:" + "|".join(alts) + r")(?:['’]s)?(?!\w)", re.IGNORECASE)
+            for n in sorted(names, key=len, reverse=True)]
+    return re.compile(r"(?<!\w)(?:" + "|".join(alts) + r")(?:['’]s)?(?!\w)", re.IGNORECASE)
+
+
+def without_speakers(query: str, speakers: Collection[str]) -> str:
+    """`query` with each speaker's name (whole word, and its possessive) left out; `query`
+    itself when it names none, or when fewer than `MIN_WORDS_LEFT` words would be left."""
+    pattern = _names_pattern(frozenset(n for n in speakers if n))
+    if pattern is None:
+        return query
     left, n = pattern.subn(" ", query)
     if n == 0:
         return query

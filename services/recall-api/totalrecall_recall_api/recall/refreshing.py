@@ -64,10 +64,7 @@ class Refreshing(Generic[K, V]):
             self._kept.clear()  # bounded: namespaces are few, but never grow unbounded
         self._kept[key] = (self.clock(), value)
 
-    def forget(self, key: K) -> None:
-        self._kept.pop(key, None)
-
     async def settled(self) -> None:
-        """Wait for the refreshes under way (tests; a clean shutdown)."""
+        """Wait for the refreshes under way (what a test waits on)."""
         while self._reading:
             await asyncio.gather(*list(self._reading.values()), return_exceptions=True)
