@@ -2,6 +2,7 @@
 every ratio the run measured, appended to bench/results/runs.jsonl (`bench/runs.py`).
 
     python -m bench                        # embedder, query path, indexer (10k), recall (20k, 100k)
+    python -m bench recall-1m              # recall at 1M memories: run only when named
     python -m bench recall -- --n 1000000  # arguments after -- go to each bench named
     python -m bench embedder --results /tmp/runs.jsonl -- --n 40 --raw-n 16
     python -m bench report                 # in how many runs each target held (bench/history.py)
@@ -32,13 +33,19 @@ BENCHES: dict[str, list[str]] = {
     "indexer": [str(HERE / "indexer_bench.py"), "--n", "10000"],
     "recall": ["-m", "bench.recall_bench", "--n", "20000", "--queries", "300"],
     "recall-100k": ["-m", "bench.recall_bench", "--n", "100000", "--queries", "300"],
+    "recall-1m": ["-m", "bench.recall_bench", "--n", "1000000", "--queries", "300"],
 }
+#: Run only when named: the 1M row seeds for most of an hour on 2 cores (about 9 GB of stream,
+#: Postgres and Zvec on disk while it runs).
+ON_REQUEST = frozenset({"recall-1m"})
+DEFAULT = [name for name in BENCHES if name not in ON_REQUEST]
 _ABOUT = {
     "embedder": "llama.cpp alone vs the embedder through NATS; query p99 under ingest ÷ idle",
     "query-path": "a question embedded in the recall API's process vs the embedder's RPC",
     "indexer": "events/s into Markdown + Postgres + Zvec, search per tier (10k events)",
     "recall": "recall over HTTP at 20k memories ÷ its floor (llama.cpp alone)",
     "recall-100k": "the same at 100k memories",
+    "recall-1m": "the same at 1M memories (only when named: most of an hour)",
 }
 #: Runs one bench's command with its environment; returns its exit status.
 Runner = Callable[[list[str], dict[str, str]], int]
@@ -87,7 +94,7 @@ def parse(argv: Sequence[str]) -> Plan:
                 f"{', '.join(BENCHES)}, or report alone)")
     if extra and not args.names:
         p.error("arguments after -- need the benches they are for named before it")
-    return Plan(args.names or list(BENCHES), extra, None if args.no_record else args.results)
+    return Plan(args.names or list(DEFAULT), extra, None if args.no_record else args.results)
 
 
 def _subprocess_runner(cmd: list[str], env: dict[str, str]) -> int:

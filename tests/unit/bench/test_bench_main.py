@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench import ratios, runs
-from bench.__main__ import BENCHES, Plan, parse, run
+from bench.__main__ import BENCHES, DEFAULT, Plan, parse, run
 from bench.ratios import Figure, Ratio
 
 
@@ -34,7 +34,9 @@ def test_an_unknown_name_or_option_is_an_error(argv: list[str],
 
 
 def test_names_extra_arguments_and_where_the_run_goes() -> None:
-    assert parse([]) == Plan(list(BENCHES), [], runs.RUNS)
+    assert parse([]) == Plan(DEFAULT, [], runs.RUNS)
+    assert "recall-1m" in BENCHES and "recall-1m" not in DEFAULT  # an hour: only when named
+    assert parse(["recall-1m"]).names == ["recall-1m"]
     assert parse(["recall", "embedder", "--results", "/tmp/r.jsonl", "--", "--n", "40"]) == Plan(
         ["recall", "embedder"], ["--n", "40"], Path("/tmp/r.jsonl"))
     assert parse(["--no-record", "indexer"]) == Plan(["indexer"], [], None)
