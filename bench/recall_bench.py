@@ -33,6 +33,7 @@ from typing import Any
 import httpx
 import nats
 import numpy as np
+import psutil
 from totalrecall.launcher import launched_stack
 from totalrecall_schema import EmbeddedEvent, EmbedReply, EmbedRequest, MemoryEvent, Topology
 
@@ -263,9 +264,13 @@ def _timed(client: httpx.Client, queries: list[str], namespace: str | None = Non
     return lat
 
 
+#: Asked before the timed questions (their CPU is in the CPU per recall, counted as recalls).
+WARM_UPS = ("warm-up: is the stack ready?", "warm-up: nginx", "warm-up: disk")
+
+
 def _measure(client: httpx.Client, queries: int, namespace: str | None = None) -> list[float]:
     extra = {"namespace": namespace} if namespace else {}
-    for q in ("warm-up: is the stack ready?", "warm-up: nginx", "warm-up: disk"):
+    for q in WARM_UPS:
         client.post("/memory/recall", json={"query": q, **extra})
     # distinct up to 315 queries
     return _timed(client, [ALL_QUERIES[i % len(ALL_QUERIES)] for i in range(queries)], namespace)
@@ -276,6 +281,40 @@ def _measure_prompts(client: httpx.Client, prompts: int,
     return _timed(client, _prompts(prompts), namespace)
 
 
+def _stack_cpu(stack: Any) -> dict[str, float]:
+    """CPU seconds (user + system) each service of a launched stack has used so far, Postgres's
+    backends in, and this process (the client asking) as `client`."""
+    from types import SimpleNamespace
+
+    from tests.chaos import load_client
+
+    me = psutil.Process().cpu_times()
+    return {**load_client.cpu_seconds(load_client.service_pids(
+        SimpleNamespace(running=stack))),  # type: ignore[arg-type]
+        "client": me.user + me.system}
+
+
+def cpu_per_recall(before: dict[str, float], after: dict[str, float], n: int) -> dict[str, float]:
+    """ms of CPU per recall, by process, of the `n` recalls between two `_stack_cpu` reads."""
+    return {k: 1000 * (after[k] - before.get(k, 0.0)) / n for k in after}
+
+
+def cpu_bound_lines(what: str, per: dict[str, float], cpus: int, floor: Floor,
+                    ) -> tuple[list[str], list[Figure]]:
+    """What the stack's CPU per recall allows on this machine: no recall can be faster, on
+    average, than its CPU spread over every core (the floor's p50 is the best of 1 and 2 threads,
+    so it too may use both cores)."""
+    total = sum(per.values())
+    least = total / cpus
+    parts = ", ".join(f"{k} {v:.1f}" for k, v in sorted(per.items(), key=lambda kv: -kv[1]))
+    lines = [f"{what}: CPU per recall {total:.1f} ms ({parts}); on {cpus} cores a recall takes "
+             f"at least {least:.1f} ms on average = {least / floor.p50:.2f}× the floor's p50"]
+    figures = [Figure(f"{what}: CPU per recall", total, "ms", {k: round(v, 2) for k, v in per.items()}),
+               Figure(f"{what}: least mean ÷ floor p50 the CPU allows", least / floor.p50, "×",
+                      {"cpus": cpus, "least ms": least, "floor p50 ms": floor.p50})]
+    return lines, figures
+
+
 def _line(what: str, lat: list[float]) -> str:
     return (f"{what}: p50 {statistics.median(lat):.1f} ms, p90 {_pct(lat, 0.9):.1f} ms, "
             f"p99 {_pct(lat, 0.99):.1f} ms, max {max(lat):.1f} ms")
@@ -284,7 +323,8 @@ def _line(what: str, lat: list[float]) -> str:
 def _report(lat: list[float], n: int, queries: int, metrics: str,
             prompt_lat: list[float] | None = None, prompt_metrics: str | None = None,
             spread: tuple[float, float] | None = None,
-            floors: tuple[Floor, Floor | None] | None = None) -> None:
+            floors: tuple[Floor, Floor | None] | None = None,
+            cpu: dict[str, float] | None = None) -> None:
     print(describe())
     print(_line(f"automatic recall over HTTP, {n} memories, {queries} queries", lat))
     for stage, text in _stage_quantiles(metrics).items():
@@ -294,6 +334,11 @@ def _report(lat: list[float], n: int, queries: int, metrics: str,
         for line in ratio_lines(f"recall at {n} memories", lat, floors[0]):
             print(line)
         emit(*floor_ratios(f"recall at {n} memories", lat, floors[0]))
+        if cpu:
+            lines, figures = cpu_bound_lines(f"recall at {n} memories", cpu,
+                                             len(os.sched_getaffinity(0)), floors[0])
+            print(*lines, sep="\n")
+            emit(*figures)
     if prompt_lat:
         sizes = sorted(len(q) for q in _prompts(len(prompt_lat)))
         print(_line(f"whole prompts instead ({len(prompt_lat)} of {sizes[0]}-{sizes[-1]} characters, "
@@ -383,7 +428,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tiers: {stats.get('by_tier')}; index: {stats.get('index', {}).get('tiers')}")
         print(_wait_quiet())
         with httpx.Client(base_url=api, timeout=30) as client:
+            cpu0 = _stack_cpu(stack)
             lat = _measure(client, args.queries)
+            cpu = cpu_per_recall(cpu0, _stack_cpu(stack), len(lat) + len(WARM_UPS))
             metrics = client.get("/metrics").text  # the stages of the short questions alone
             prompt_lat = _measure_prompts(client, args.prompts)
             prompt_metrics = client.get("/metrics").text
@@ -393,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
                  ("totalrecall_recall_query_spread_total", prompt_metrics))
         spread = (sum(_counter(m, n, outcome="spread") for n, m in names),
                   sum(_counter(m, n, outcome="busy") for n, m in names))
-    _report(lat, args.n, args.queries, metrics, prompt_lat, prompt_metrics, spread, floors)
+    _report(lat, args.n, args.queries, metrics, prompt_lat, prompt_metrics, spread, floors, cpu)
     return 0
 
 
