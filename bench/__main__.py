@@ -35,8 +35,8 @@ BENCHES: dict[str, list[str]] = {
     "recall-100k": ["-m", "bench.recall_bench", "--n", "100000", "--queries", "300"],
     "recall-1m": ["-m", "bench.recall_bench", "--n", "1000000", "--queries", "300"],
 }
-#: Run only when named: the 1M row seeds for most of an hour on 2 cores (about 9 GB of stream,
-#: Postgres and Zvec on disk while it runs).
+#: Run only when named: seeding the 1M row takes far longer than every other bench together
+#: (docs/perf/2026-11-30-recall-1m-and-cpu-bound.md).
 ON_REQUEST = frozenset({"recall-1m"})
 DEFAULT = [name for name in BENCHES if name not in ON_REQUEST]
 _ABOUT = {
@@ -45,7 +45,7 @@ _ABOUT = {
     "indexer": "events/s into Markdown + Postgres + Zvec, search per tier (10k events)",
     "recall": "recall over HTTP at 20k memories ÷ its floor (llama.cpp alone)",
     "recall-100k": "the same at 100k memories",
-    "recall-1m": "the same at 1M memories (only when named: most of an hour)",
+    "recall-1m": "the same at 1M memories (only when named: a long seeding)",
 }
 #: Runs one bench's command with its environment; returns its exit status.
 Runner = Callable[[list[str], dict[str, str]], int]
