@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 from totalrecall.launcher import RunningStack, launched_stack
-from waiting import wait_for_sync
+from tests.waiting import wait_for_sync
 
 
 @dataclass
