@@ -18,10 +18,10 @@ from urllib.parse import urlsplit
 import nats
 import psutil
 from totalrecall_schema import Topology
-from tests.waiting import wait_for_sync
 
 from bench.peers.procmem import rollup_kb
 from tests.chaos.stack_inputs import Stack
+from tests.waiting import wait_for_sync
 
 T = TypeVar("T")
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 from totalrecall.launcher import RunningStack, launched_stack
+
 from tests.waiting import wait_for_sync
 
 
