@@ -452,8 +452,9 @@ async def test_a_new_connection_has_a_recalls_statements_ready_before_one_needs_
         warm_custom, warm_generic = await prepared(custom), await prepared(generic)
         assert any("to_tsvector" in s for s in warm_custom)  # the words' lexemes
         assert any("term_stats" in s for s in warm_custom)  # their counts
-        assert any("UNION ALL" in s and "category = $5" in s for s in warm_custom)  # diagnostic
         assert any("key = ANY($1::text[])" in s for s in warm_generic)  # rows by key
+        assert any("UNION ALL" in s and "category = 'system.service'" in s
+                   for s in warm_generic)  # diagnostic
         assert any("WITH h AS" in s for s in warm_generic)  # neighbours
         assert any("AS t(template)" in s for s in warm_generic)  # repeats
         store = PostgresStore(custom, TermStats(custom), generic_pool=generic)
@@ -927,15 +928,14 @@ def _read_and_dropped(plan: str) -> int:
 
 
 async def test_lookups_planned_once_walk_only_their_window(pg_dsn: str) -> None:
-    """The newest repeats of a template, rows by key and a hit's neighbours run on
-    connections that plan each statement once (`generic_pool`). Such a
-    plan cannot see the values, so a window must be an index condition there, not a filter;
-    and it is kept as the table grows, so it must be an index walk even when it was made on a
-    table of a few rows (a sequential scan is cheaper there). Planned on a new store, they
-    find the recent errors of a namespace whose older errors are many without reading the
-    older ones, and answer as connections that plan for the values do. (The newest events of
-    given categories do not: which index serves a category depends on how many memories it has,
-    which a plan made once cannot see.)"""
+    """The newest repeats of a template, rows by key, a hit's neighbours and the
+    diagnostic lookup (the newest events of given categories) run on connections that plan each
+    statement once (`generic_pool`). Such a plan cannot see the values, so a window must be an
+    index condition there, not a filter; and it is kept as the table grows, so it must be an
+    index walk even when it was made on a table of a few rows (a sequential scan is cheaper
+    there). Planned on a new store, they find the recent errors of a namespace whose older
+    errors are many without reading the older ones, and answer as connections that plan for
+    the values do."""
     from totalrecall_recall_api.adapters import GENERIC_PLANS, PostgresStore
 
     await create_memories_table(pg_dsn)
@@ -956,6 +956,7 @@ async def test_lookups_planned_once_walk_only_their_window(pg_dsn: str) -> None:
                                             hour_ago, now, None, 5),
             lambda s: s.rows(list(keys.values())),
             lambda s: s.neighbours([keys["r1"]], 2, 6 * 3600.0),
+            lambda s: s.recent_rows("gp", hour_ago, None, 5, ["error", "system.storage"]),
         ]
         planned = PlannedOnce(conn)
         for lookup in lookups:
@@ -985,6 +986,45 @@ async def test_lookups_planned_once_walk_only_their_window(pg_dsn: str) -> None:
     finally:
         await conn.close()
         await custom.close()
+
+
+async def test_diagnostic_lookup_planned_once_sees_which_categories_are_absent(pg_dsn: str
+                                                                             ) -> None:
+    """The diagnostic lookup, planned once on a store that holds one category only: each
+    category it names is walked in its own (namespace, category, ts) index range, so a category
+    with no memories costs nothing. (With the categories passed as values, the plan could not
+    tell them apart and walked the day's every memory once per absent category.)"""
+    from totalrecall_recall_api.adapters import GENERIC_PLANS, PostgresStore
+
+    await create_memories_table(pg_dsn)
+    now = datetime.now(UTC)
+    conn = await asyncpg.connect(pg_dsn, server_settings=GENERIC_PLANS)
+    try:
+        await conn.execute(
+            """INSERT INTO memories (key, id, namespace, ts, category, subcategory, actor, source,
+                   severity, tags, summary, detail, metadata, tier, template)
+               SELECT 'one:e' || i, 'e' || i, 'one', $1::timestamptz - i * interval '10 seconds',
+                      'error', 'general', 'system', 'test', 'error', '{}',
+                      'disk sda1 is full', '', '{}'::jsonb, 'hot', 't'
+               FROM generate_series(1, 3000) AS i""", now)
+        await conn.execute("ANALYZE memories")
+        rec = RecordingPool(await asyncpg.create_pool(pg_dsn, min_size=1, max_size=1,
+                                                      server_settings=GENERIC_PLANS))
+        try:
+            store = PostgresStore(rec.pool, generic_pool=rec)  # type: ignore[arg-type]
+            found = await store.recent_rows("one", now - timedelta(days=1), None, 20,
+                                            ["error", "system.storage", "system.pressure",
+                                             "system.service"])
+            assert [r.id for r in found] == [f"e{i}" for i in range(1, 21)]
+            assert rec.last is not None
+            planned = PlannedOnce(conn)
+            await planned.add(*rec.last)
+            plan = await planned.explain(0)
+            assert _read_and_dropped(plan) < 100 and "Seq Scan" not in plan, plan
+        finally:
+            await rec.pool.close()
+    finally:
+        await conn.close()
 
 
 def _long_text(n_words: int, seed: int = 0) -> str:

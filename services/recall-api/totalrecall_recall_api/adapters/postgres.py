@@ -36,6 +36,11 @@ _CONVERSATION_THREAD = "c\x1f"
 GENERIC_PLANS = {"plan_cache_mode": "force_generic_plan", "enable_seqscan": "off"}
 
 
+def _literal(text: str) -> str:
+    """`text` as an SQL string literal (a category name: one of a fixed set, quoted all the same)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 class PostgresStore(KeywordSearch):
     """Read-only access to the indexer's `memories` table: the keyword search
     (`keyword_search.py`), and rows by key, by thread, by time and by template here."""
@@ -53,7 +58,8 @@ class PostgresStore(KeywordSearch):
         #: infinite one, not an `IS NULL OR` the plan must test per row). Planning them for
         #: every recall was a good part of Postgres's time per recall
         #: (docs/perf/2026-11-27-plan-cache.md). A lookup by a value whose frequency decides
-        #: the index (a category) stays with `pool`.
+        #: the index (a category) stays with `pool`, unless the value is written into the
+        #: statement (the diagnostic lookup's categories, `recent_rows`).
         self.generic_pool = pool if generic_pool is None else generic_pool
         self.max_terms, self.max_df_ratio = max_terms, max_df_ratio
         self.prefix_min_chars = prefix_min_chars  # 0: exact lexemes only
@@ -131,29 +137,31 @@ class PostgresStore(KeywordSearch):
             # index that stops at `limit`), then merged: a `category = ANY(…)` filter reads every
             # row of those categories in the window and sorts them (7 ms at 2,000 memories,
             # growing with the namespace; run on every diagnostic question). One branch per
-            # category, its name a parameter of its own: the planner then weighs each category
-            # by its own statistics. A category taken from an `unnest` it could not see, and
-            # where the table holds one category only it walked the whole window of the (namespace,
-            # ts) index for each category that has no memories at all. (So it is planned for its
-            # values: a plan made once cannot see the categories either.)
+            # category, its name written into the statement: the planner weighs each category by
+            # its own statistics. (Taken from an `unnest`, or passed as a value to a plan made
+            # once, it could not: where the table held one category only, the plan walked the
+            # whole window of the (namespace, ts) index for each category with no memories.)
+            # Written in, the statement is planned once per set of categories (the system ones,
+            # a family: a few) on `generic_pool`, not for every diagnostic question: its
+            # planning took twice its execution (docs/perf/2026-11-30-recall-cpu-budget.md).
             cats = sorted({*categories} & {category} if category else {*categories})
             if not cats:
                 return []
             sql = " UNION ALL ".join(
                 f"""(SELECT {MEMORY_COLUMNS} FROM memories
-                     WHERE namespace = $1 AND category = ${4 + i}
-                       AND ($2::timestamptz IS NULL OR ts >= $2)
-                     ORDER BY ts DESC LIMIT $3)""" for i in range(len(cats)))
+                     WHERE namespace = $1 AND category = {_literal(c)}
+                       AND ts >= COALESCE($2, '-infinity'::timestamptz)
+                     ORDER BY ts DESC LIMIT $3)""" for c in cats)
             sql = f"SELECT * FROM ({sql}) AS m ORDER BY m.ts DESC LIMIT $3"
-            args: tuple[Any, ...] = (namespace, since, limit, *cats)
-        else:
-            sql = f"""SELECT {MEMORY_COLUMNS} FROM memories
-                      WHERE namespace = $1 AND ($2::timestamptz IS NULL OR ts >= $2)
-                        AND ($3::text IS NULL OR category = $3)
-                      ORDER BY ts DESC LIMIT $4"""
-            args = (namespace, since, category, limit)
-        return list(await self.pool.fetch(sql, *args, timeout=self.timeout,
-                                          record_class=MemoryRecord))
+            return list(await self.generic_pool.fetch(sql, namespace, since, limit,
+                                                      timeout=self.timeout,
+                                                      record_class=MemoryRecord))
+        sql = f"""SELECT {MEMORY_COLUMNS} FROM memories
+                  WHERE namespace = $1 AND ($2::timestamptz IS NULL OR ts >= $2)
+                    AND ($3::text IS NULL OR category = $3)
+                  ORDER BY ts DESC LIMIT $4"""
+        return list(await self.pool.fetch(sql, namespace, since, category, limit,
+                                          timeout=self.timeout, record_class=MemoryRecord))
 
     async def newest_of_templates(self, namespace: str, templates: Sequence[str],
                                   since: datetime | None, until: datetime | None,

@@ -30,8 +30,8 @@ WARM_NAMESPACE = "totalrecall-warm-up"
 async def warm(conn: asyncpg.Connection, *, generic: bool, categories: Sequence[str],
                prefix_min_chars: int, timeout: float | None) -> None:
     """Run once on `conn` what recall runs on its pool: on the pool of generic plans the
-    lookups by key, neighbours and repeats; on the other the keyword search (its words'
-    lexemes and counts too) and the diagnostic lookup of `categories`. Best effort: a store the
+    lookups by key, neighbours, repeats and the diagnostic lookup of `categories`; on the other
+    the keyword search (its words' lexemes and counts too). Best effort: a store the
     indexer has not created yet leaves the connection as it is (its statements are prepared
     when first used)."""
     # The statements `warm` runs take only `fetch` and `fetchrow`, which a connection has too.
@@ -44,9 +44,9 @@ async def warm(conn: asyncpg.Connection, *, generic: bool, categories: Sequence[
             await store.rows([key])
             await store.neighbours([key], 1, 1.0, known=[key])
             await store.newest_of_templates(WARM_NAMESPACE, [key], None, None, None, 1)
+            await store.recent_rows(WARM_NAMESPACE, None, None, 1, categories)
         else:
             await store.bm25_rows(["memory"], WARM_NAMESPACE, None, None, 1)
-            await store.recent_rows(WARM_NAMESPACE, None, None, 1, categories)
     except (asyncpg.PostgresError, OSError, TimeoutError) as exc:
         log.info("a new Postgres connection was not warmed up (%s): its statements are "
                  "prepared when first used", exc or type(exc).__name__)
