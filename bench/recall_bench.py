@@ -321,6 +321,25 @@ def cpu_bound_lines(what: str, per: dict[str, float], cpus: int, floor: Floor,
     return lines, figures
 
 
+def again_lines(what: str, again: tuple[list[float], dict[str, float]],
+                cpu: dict[str, float] | None, floor: Floor, cpus: int
+                ) -> tuple[list[str], list[Figure]]:
+    """The questions asked a second time, their vectors cached in the recall API: what a recall
+    costs besides embedding its question, and what that alone allows against the floor."""
+    lat, per = again
+    label = f"{what}, asked again (question vectors cached)"
+    lines = [_line(label, lat)
+             + f" = {statistics.median(lat) / floor.p50:.2f}× the floor's p50"]
+    bound, figures = cpu_bound_lines(label, per, cpus, floor)
+    lines += bound
+    if cpu:
+        lines.append(f"  the question's embedding: {sum(cpu.values()) - sum(per.values()):.1f} ms "
+                     f"of CPU per recall (the first pass less this one)")
+    return lines, [Figure(f"{label}: p50", statistics.median(lat), "ms", {"n": len(lat)}),
+                   Figure(f"{label}: p50 ÷ floor p50", statistics.median(lat) / floor.p50, "×",
+                          {"floor p50 ms": floor.p50}), *figures]
+
+
 def _line(what: str, lat: list[float]) -> str:
     return (f"{what}: p50 {statistics.median(lat):.1f} ms, p90 {_pct(lat, 0.9):.1f} ms, "
             f"p99 {_pct(lat, 0.99):.1f} ms, max {max(lat):.1f} ms")
@@ -330,7 +349,8 @@ def _report(lat: list[float], n: int, queries: int, metrics: str,
             prompt_lat: list[float] | None = None, prompt_metrics: str | None = None,
             spread: tuple[float, float] | None = None,
             floors: tuple[Floor, Floor | None] | None = None,
-            cpu: dict[str, float] | None = None) -> None:
+            cpu: dict[str, float] | None = None,
+            again: tuple[list[float], dict[str, float]] | None = None) -> None:
     print(describe())
     print(_line(f"automatic recall over HTTP, {n} memories, {queries} queries", lat))
     for stage, text in _stage_quantiles(metrics).items():
@@ -343,6 +363,11 @@ def _report(lat: list[float], n: int, queries: int, metrics: str,
         if cpu:
             lines, figures = cpu_bound_lines(f"recall at {n} memories", cpu,
                                              len(os.sched_getaffinity(0)), floors[0])
+            print(*lines, sep="\n")
+            emit(*figures)
+        if again is not None:
+            lines, figures = again_lines(f"recall at {n} memories", again, cpu, floors[0],
+                                         len(os.sched_getaffinity(0)))
             print(*lines, sep="\n")
             emit(*figures)
     if prompt_lat:
@@ -438,6 +463,11 @@ def main(argv: list[str] | None = None) -> int:
             lat = _measure(client, args.queries)
             cpu = cpu_per_recall(cpu0, _stack_cpu(stack), len(lat) + len(WARM_UPS))
             metrics = client.get("/metrics").text  # the stages of the short questions alone
+            # The same questions again: the recall API has their vectors now, so this pass costs
+            # all a recall does but embedding its question (what the floor measures).
+            cpu1 = _stack_cpu(stack)
+            again_lat = _timed(client, questions)
+            again = (again_lat, cpu_per_recall(cpu1, _stack_cpu(stack), len(again_lat)))
             prompt_lat = _measure_prompts(client, args.prompts)
             prompt_metrics = client.get("/metrics").text
         emb = httpx.get(f"http://127.0.0.1:{stack.ports['embedder']}/metrics", timeout=30).text
@@ -446,7 +476,8 @@ def main(argv: list[str] | None = None) -> int:
                  ("totalrecall_recall_query_spread_total", prompt_metrics))
         spread = (sum(_counter(m, n, outcome="spread") for n, m in names),
                   sum(_counter(m, n, outcome="busy") for n, m in names))
-    _report(lat, args.n, args.queries, metrics, prompt_lat, prompt_metrics, spread, floors, cpu)
+    _report(lat, args.n, args.queries, metrics, prompt_lat, prompt_metrics, spread, floors, cpu,
+            again)
     return 0
 
 
