@@ -76,6 +76,38 @@ def tally(runs: Sequence[dict[str, Any]], is_ancestor: Ancestry) -> list[Tally]:
     return list(out.values())
 
 
+#: Figures without a target that the report spreads over the runs: what the CPU per recall is,
+#: and the least latency it allows, which bound the recall targets.
+BOUNDING_FIGURES = (": CPU per recall", "the CPU allows")
+
+
+@dataclass
+class Spread:
+    """One figure's values over the clean runs of HEAD or its ancestors."""
+
+    name: str
+    unit: str
+    values: list[float] = field(default_factory=list)
+    latest_run: dict[str, Any] = field(default_factory=dict)
+
+
+def spreads(runs: Sequence[dict[str, Any]], is_ancestor: Ancestry) -> list[Spread]:
+    """The `BOUNDING_FIGURES` of the clean runs on HEAD or its ancestors, in the order first
+    recorded."""
+    out: dict[str, Spread] = {}
+    for run in runs:
+        if run.get("dirty", True) or not is_ancestor(str(run.get("commit", ""))):
+            continue
+        for fig in run.get("figures", []):
+            name = str(fig.get("name", ""))
+            if "value" not in fig or not any(name.endswith(end) for end in BOUNDING_FIGURES):
+                continue
+            sp = out.setdefault(name, Spread(name, str(fig.get("unit", ""))))
+            sp.values.append(float(fig["value"]))
+            sp.latest_run = run
+    return list(out.values())
+
+
 def report(runs: Sequence[dict[str, Any]], is_ancestor: Ancestry) -> str:
     """The text `python -m bench.history` prints."""
     if not runs:
@@ -93,6 +125,16 @@ def report(runs: Sequence[dict[str, Any]], is_ancestor: Ancestry) -> str:
                   + (f", args {' '.join(run['args'])}" if run.get("args") else ""),
                   f"    {run.get('machine', 'machine unknown')}",
                   f"    from {_raw(r.get('raw', {}))}", ""]
+    bounds = spreads(runs, is_ancestor)
+    if bounds:
+        lines.append("What bounds the recall targets (no target of their own), over the clean runs "
+                     "on HEAD or its ancestors:")
+        for sp in bounds:
+            unit = "×" if sp.unit == "×" else f" {sp.unit}"
+            lines.append(f"  {sp.name}: {min(sp.values):.2f}–{max(sp.values):.2f}{unit} in "
+                         f"{len(sp.values)} run(s); latest {sp.values[-1]:.2f}{unit}, commit "
+                         f"{commit_label(sp.latest_run)}")
+        lines.append("")
     failed = [f"{run['time']} {', '.join(run['failed'])}" for run in runs if run.get("failed")]
     if failed:
         lines.append("runs with failed benches: " + "; ".join(failed))

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from bench import runs
-from bench.history import report, tally
-from bench.ratios import Ratio
+from bench.history import report, spreads, tally
+from bench.ratios import Figure, Ratio
 
 P99 = "recall at 20000 memories: p99 ÷ floor"
 INGEST = "embedder: ingest ÷ llama.cpp alone on every core"
@@ -63,3 +63,22 @@ def test_the_report_says_held_in_n_of_m_with_the_latest_figures() -> None:
 
 def test_no_runs_yet() -> None:
     assert "no runs recorded yet" in report([], _ancestor)
+
+
+def test_the_cpu_figures_that_bound_recall_are_spread_over_the_clean_runs_here() -> None:
+    cpu = "recall at 20000 memories: CPU per recall"
+    least = "recall at 20000 memories: least mean ÷ floor p50 the CPU allows"
+    runs_ = [_run("old", False, Ratio(P99, 3.0, 4.0, "<="), day=1),
+             _run("head", False, day=2), _run("head", True, day=3),
+             _run("elsewhere", False, day=4)]
+    for run, (c, b) in zip(runs_, [(36.0, 4.5), (38.5, 5.0), (99.0, 9.0), (1.0, 1.0)],
+                           strict=True):
+        run["figures"] = [Figure(cpu, c, "ms").as_dict(), Figure(least, b, "×").as_dict(),
+                          Figure("recall at 20000 memories: stage bm25 mean", 9.0, "ms").as_dict()]
+    (c, b) = spreads(runs_, _ancestor)  # the dirty and the foreign run left out; stages too
+    assert (c.name, c.values, c.latest_run["commit"]) == (cpu, [36.0, 38.5], "head")
+    assert b.values == [4.5, 5.0]
+    text = report(runs_, _ancestor)
+    assert f"{cpu}: 36.00–38.50 ms in 2 run(s); latest 38.50 ms, commit head" in text
+    assert f"{least}: 4.50–5.00× in 2 run(s)" in text
+    assert "stage bm25" not in text
