@@ -617,16 +617,41 @@ async def test_an_identifier_in_the_question_finds_its_line_in_a_new_store(
              "rdd": "Partition rdd_42_18 not found, computing it",
              "task": "Finished task 28.0 in stage 29.0 (TID 1348)"}
     rows = [{"id": k, "namespace": "log", "summary": v, "ts": t0} for k, v in lines.items()]
+    # The newer lines share the words, never the identifier (task 100.0 and up: "task 28.0" in
+    # one of them would be a second line the question fits, the newer one).
     rows += [{"id": f"n-{i}", "namespace": "log", "ts": t0 + timedelta(minutes=i + 1),
               "summary": f"PacketResponder {i % 3} for block blk_{i * 7919} terminating; "
-                         f"Finished task {i}.0 in stage {i % 9}.0, partition rdd_{i}_4 found "
-                         f"from /10.250.{i % 250}.{i % 7}:50010"} for i in range(60)]
+                         f"Finished task {i + 100}.0 in stage {i % 9}.0, partition rdd_{i}_4 "
+                         f"found from /10.250.{i % 250}.{i % 7}:50010"} for i in range(60)]
     keys = await insert_rows(pg_dsn, rows)
     pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
     try:
         store = PostgresStore(pool, term_stats=TermStats(pool), scan_cap=20)
         found = await store.bm25_rows(query_terms(question), "log", None, None, 5)
-        assert found and found[0][0] == keys[wanted], [m.summary for _, _, m in found]
+        assert found and found[0][0] == keys[wanted], [(m.id, round(r, 4)) for _, r, m in found]
+    finally:
+        await pool.close()
+
+
+async def test_of_matches_that_score_alike_the_newest_take_the_places(pg_dsn: str) -> None:
+    """A unit that failed the same way forty times: the keyword search's places go to the
+    newest of those equal matches, newest first, not to whichever the grouping met first."""
+    from totalrecall_recall_api.adapters import PostgresStore
+    from totalrecall_recall_api.adapters.termstats import TermStats
+    from totalrecall_recall_api.core.text import query_terms
+
+    await create_memories_table(pg_dsn)
+    t0 = datetime(2026, 11, 1, 8, 0, tzinfo=UTC)
+    order = random.Random(3).sample(range(40), 40)  # stored in no particular order
+    await insert_rows(pg_dsn, [
+        {"id": f"f{i:02d}", "namespace": "ties", "category": "system.service",
+         "summary": "nginx.service failed: address already in use",
+         "ts": t0 + timedelta(hours=i)} for i in order])
+    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
+    try:
+        store = PostgresStore(pool, term_stats=TermStats(pool))
+        found = await store.bm25_rows(query_terms("why did nginx fail?"), "ties", None, None, 5)
+        assert [m.id for _, _, m in found] == ["f39", "f38", "f37", "f36", "f35"]
     finally:
         await pool.close()
 

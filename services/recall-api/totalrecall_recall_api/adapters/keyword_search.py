@@ -103,7 +103,7 @@ class KeywordSearch:
         # bound, never crowding out the few matches of the word that tells the memory apart.
         def looked_up(i: int) -> str:
             q = f"${6 + i}::tsquery"
-            return (f"(SELECT key, tsv FROM (SELECT key, tsv, ts {where.format(q=q, fits='')} "
+            return (f"(SELECT key, tsv, ts FROM (SELECT key, tsv, ts {where.format(q=q, fits='')} "
                     f"LIMIT {2 * cap}) AS g ORDER BY ts DESC LIMIT {cap})")
 
         matches = None if counts is None else {lx: counts.doc_freq(lx) for lx, _ in weighted}
@@ -118,7 +118,7 @@ class KeywordSearch:
                 i for i, (lx, _) in enumerate(weighted) if matches[lx] <= cap // 4]
             any_word = "to_tsquery('simple', $1)"
             branches = " UNION ALL ".join(
-                [f"(SELECT key, tsv {match.format(q=any_word, cap=cap, fits=fits)})"
+                [f"(SELECT key, tsv, ts {match.format(q=any_word, cap=cap, fits=fits)})"
                  for fits in (" AND tsv_fits", " AND NOT tsv_fits")] + [looked_up(i) for i in rare])
         score = " + ".join(
             "(CASE " + (f"WHEN tsv @@ ${exact_at[i]}::tsquery THEN ${exact_at[i] + 1}::float8 "
@@ -126,14 +126,16 @@ class KeywordSearch:
             + f"WHEN tsv @@ ${6 + i}::tsquery THEN ${6 + n + i}::float8 ELSE 0 END)"
             for i in range(n))
         # The ranked rows' columns come along (joined back by primary key for the `limit` winners
-        # only), so fusion fetches rows for vector-only candidates alone.
+        # only), so fusion fetches rows for vector-only candidates alone. Of matches that score
+        # alike (a unit's repeated failures), the newest take the `limit` places, not whichever
+        # the grouping met first.
         sql = f"""
             WITH m AS ({branches}),
                  r AS (SELECT key, max({score} + 0.5 * ts_rank(tsv, to_tsquery('simple', $1)))
-                              AS rank
-                       FROM m GROUP BY key ORDER BY rank DESC LIMIT $5)
+                              AS rank, max(ts) AS ts
+                       FROM m GROUP BY key ORDER BY rank DESC, ts DESC, key LIMIT $5)
             SELECT r.rank, {COLUMNS_M} FROM r JOIN memories m USING (key)
-            ORDER BY r.rank DESC"""
+            ORDER BY r.rank DESC, r.ts DESC, r.key"""
         args: list[Any] = [" | ".join(quoted), namespace, since, any_of(category), limit, *quoted,
                            *(operand(lx, self.prefix_min_chars) for lx, _ in common),
                            *(q for q, _ in phrases),
