@@ -39,4 +39,4 @@ def test_asked_again_tells_what_a_recall_costs_besides_its_embedding() -> None:
     assert by_name[f"{label}: CPU per recall"] == pytest.approx(21.0)
     assert by_name[f"{label}: least mean ÷ floor p50 the CPU allows"] == pytest.approx(21 / 2 / 4)
     assert "3.00× the floor's p50" in lines[0]
-    assert any("embedding: 9.0 ms" in line for line in lines)  # 30 - 21
+    assert any("first time: 9.0 ms more" in line for line in lines)  # 30 - 21
