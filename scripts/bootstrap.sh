@@ -16,14 +16,17 @@ have_pg_server() { ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || comm
 # System packages: PostgreSQL's server (the stack's database), Prometheus (promtool validates
 # the alert rules in the tests; `totalrecall run --prometheus` scrapes the local stack),
 # Chromium (tests/e2e/test_ui.py drives the web page in it through playwright; no browser is
-# downloaded by `playwright install`) and systemd-journal-remote (with journalctl: the watchers'
-# tests write a real journal with it and follow it, as the watchers follow journald).
+# downloaded by `playwright install`), systemd-journal-remote (with journalctl: the watchers'
+# tests write a real journal with it and follow it, as the watchers follow journald) and podman
+# with runc and its network stack (the container watchers' tests run real containers; runc
+# because crun refuses a machine with hybrid cgroups; without podman those tests skip).
 APT_PKGS=()
 have_pg_server || APT_PKGS+=(postgresql)
 command -v promtool >/dev/null 2>&1 || APT_PKGS+=(prometheus)
 command -v chromium >/dev/null 2>&1 || APT_PKGS+=(chromium)
 [ -x /lib/systemd/systemd-journal-remote ] || [ -x /usr/lib/systemd/systemd-journal-remote ] \
   || APT_PKGS+=(systemd-journal-remote)
+command -v podman >/dev/null 2>&1 || APT_PKGS+=(podman runc iptables netavark aardvark-dns)
 if [ ${#APT_PKGS[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     log "installing ${APT_PKGS[*]} (Debian packages)"
