@@ -268,20 +268,29 @@ async def _fleet_run(fleet: Fleet, admin: Any, pg_dsn: str, figures: dict[str, A
         dead = (await js.stream_info(TOPO.dlq_stream)).state.messages
         healths = [await s.health() for s in fleet.indexers]
 
-        # Recall from either API, filtered by host: the same answer, only that host's.
+        # Recall from either API, filtered by host: the same answer, only that host's. The
+        # indexers may still be at background work once drained (an index build changes what
+        # an approximate search returns, term counts settle), so the two are asked again until
+        # they agree: an API that held something of its own would never agree.
         answers: list[list[list[str]]] = [[], []]
-        for host in HOSTS:
-            n = next(e for e in want.values() if e.metadata.hostname == host)
-            for i, api in enumerate(fleet.apis):
-                r = await _recall(api, {"query": n.summary, "host": host, "max_results": 5})
-                assert r.status_code == 200, r.text
-                body = r.json()
-                got = [m["id"] for m in body["memories"]]
-                assert n.id in got, (host, i, got)
-                assert {m["metadata"].get("host") for m in body["memories"]} == {host}
-                assert body["degraded"] == [], body["degraded"]
-                answers[i].append(got)
-        assert answers[0] == answers[1]  # the APIs hold nothing of their own
+
+        async def apis_agree() -> bool:
+            answers[:] = [[], []]
+            for host in HOSTS:
+                n = next(e for e in want.values() if e.metadata.hostname == host)
+                for i, api in enumerate(fleet.apis):
+                    r = await _recall(api, {"query": n.summary, "host": host, "max_results": 5})
+                    assert r.status_code == 200, r.text
+                    body = r.json()
+                    got = [m["id"] for m in body["memories"]]
+                    assert n.id in got, (host, i, got)
+                    assert {m["metadata"].get("host") for m in body["memories"]} == {host}
+                    assert body["degraded"] == [], body["degraded"]
+                    answers[i].append(got)
+            return answers[0] == answers[1]
+        await wait_for(apis_agree, timeout=60, interval=2.0,
+                       what="both recall APIs giving the same answers",
+                       context=lambda: f"API 0: {answers[0]}; API 1: {answers[1]}")
     finally:
         await conn.close()
 
