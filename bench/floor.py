@@ -3,12 +3,16 @@ same machine and in the same run as the recall figures it divides.
 
 `embedding_floor(texts)` embeds each text once with 1 and with 2 threads (after a warm-up) and
 keeps, per statistic, the better of the two: what the hardware needs to embed the question at
-all. `ratio_lines` prints recall ÷ floor beside the targets; `floor_ratios` gives the same
+all. What is embedded is what a recall embeds of the text: the query prefix and the end of a long
+prompt that fits the query's token limit (`query_input`, with the embedder's settings as the
+recall API reads them), not the whole prompt, which costs more than a recall ever spends on it.
+`ratio_lines` prints recall ÷ floor beside the targets; `floor_ratios` gives the same
 machine-readably.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Sequence
@@ -38,13 +42,21 @@ class Floor:
 def embedding_floor(texts: Sequence[str], model_path: Path | None = None,
                     threads: Sequence[int] = (1, 2)) -> Floor:
     from totalrecall.paths import default_model_path
-    from totalrecall_worker.llama_model import LlamaBackend
+    from totalrecall_worker.llama_model import LlamaBackend, default_prefixes, query_input
 
     model = model_path or default_model_path()
+    prefix = os.environ.get("TR_EMBEDDER_QUERY_PREFIX")
+    if prefix is None:
+        prefix = default_prefixes(model.name)[0]
+    limit = int(os.environ.get("TR_EMBEDDER_QUERY_MAX_TOKENS") or 128)
     per: dict[int, tuple[float, float]] = {}
+    asked: list[str] | None = None
     for t in threads:
         backend = LlamaBackend(model, n_threads=t)
         try:
+            if asked is None:
+                asked = [query_input(x, prefix, limit, backend.count_tokens) for x in texts]
+            texts = asked
             for w in texts[:5]:
                 backend.embed([w])
             lat = []

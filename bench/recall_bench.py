@@ -352,7 +352,10 @@ def _report(lat: list[float], n: int, queries: int, metrics: str,
             spread: tuple[float, float] | None = None,
             floors: tuple[Floor, Floor | None] | None = None,
             cpu: dict[str, float] | None = None,
-            again: tuple[list[float], dict[str, float]] | None = None) -> None:
+            again: tuple[list[float], dict[str, float]] | None = None,
+            prompt_before: str | None = None) -> None:
+    """`prompt_before`: the metrics just before the whole prompts were asked (default
+    `metrics`), so their stage means count them alone."""
     print(describe())
     print(_line(f"automatic recall over HTTP, {n} memories, {queries} queries", lat))
     for stage, text in _stage_quantiles(metrics).items():
@@ -376,10 +379,11 @@ def _report(lat: list[float], n: int, queries: int, metrics: str,
         sizes = sorted(len(q) for q in _prompts(len(prompt_lat)))
         print(_line(f"whole prompts instead ({len(prompt_lat)} of {sizes[0]}-{sizes[-1]} characters, "
                     f"median {sizes[len(sizes) // 2]})", prompt_lat))
-        for stage, text in _stage_quantiles(prompt_metrics or "", metrics).items():
+        before = prompt_before if prompt_before is not None else metrics
+        for stage, text in _stage_quantiles(prompt_metrics or "", before).items():
             print(f"  stage {stage:<11} mean {text}")
         emit(*_stage_figures(f"recall of whole prompts at {n} memories", prompt_metrics or "",
-                             metrics))
+                             before))
         if floors is not None and floors[1] is not None:
             for line in ratio_lines(f"recall of whole prompts at {n} memories", prompt_lat,
                                     floors[1]):
@@ -471,6 +475,7 @@ def main(argv: list[str] | None = None) -> int:
             cpu1 = _stack_cpu(stack)
             again_lat = _timed(client, questions)
             again = (again_lat, cpu_per_recall(cpu1, _stack_cpu(stack), len(again_lat)))
+            prompt_before = client.get("/metrics").text  # the prompts' stages counted alone
             prompt_lat = _measure_prompts(client, args.prompts)
             prompt_metrics = client.get("/metrics").text
         emb = httpx.get(f"http://127.0.0.1:{stack.ports['embedder']}/metrics", timeout=30).text
@@ -480,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
         spread = (sum(_counter(m, n, outcome="spread") for n, m in names),
                   sum(_counter(m, n, outcome="busy") for n, m in names))
     _report(lat, args.n, args.queries, metrics, prompt_lat, prompt_metrics, spread, floors, cpu,
-            again)
+            again, prompt_before)
     return 0
 
 
