@@ -3,7 +3,9 @@
 * The auth log: real tools (groupadd, useradd, usermod, chpasswd, su through the real PAM stack
   as `nobody` on a pseudo-terminal, sudo) log through syslog(3) to `/dev/log`, where this test
   stands in for rsyslog (a datagram socket writing the lines it gets into an auth.log of its
-  own, as rsyslog writes them) — root only, and only where no syslog daemon owns `/dev/log`.
+  own, as rsyslog writes them) — root only. Where a syslog daemon owns `/dev/log`, the tools run
+  in a mount namespace of their own with this test's socket mounted over it: the daemon neither
+  loses its socket nor gets the test's lines.
   Everywhere: lines these tools wrote, appended to a tailed auth log, with the journal watcher
   tailing the same file and leaving them to the security watcher.
 * Ports: a socket this test opens on a free port is reported with this process's name, and
@@ -22,6 +24,7 @@ import select
 import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
@@ -49,13 +52,23 @@ def fast(settings) -> None:  # type: ignore[no-untyped-def]
 # --- the auth log -------------------------------------------------------------------------
 
 class SyslogReceiver:
-    """What rsyslog does with the auth lines, reduced: `/dev/log` datagrams → BSD lines."""
+    """What rsyslog does with the auth lines, reduced: `/dev/log` datagrams → BSD lines.
+
+    Bound at `/dev/log` where nothing owns it; else at a socket of its own, which `wrap` mounts
+    over `/dev/log` in a private mount namespace for each command it prefixes."""
 
     def __init__(self, out: Path) -> None:
         self.out = out
+        self.path = "/dev/log"
+        self.wrap: list[str] = []
+        if os.path.exists("/dev/log"):
+            # short: a socket's path must fit in 108 bytes
+            self.path = os.path.join(tempfile.mkdtemp(prefix="trlog", dir="/tmp"), "log")
+            self.wrap = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                         'mount --bind "$0" /dev/log && exec "$@"', self.path]
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind("/dev/log")
-        os.chmod("/dev/log", 0o666)  # su and sudo log after dropping to the user's uid too
+        self.sock.bind(self.path)
+        os.chmod(self.path, 0o666)  # su and sudo log after dropping to the user's uid too
         self.sock.settimeout(0.1)
         self.stop = False
         self.host = socket.gethostname().split(".")[0]
@@ -80,25 +93,28 @@ class SyslogReceiver:
         self.thread.join(5)
         self.sock.close()
         with contextlib.suppress(FileNotFoundError):
-            os.unlink("/dev/log")
+            os.unlink(self.path)
+        if self.wrap:
+            shutil.rmtree(os.path.dirname(self.path), ignore_errors=True)
 
 
 def _can_stand_in_for_syslog() -> str | None:
     if os.geteuid() != 0:
         return "needs root (creates /dev/log, users and groups)"
-    if os.path.exists("/dev/log"):
-        return "a syslog daemon owns /dev/log here (the real-format test covers the lines)"
-    missing = [t for t in ("groupadd", "useradd", "usermod", "userdel", "groupdel", "chpasswd",
-                           "su", "setpriv") if shutil.which(t) is None]
+    tools = ["groupadd", "useradd", "usermod", "userdel", "groupdel", "chpasswd", "su", "setpriv"]
+    if os.path.exists("/dev/log"):  # a syslog daemon's: the tools log in a namespace of their own
+        tools += ["unshare", "mount"]
+    missing = [t for t in tools if shutil.which(t) is None]
     return f"missing {', '.join(missing)}" if missing else None
 
 
-def su_as_nobody_with_a_wrong_password() -> bytes:
+def su_as_nobody_with_a_wrong_password(wrap: list[str]) -> bytes:
     """`su root` as nobody on a pseudo-terminal, the wrong password typed: PAM refuses."""
+    argv = [*wrap, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+            "su", "root", "-c", "true"]
     pid, fd = pty.fork()
     if pid == 0:  # pragma: no cover - the child
-        os.execvp("setpriv", ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                              "su", "root", "-c", "true"])
+        os.execvp(argv[0], argv)
     out, sent, deadline = b"", False, time.monotonic() + 30
     try:
         while time.monotonic() < deadline:
@@ -149,7 +165,7 @@ async def test_real_tools_through_pam_and_syslog(nats_url: str, topology: Topolo
     receiver = SyslogReceiver(auth_log)
 
     def run(*argv: str, **kw) -> None:  # type: ignore[no-untyped-def]
-        subprocess.run(list(argv), check=True, timeout=60, capture_output=True, **kw)
+        subprocess.run([*receiver.wrap, *argv], check=True, timeout=60, capture_output=True, **kw)
 
     try:
         with account_names() as (user, group):
@@ -161,10 +177,11 @@ async def test_real_tools_through_pam_and_syslog(nats_url: str, topology: Topolo
                 run("useradd", "-M", "-s", "/usr/sbin/nologin", "-G", group, user)
                 run("usermod", "-aG", "users", user)
                 run("chpasswd", input=f"{user}:Not-A-Real-Pw-1\n".encode())
-                assert b"Authentication failure" in su_as_nobody_with_a_wrong_password()
+                assert b"Authentication failure" in su_as_nobody_with_a_wrong_password(
+                    receiver.wrap)
                 sudo = shutil.which("sudo") is not None
                 if sudo:  # nobody is in no sudoers file; root runs a command as nobody
-                    subprocess.run(["setpriv", "--reuid=65534", "--regid=65534",
+                    subprocess.run([*receiver.wrap, "setpriv", "--reuid=65534", "--regid=65534",
                                     "--clear-groups", "sh", "-c", "echo wrong | sudo -S true"],
                                    capture_output=True, timeout=60, check=False)
                     run("sudo", "-u", "nobody", "/usr/bin/env", "API_TOKEN=tok3nSecret",
