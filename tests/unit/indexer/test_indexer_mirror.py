@@ -1,5 +1,5 @@
-"""The in-memory mirror of the hot tier (adapters/vector_mirror.py) answers an exact search as
-zvec's own exact scan does, with real zvec: after upserts, replacements, deletes, tier moves, a
+"""The in-memory mirror of a tier (adapters/vector_mirror.py) answers an exact search as
+zvec's own exact scan of an fp32 tier does, with real zvec: after upserts, replacements, deletes, tier moves, a
 failed write, growth past its size limit, a restart and a reset."""
 
 from __future__ import annotations
@@ -88,7 +88,31 @@ def test_the_mirror_answers_as_zvecs_exact_scan(tiers: ZvecTiers) -> None:
     tiers.upsert("warm", moved)
     tiers.delete("hot", [d.key for d in moved])
     _same_as_zvec(tiers)
-    assert "warm" not in tiers._mirrors  # quantized: zvec scans it
+    assert len(tiers._mirrors["warm"]) == len(moved)  # quantized tiers are copied too
+
+
+def test_a_quantized_tiers_copy_answers_as_an_fp32_scan_of_its_documents(tiers: ZvecTiers
+                                                                          ) -> None:
+    """warm (int8) and cold (int4): their copies hold the fp32 vectors zvec keeps beside the
+    codes, so they answer as zvec's exact scan of the same documents in the fp32 tier does."""
+    docs = _docs(0, 300, seed=3)
+    for tier in ("hot", "warm", "cold"):
+        tiers.upsert(tier, docs)
+    assert all(len(tiers._mirrors[t]) == 300 for t in ("warm", "cold"))
+    rng = np.random.default_rng(11)
+    compared = 0
+    for q in rng.normal(size=(6, DIM)):
+        vec = [float(x) for x in q]
+        for flt in FILTERS:
+            theirs = tiers.search("hot", vec, 40, None if flt is None else flt.zvec(),
+                                  linear=True)  # a string filter: zvec's fp32 scan
+            for tier in ("warm", "cold"):
+                mine = tiers.search(tier, vec, 40, flt, linear=True)
+                assert [h.key for h in mine] == [h.key for h in theirs]
+                for a, b in zip(mine, theirs, strict=True):
+                    assert a.distance == pytest.approx(b.distance, abs=1e-5)
+                compared += len(mine)
+    assert compared > 0
 
 
 def _ids(tiers: ZvecTiers) -> set[str]:

@@ -125,3 +125,8 @@ def test_a_copied_tier_past_half_the_copy_is_built_ahead() -> None:
     assert idx.optimize_due("hot", 0.0, 12_000, mirrored=True)
     assert not idx.optimize_due("hot", 0.0, 10_000, mirrored=True)  # half: not yet
     assert not idx.optimize_due("hot", 0.0, 12_000, mirrored=False)  # searched by zvec
+    # a quantized tier's copy does not make it built ahead: built once it outgrows the copy
+    for tier in ("warm", "cold"):
+        idx._new_since_optimize[tier] = 5000
+        assert not idx.optimize_due(tier, 0.0, 12_000, mirrored=True)
+        assert idx.optimize_due(tier, 0.0, 20_001, mirrored=False)

@@ -1,10 +1,13 @@
-"""An in-memory copy of a small fp32 zvec tier, for its exact searches.
+"""An in-memory copy of a small zvec tier, for its exact searches.
 
 zvec 0.8's exact scan (`HnswQueryParam(is_linear=True)`) spends most of an indexer's CPU per
 recall, with or without a filter, and its cost is per document rather than the distance
 arithmetic: the same cosine over a float32 matrix costs a fraction of it (see
 docs/perf/2026-11-27-indexer-search-cpu.md). The mirror gives the same answer as that scan of
 an fp32 tier (cosine distance of the normalised vectors, best first) over the same documents.
+A quantized tier (warm: int8, cold: int4) is copied with the fp32 vectors zvec keeps beside its
+codes, so its copy answers as that scan of the same documents in an fp32 tier would: exactly,
+where zvec's own scan picks its candidates on the codes.
 
 It is derived state: filled from the collection itself (`ZvecTiers` loads it at open and after
 anything it cannot follow) and changed only by `ZvecTiers` after zvec accepted a write, with

@@ -45,10 +45,11 @@ class TierState:
         #: `SCHED_IDLE` (`totalrecall_worker.priority`).
         self.build_nice = build_nice
         self.build_idle = build_idle
-        #: Exact searches of an fp32 tier this small are answered from an in-memory copy of it
-        #: (`vector_mirror`); larger tiers are searched by HNSW anyway. Quantized tiers are
-        #: not mirrored: zvec scans their unbuilt part on the quantized codes, and an fp32
-        #: copy would answer differently.
+        #: Exact searches of a tier this small are answered from an in-memory copy of it
+        #: (`vector_mirror`); larger tiers are searched by HNSW anyway. A quantized tier's
+        #: copy holds its fp32 vectors: its exact searches are then exact (zvec scans such a
+        #: tier on its codes, and only rescores the candidates they chose), and as cheap as
+        #: the hot tier's (a warm tier of 17k memories: 8.8 ms a search through zvec).
         self.mirror_max_docs = mirror_max_docs
         self._mirrors: dict[str, VectorMirror] = {}
         #: A mirror is searched and changed under its tier's lock of its own, not the tier's

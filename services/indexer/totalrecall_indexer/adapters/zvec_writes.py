@@ -1,5 +1,5 @@
 """The Zvec tiers' writes (upserts, deletes, HNSW builds, write holds) and the in-memory
-mirrors of small fp32 tiers that follow them (`vector_mirror`)."""
+mirrors of small tiers that follow them (`vector_mirror`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from totalrecall_worker.priority import call_lowered
 from ..core.store_types import MAX_BATCH, TierUnavailable
 from .vector_mirror import VectorMirror
 from .zvec_reads import TierReads
-from .zvec_schema import QUANTIZE, ZDoc, from_doc, to_doc
+from .zvec_schema import ZDoc, from_doc, to_doc
 from .zvec_tier_state import log
 
 #: A tier mirror that could not be loaded (too large, or a write failed) is looked at again
@@ -138,11 +138,12 @@ class TierWrites(TierReads):
             self._mirror_load(tier)
 
     def _mirror_load(self, tier: str) -> None:
-        """Copy `tier` into a new mirror when it is an fp32 tier small enough (call with its
-        lock held: no write may change the collection meanwhile)."""
+        """Copy `tier` into a new mirror when it is small enough (call with its lock held: no
+        write may change the collection meanwhile). A quantized tier keeps each document's
+        fp32 vector beside its codes (its refiner scores with them): the copy is of those."""
         self._mirrors.pop(tier, None)
         self._mirror_tried[tier] = time.monotonic()
-        if QUANTIZE[tier] is not None or tier not in self.cols:
+        if tier not in self.cols:
             return
         col = self.cols[tier]
         with self._access.reading(tier):
