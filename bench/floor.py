@@ -54,13 +54,12 @@ def embedding_floor(texts: Sequence[str], model_path: Path | None = None,
     for t in threads:
         backend = LlamaBackend(model, n_threads=t)
         try:
-            if asked is None:
+            if asked is None:  # cut once: every thread count embeds the same texts
                 asked = [query_input(x, prefix, limit, backend.count_tokens) for x in texts]
-            texts = asked
-            for w in texts[:5]:
+            for w in asked[:5]:
                 backend.embed([w])
             lat = []
-            for text in texts:
+            for text in asked:
                 t0 = time.perf_counter()
                 backend.embed([text])
                 lat.append((time.perf_counter() - t0) * 1000)
