@@ -2,6 +2,8 @@
 
     python -m eval.model_adapt cv       # LoCoMo leave one conversation out (~45 min on 2 cores)
     python -m eval.model_adapt others   # tuned on all five: LogQA and LongMemEval, dense alone
+    python -m eval.model_adapt live --keep DIR   # each fold's tuned weights (from `cv --keep`)
+                                                 # as a GGUF in a live stack (~4 min a fold)
 
 The question map (`eval.query_adapter`) moves a question's vector only. Here the whole model is
 tuned on LoCoMo's (question, evidence turn) pairs (`eval/adapt_train.py`, which needs torch and
@@ -22,6 +24,12 @@ Scored for each held-out conversation, untuned against tuned:
 `others` tunes on all five conversations and scores what it must not harm, dense alone: LogQA
 Hit@5 per system and LongMemEval turn any@5 / all@5 on two halves (every other haystack; the
 first `--lme` of each half, the rest take long to embed on 2 cores).
+
+`live` takes each fold's tuned weights that `cv --keep DIR` left, converts them to a GGUF with
+`totalrecall model build`'s numpy converter (q8_0, as the default model), and runs
+`python -m eval --dataset locomo` twice on a copy of the data holding that conversation alone:
+with the default model and with the tuned one (`TR_EMBEDDER_MODEL_PATH`), the recall API's
+settings unchanged. Its figures are the real pipeline's, every conversation unseen by its model.
 
 Writes `eval/results/model_adapt.json`; the figures and their reading are in docs/eval.md.
 """
@@ -186,18 +194,93 @@ def other_sets(python: str, lme_per_half: int) -> dict[str, Any]:
     return {"sets": rows}
 
 
+#: What sentence-transformers keeps beside the weights (the pooling): the converter reads it.
+POOLING_FILES = ("1_Pooling", "modules.json", "sentence_bert_config.json",
+                 "config_sentence_transformers.json")
+
+
+def _gguf(tuned: Path) -> Path:
+    """The tuned weights in `tuned` as a verified q8_0 GGUF beside them (made once)."""
+    import os
+    import shutil
+
+    from totalrecall.model_build import _numpy_convert_subprocess, ensure_sdist, verify
+    from totalrecall.model_files import tr_home
+
+    out = tuned / "model.q8_0.gguf"
+    if out.exists():
+        return out
+    source = Path(_weights())
+    for name in POOLING_FILES:
+        src, dst = source / name, tuned / name
+        if src.is_dir():
+            shutil.copytree(src, dst, dirs_exist_ok=True)
+        elif src.exists():
+            shutil.copy2(src, dst)
+    cache = Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "totalrecall" / "cache"
+    llama = ensure_sdist(cache if cache.is_dir() else tr_home() / "cache")
+    tmp = out.with_suffix(".tmp")
+    _numpy_convert_subprocess(tuned, tmp, "q8_0", llama)
+    verify(tmp)
+    tmp.replace(out)
+    return out
+
+
+def _eval_alone(key: str, model: Path, out: Path) -> dict[str, Any]:
+    """LoCoMo's conversation `key` alone through a fresh stack embedding with `model`."""
+    import os
+
+    from .datasets import default_data_dir
+
+    data = out / "data" / "locomo"
+    data.mkdir(parents=True, exist_ok=True)
+    every = json.loads((default_data_dir() / "locomo" / "locomo_dev.json").read_text())
+    (data / "locomo_dev.json").write_text(json.dumps([c for c in every if c["sample_id"] == key]))
+    env = {**os.environ, "TOTALRECALL_EVAL_DATA": str(out / "data"),
+           "TR_EMBEDDER_MODEL_PATH": str(model)}
+    subprocess.run([sys.executable, "-m", "eval", "--dataset", "locomo", "--no-docs",
+                    "--out-dir", str(out)], env=env, check=True)
+    summary: dict[str, Any] = json.loads((out / "locomo.json").read_text())["summary"]
+    return summary
+
+
+def live(keep: Path) -> dict[str, Any]:
+    from .stack import default_model_path
+
+    default = default_model_path()
+    folds = []
+    for tuned in sorted(keep.glob("without-*")):
+        key = tuned.name.removeprefix("without-")
+        with tempfile.TemporaryDirectory(prefix="model-adapt-live-") as tmp:
+            base = _eval_alone(key, default, Path(tmp) / "default")
+            new = _eval_alone(key, _gguf(tuned), Path(tmp) / "tuned")
+        row = {"held out": key, "default": base, "tuned": new}
+        print(json.dumps({"held out": key, "R@10": [base["cats 1-4"]["R@10"],
+                                                     new["cats 1-4"]["R@10"]]}),
+              file=sys.stderr, flush=True)
+        folds.append(row)
+    return {"folds": folds}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=("cv", "others"))
+    ap.add_argument("what", choices=("cv", "others", "live"))
     ap.add_argument("--python", default=None,
                     help="a Python with torch and transformers (default: the conversion venv)")
     ap.add_argument("--keep", type=Path, default=None,
-                    help="cv: a directory for each fold's tuned weights (without-<conversation>)")
+                    help="cv: where to leave each fold's tuned weights (without-<conversation>); "
+                         "live: where to find them")
     ap.add_argument("--lme", type=int, default=8, help="others: LongMemEval haystacks per half")
     args = ap.parse_args(argv)
-    python = _python(args.python)
-    result = cross_validate(python, args.keep) if args.what == "cv" else other_sets(python, args.lme)
+    if args.what == "live":
+        if args.keep is None:
+            ap.error("live needs --keep DIR (the weights `cv --keep DIR` left)")
+        result = live(args.keep)
+    else:
+        python = _python(args.python)
+        result = (cross_validate(python, args.keep) if args.what == "cv"
+                  else other_sets(python, args.lme))
     saved = json.loads(OUT.read_text()) if OUT.exists() else {}
     saved[args.what] = {**result, "settings": SETTINGS, **provenance(),
                         "made by": f"python -m eval.model_adapt {args.what}"}
