@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from totalrecall_recall_api.core.speakers import without_speakers
+from totalrecall_recall_api.api import without_speakers
 
 from . import metrics as M
 from .datasets import load_locomo, load_longmemeval

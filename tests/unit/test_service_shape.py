@@ -51,6 +51,7 @@ SHAPES: dict[str, Shape] = {
         "recall/": "the search service, its stages and what bounds and times them",
         "alerts/": "the alert monitor (its rules are core/alerts.py)",
         "sessions/": "session bundles and summaries, conclusions, learned patterns, the ledger",
+        "api.py": "the declared entry point of the evals",
     }),
     "watchers": Shape(ROOT / "services/watchers/totalrecall_watchers"),
 }

@@ -1,7 +1,8 @@
 """cli/, eval/ and bench/ use a service only through its declared public entry points.
 
 A service's modules are its inside: they change with it. What code outside the services may
-import of one is listed here, per service (`totalrecall_indexer.api` for the indexer; the
+import of one is listed here, per service (`totalrecall_indexer.api` for the indexer,
+`totalrecall_recall_api.api` for the recall API; the
 embedder's model code is the shared `totalrecall_worker.llama_model`, so nothing of the embedder
 itself). Running a service as a process (`python -m totalrecall_indexer`) is not an import and
 is always allowed.
@@ -21,7 +22,7 @@ SCANNED = ("cli", "eval", "bench")
 ALLOWED: dict[str, tuple[str, frozenset[str]]] = {
     "totalrecall_indexer": ("totalrecall-indexer", frozenset({"totalrecall_indexer.api"})),
     "totalrecall_embedder": ("totalrecall-embedder", frozenset()),
-    "totalrecall_recall_api": ("totalrecall-recall-api", frozenset()),
+    "totalrecall_recall_api": ("totalrecall-recall-api", frozenset({"totalrecall_recall_api.api"})),
     "totalrecall_watchers": ("totalrecall-watchers", frozenset()),
 }
 
