@@ -6,14 +6,16 @@ nothing of the repo, so it runs there as a plain script:
     python eval/adapt_train.py JOB.json OUT.npz
 
 JOB.json holds `model` (the packaged weights' directory), `settings`, `train` (groups of
-questions, their memories' texts and each question's gold rows), `embed` (named lists of texts)
+questions, their memories' texts, each question's gold rows and its hard negatives' rows),
+`embed` (named lists of texts)
 and optionally `save` (a directory for the tuned weights). OUT.npz gets one array per name: the
 texts' vectors, embedded by the tuned model, mean pooled and normalised as sentence-transformers
 does for all-MiniLM-L6-v2.
 
 Training: in-batch negatives (each question against every memory text of the batch, its own
-gold memory the target) plus one hard negative per pair, drawn from the memories of its own
-conversation that the untuned model ranks highest and that are not gold; the question's other
+gold memory the target) plus one hard negative per pair, drawn from the question's
+`negatives` (the driver picks them from the untuned model's vectors, which it has already:
+the memories of its own conversation ranked highest that are not gold); the question's other
 gold memories are masked, never counted as negatives. Seeded (`settings.seed`), on
 `settings.threads` threads.
 """
@@ -51,23 +53,21 @@ def embed(model: Any, tok: Any, texts: list[str], batch: int = 64) -> np.ndarray
                            for i in range(0, len(texts), batch)])
 
 
-def _pairs(groups: list[dict[str, Any]], model: Any, tok: Any, hard: int,
+def _pairs(groups: list[dict[str, Any]],
            rng: random.Random) -> list[tuple[str, str, str, tuple[str, int]]]:
     out = []
     for g in groups:
-        sims = embed(model, tok, g["questions"]) @ embed(model, tok, g["docs"]).T
         for i, (q, gold) in enumerate(zip(g["questions"], g["gold"], strict=True)):
-            gold_set = set(gold)
-            negatives = [int(j) for j in np.argsort(-sims[i]) if int(j) not in gold_set][:hard]
             for gi in gold:
-                out.append((q, g["docs"][gi], g["docs"][rng.choice(negatives)], (g["key"], i)))
+                out.append((q, g["docs"][gi], g["docs"][rng.choice(g["negatives"][i])],
+                            (g["key"], i)))
     return out
 
 
 def train(base: Any, tok: Any, groups: list[dict[str, Any]], s: dict[str, Any]) -> Any:
     rng = random.Random(s["seed"])
     torch.manual_seed(s["seed"])
-    pairs = _pairs(groups, base, tok, s["hard_negatives"], rng)
+    pairs = _pairs(groups, rng)
     model = copy.deepcopy(base)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=s["lr"], weight_decay=0.01)

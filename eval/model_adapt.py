@@ -104,6 +104,26 @@ def _plain(g: dict[str, Any]) -> dict[str, Any]:
     return {k: g[k] for k in ("key", "questions", "docs", "gold")}
 
 
+def hard_negatives(qv: np.ndarray, dv: np.ndarray, gold: list[list[int]],
+                   n: int) -> list[list[int]]:
+    """Per question, the `n` memories the untuned model ranks highest that are not gold."""
+    order = np.argsort(-(qv @ dv.T), axis=1)
+    out = []
+    for row, g in zip(order, gold, strict=True):
+        gold_rows = set(g)
+        out.append([int(j) for j in row if int(j) not in gold_rows][:n])
+    return out
+
+
+def _training(groups: list[dict[str, Any]], base: dict[str, np.ndarray],
+              prefix: str = "") -> list[dict[str, Any]]:
+    """The groups as the trainer takes them, each question with its hard negatives, from the
+    untuned vectors `base` holds under `<prefix><key>/questions` and `…/docs`."""
+    return [{**_plain(g), "negatives": hard_negatives(
+        base[f"{prefix}{g['key']}/questions"], base[f"{prefix}{g['key']}/docs"], g["gold"],
+        SETTINGS["hard_negatives"])} for g in groups]
+
+
 def dense_recall(qv: np.ndarray, dv: np.ndarray, gold: list[list[int]], k: int) -> np.ndarray:
     top = np.argsort(-(qv @ dv.T), axis=1, kind="stable")[:, :k]
     return np.array([len(set(t.tolist()) & set(g)) / len(g) for t, g in zip(top, gold,
@@ -135,7 +155,7 @@ def cross_validate(python: str, keep: Path | None = None) -> dict[str, Any]:
     for held in groups:
         print(f"tuning without {held['key']}", file=sys.stderr, flush=True)
         tuned = _run(python, {"model": weights, "settings": SETTINGS,
-                              "train": [_plain(g) for g in groups if g is not held],
+                              "train": _training([g for g in groups if g is not held], base),
                               "embed": {"q": held["questions"], "d": held["docs"]},
                               "save": str(keep / f"without-{held['key']}") if keep else None})
         bq, bd = base[f"{held['key']}/questions"], base[f"{held['key']}/docs"]
@@ -153,7 +173,7 @@ def cross_validate(python: str, keep: Path | None = None) -> dict[str, Any]:
 
 
 def other_sets(python: str, lme_per_half: int) -> dict[str, Any]:
-    groups = [_plain(g) for g in locomo_groups()]
+    groups = locomo_groups()
     parts: list[tuple[str, list[dict[str, Any]], str]] = []
     for s in load_logqa():
         at = {ln.id: i for i, ln in enumerate(s.lines)}
@@ -173,10 +193,13 @@ def other_sets(python: str, lme_per_half: int) -> dict[str, Any]:
     for half in (0, 1):
         parts.append((f"LongMemEval half {half}", lme[half::2][:lme_per_half], "turn"))
     embed = {f"{name}/{g['key']}/{part}": g[part]
-             for name, gs, _ in parts for g in gs for part in ("questions", "docs")}
-    job = {"model": _weights(), "settings": SETTINGS, "embed": embed}
-    base = _run(python, {**job, "train": []})
-    tuned = _run(python, {**job, "train": groups})
+             for name, gs, _ in [*parts, ("LoCoMo", groups, "")] for g in gs
+             for part in ("questions", "docs")}
+    job = {"model": _weights(), "settings": SETTINGS}
+    base = _run(python, {**job, "train": [], "embed": embed})
+    tuned = _run(python, {**job, "train": _training(groups, base, "LoCoMo/"),
+                          "embed": {k: v for k, v in embed.items()
+                                    if not k.startswith("LoCoMo/")}})
     rows = []
     for name, gs, kind in parts:
         scores: dict[str, list[float]] = {}
@@ -201,15 +224,10 @@ POOLING_FILES = ("1_Pooling", "modules.json", "sentence_bert_config.json",
 
 def _gguf(tuned: Path) -> Path:
     """The tuned weights in `tuned` as a verified q8_0 GGUF beside them (made once)."""
-    import os
     import shutil
 
-    from totalrecall.model_build import _numpy_convert_subprocess, ensure_sdist, verify
-    from totalrecall.model_files import tr_home
+    from totalrecall.model_build import build
 
-    out = tuned / "model.q8_0.gguf"
-    if out.exists():
-        return out
     source = Path(_weights())
     for name in POOLING_FILES:
         src, dst = source / name, tuned / name
@@ -217,12 +235,8 @@ def _gguf(tuned: Path) -> Path:
             shutil.copytree(src, dst, dirs_exist_ok=True)
         elif src.exists():
             shutil.copy2(src, dst)
-    cache = Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "totalrecall" / "cache"
-    llama = ensure_sdist(cache if cache.is_dir() else tr_home() / "cache")
-    tmp = out.with_suffix(".tmp")
-    _numpy_convert_subprocess(tuned, tmp, "q8_0", llama)
-    verify(tmp)
-    tmp.replace(out)
+    out = tuned / "model.q8_0.gguf"
+    build(out, outtype="q8_0", converter="numpy", source=tuned)
     return out
 
 
@@ -236,10 +250,9 @@ def _eval_alone(key: str, model: Path, out: Path) -> dict[str, Any]:
     data.mkdir(parents=True, exist_ok=True)
     every = json.loads((default_data_dir() / "locomo" / "locomo_dev.json").read_text())
     (data / "locomo_dev.json").write_text(json.dumps([c for c in every if c["sample_id"] == key]))
-    env = {**os.environ, "TOTALRECALL_EVAL_DATA": str(out / "data"),
-           "TR_EMBEDDER_MODEL_PATH": str(model)}
     subprocess.run([sys.executable, "-m", "eval", "--dataset", "locomo", "--no-docs",
-                    "--out-dir", str(out)], env=env, check=True)
+                    "--data-dir", str(out / "data"), "--out-dir", str(out)],
+                   env={**os.environ, "TR_EMBEDDER_MODEL_PATH": str(model)}, check=True)
     summary: dict[str, Any] = json.loads((out / "locomo.json").read_text())["summary"]
     return summary
 

@@ -241,7 +241,9 @@ def verify(path: Path) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 def build(out: Path, *, outtype: str = DEFAULT_OUTTYPE, converter: str = "auto",
           force: bool = False, sdist: Path | None = None, cache: Path | None = None, home: Path | None = None,
-          skip_verify: bool = False) -> dict[str, Any]:
+          skip_verify: bool = False, source: Path | None = None) -> dict[str, Any]:
+    """`source`: the weights to convert, a directory in the packaged model's layout (default:
+    the packaged model itself; the evals convert tuned copies of it)."""
     home = home or tr_home()
     cache = cache or home / "cache"
     with build_lock(out):
@@ -265,7 +267,7 @@ def build(out: Path, *, outtype: str = DEFAULT_OUTTYPE, converter: str = "auto",
                 say(f"{out} is not valid ({why}); rebuilding")
 
         t0 = time.monotonic()
-        model_dir = find_source_model()
+        model_dir = source or find_source_model()
         say(f"source weights: {model_dir}")
         llama_dir = ensure_sdist(cache, sdist)
         tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")

@@ -3,7 +3,6 @@ it hands the torch half (eval/adapt_train.py) and reads back, with a stand-in tr
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import numpy as np
 import pytest
 
 from eval import model_adapt
-from eval.model_adapt import dense_recall
+from eval.model_adapt import dense_recall, hard_negatives
 
 
 def test_dense_recall_is_the_share_of_gold_rows_among_the_nearest() -> None:
@@ -21,6 +20,13 @@ def test_dense_recall_is_the_share_of_gold_rows_among_the_nearest() -> None:
     assert dense_recall(questions, docs, gold, 1).tolist() == [0.5, 1.0]
     assert dense_recall(questions, docs, gold, 2).tolist() == [0.5, 1.0]
     assert dense_recall(questions, docs, gold, 3).tolist() == [1.0, 1.0]
+
+
+def test_hard_negatives_are_the_nearest_memories_that_are_not_gold() -> None:
+    docs = np.eye(5)
+    questions = np.array([[0.9, 0.8, 0.1, 0.5, 0.0]])
+    assert hard_negatives(questions, docs, [[0]], 2) == [[1, 3]]
+    assert hard_negatives(questions, docs, [[1, 3]], 3) == [[0, 2, 4]]
 
 
 STAND_IN = """
@@ -44,7 +50,6 @@ def test_a_job_reaches_the_trainer_and_its_vectors_come_back(tmp_path: Path,
     assert sorted(out) == ["conv/docs", "conv/questions"]
     assert out["conv/questions"].tolist() == [[3.0, 1.0], [8.0, 1.0]]
     assert out["conv/docs"].tolist() == [[6.0, 1.0]]
-    json.dumps(job)  # the job is plain JSON, as the trainer reads it
 
 
 def test_a_failing_trainer_fails_the_study(tmp_path: Path,
