@@ -815,6 +815,35 @@ async def test_the_counts_of_a_burst_of_inserts_weigh_the_next_search(pg_dsn: st
         await pool.close()
 
 
+async def test_a_search_before_a_load_does_not_unweigh_the_searches_after_it(
+        pg_dsn: str) -> None:
+    """Counts are kept for their max age, but not an empty store's, and a stats poll reads
+    sizes the searches then use: the first question after a load is weighed by the load (it
+    was weighed by nothing for up to `max_age_s`, so a run asked right after its load ranked
+    otherwise than the same questions asked seconds later)."""
+    from totalrecall_recall_api.adapters.termstats import TermStats
+
+    await create_memories_table(pg_dsn)
+    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
+    try:
+        ts = TermStats(pool, max_age_s=3600)
+        assert await ts.counts("conv", ["potteri"]) is None  # before the load
+        assert await ts.describe("conv") is None
+        await insert_rows(pg_dsn, [{"id": f"early-{i}", "namespace": "conv",
+                                    "summary": f"Caroline talked about pottery class {i}"}
+                                   for i in range(10)])
+        assert await ts.describe("conv") == {"scope": "all", "memories": 10, "age_s": 0.0}
+        await insert_rows(pg_dsn, [{"id": f"late-{i}", "namespace": "conv",
+                                    "summary": f"Melanie painted a sunrise {i}"}
+                                   for i in range(60)])
+        assert await ts.describe("conv") == {"scope": "namespace", "memories": 70, "age_s": 0.0}
+        counts = await ts.counts("conv", ["potteri", "sunris"])
+        assert counts is not None and (counts.scope, counts.n_docs) == ("namespace", 70)
+        assert counts.exact == {"potteri": 10, "sunris": 60}
+    finally:
+        await pool.close()
+
+
 async def test_a_namespace_loaded_into_a_big_store_is_weighed_by_its_own_counts(
         pg_dsn: str) -> None:
     """A conversation loaded into a big store is searched with its own word counts from its

@@ -143,3 +143,28 @@ async def test_a_store_without_counts_weighs_every_word_alike() -> None:
     assert await ts.counts("logs", ["nginx"]) is None
     assert await ts.describe("logs") is None
     assert await TermStats(_Pool({}, {})).counts("logs", ["x"]) is None  # type: ignore[arg-type]
+
+
+async def test_an_empty_store_is_not_kept_for_the_searches_after_a_load() -> None:
+    """Asked before the first memories, and again once they arrived: the second search weighs
+    by them at once, not after `max_age_s` of weighing every word alike."""
+    pool = _Pool({}, {})
+    ts = TermStats(pool, max_age_s=3600)  # type: ignore[arg-type]
+    assert await ts.counts("conv", ["potteri"]) is None
+    pool.sizes, pool.words = {"conv": 100}, {"conv": {"potteri": 3}}
+    counts = await ts.counts("conv", ["potteri"])
+    assert counts is not None and (counts.scope, counts.n_docs) == ("namespace", 100)
+
+
+async def test_stats_read_the_sizes_the_next_searches_weigh_by() -> None:
+    """A client polls `/memory/stats` (`describe`) until its load is counted: the searches that
+    follow use those sizes, not ones kept from a poll in the middle of the load."""
+    pool = _Pool({"conv": 10, "other": 500}, {"conv": {"potteri": 3}})
+    ts = TermStats(pool, max_age_s=3600, min_namespace_docs=50)  # type: ignore[arg-type]
+    assert await ts.describe("conv") == {"scope": "all", "memories": 510, "age_s": 0.0}
+    pool.sizes["conv"] = 100  # the rest of the load committed
+    assert await ts.describe("conv") == {"scope": "namespace", "memories": 100, "age_s": 0.0}
+    reads = pool.reads
+    counts = await ts.counts("conv", ["potteri"])
+    assert counts is not None and (counts.scope, counts.n_docs) == ("namespace", 100)
+    assert pool.reads == reads + 1  # the words only: the sizes the poll read are reused

@@ -127,28 +127,39 @@ class TermStats:
 
     async def describe(self, namespace: str | None) -> dict[str, object] | None:
         """What `namespace`'s next search weighs its words by (`/memory/stats`): its own counts
-        or every namespace's, over how many memories, read how long ago."""
+        or every namespace's, over how many memories, read how long ago.
+
+        Read now, and kept for the searches: a client that waits for a bulk load to be
+        searchable (the evals, a test) polls this, and once it shows the whole load, the
+        searches that follow weigh by it, not by sizes kept from a poll in the middle."""
         try:
-            sizes = await self._sizes_of(namespace)
+            sizes = await self._sizes_of(namespace, fresh=True)
         except (asyncpg.UndefinedTableError, asyncpg.UndefinedColumnError):
             return None
         if sizes is None:
             return None
         corpus, n_docs = sizes
-        read_at = self._sizes[namespace][0]
         return {"scope": "all" if corpus is None else "namespace", "memories": n_docs,
-                "age_s": round(time.monotonic() - read_at, 1)}
+                "age_s": 0.0}
 
-    async def _sizes_of(self, namespace: str | None) -> tuple[str | None, int] | None:
-        """(the corpus that weighs `namespace`'s words, its memories), None for an empty store."""
+    async def _sizes_of(self, namespace: str | None, fresh: bool = False
+                        ) -> tuple[str | None, int] | None:
+        """(the corpus that weighs `namespace`'s words, its memories), None for an empty store.
+
+        An empty store is not kept: it is the moment before a first load, and keeping it
+        would weigh every word alike for `max_age_s` after memories arrived (the searches
+        right after a bulk load ranked differently from the same searches seconds later)."""
         now = time.monotonic()
         cached = self._sizes.get(namespace)
-        if cached is None or now - cached[0] > self.max_age_s:
+        if fresh or cached is None or now - cached[0] > self.max_age_s:
             row = await self.pool.fetchrow(_SIZES_SQL, namespace)
             cached = (now, int(row["n_ns"] or 0), int(row["n_all"] or 0))
             if len(self._sizes) > 10_000:  # bounded: namespaces come and go
                 self._sizes.clear()
-            self._sizes[namespace] = cached
+            if cached[2]:
+                self._sizes[namespace] = cached
+            else:
+                self._sizes.pop(namespace, None)
         _, n_ns, n_all = cached
         if not n_all:
             return None
