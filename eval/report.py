@@ -138,7 +138,15 @@ def timing_line(result: dict[str, Any]) -> str:
             f"p99 {t['recall_p99_ms']} ms."
             + (f" Memories stored per namespace: {_stored(c['stored'])} (the rest folded by the "
                "embedder's dedup)." if c.get("stored") and sum(c["stored"].values()) < c["turns"]
-               else ""))
+               else "")
+            + _stability(result.get("stability")))
+
+
+def _stability(s: dict[str, int] | None) -> str:
+    if not s:
+        return ""
+    return (f" Asked again at the end: {s['same_ranking']} of the first {s['asked_again']} "
+            "questions ranked identically.")
 
 
 def _stored(stored: dict[str, int]) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 from . import metrics as M
 from .client import RecallClient, SearchableWaiter, make_id_resolver, ranked_ids
 from .datasets import Haystack, namespace_for
+from .stability import AGAIN_AFTER_S, ASK_AGAIN, Asked, ask_again, ids_of
 
 TARGETS = {
     "locomo": {"R@10": 0.85, "R@5": 0.75},
@@ -81,13 +82,16 @@ def run_dataset(client: RecallClient, dataset: str, haystacks: Sequence[Haystack
     per_question: list[dict[str, Any]] = []
     latencies: list[float] = []
     server_ms: list[float] = []
-    t1 = time.perf_counter()
+    asked: list[Asked] = []
+    t1, t1_mono = time.perf_counter(), time.monotonic()
     for h in haystacks:
         ns = namespaces[h.key]
         resolve = make_id_resolver(ns, h.turns)
         for q in h.questions:
-            mems, ms, body = client.recall(q.question, ns, max_results=max_results,
-                                           as_of=q.asked_at if ask_as_of else None)
+            as_of = q.asked_at if ask_as_of else None
+            mems, ms, body = client.recall(q.question, ns, max_results=max_results, as_of=as_of)
+            if len(asked) < ASK_AGAIN:
+                asked.append(Asked(q.question, ns, as_of, ids_of(mems)))
             latencies.append(ms)
             if isinstance(body.get("took_ms"), (int, float)):
                 server_ms.append(float(body["took_ms"]))
@@ -103,6 +107,8 @@ def run_dataset(client: RecallClient, dataset: str, haystacks: Sequence[Haystack
         if len(per_question) % 100 < len(h.questions):
             log(f"[{dataset}] {len(per_question)}/{n_questions} questions")
     query_s = time.perf_counter() - t1
+    stability = ask_again(client, asked, max_results, log=log,
+                          not_before=t1_mono + AGAIN_AFTER_S)
 
     summary = summarise(dataset, per_question)
     return {
@@ -122,6 +128,7 @@ def run_dataset(client: RecallClient, dataset: str, haystacks: Sequence[Haystack
             "recall_p99_ms": round(M.percentile(latencies, 99), 1),
             "recall_server_p50_ms": round(M.percentile(server_ms, 50), 1) if server_ms else None,
         },
+        "stability": stability,
         "summary": summary,
         "targets": check_targets(dataset, summary),
         "questions": per_question,
