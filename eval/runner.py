@@ -83,7 +83,7 @@ def run_dataset(client: RecallClient, dataset: str, haystacks: Sequence[Haystack
     latencies: list[float] = []
     server_ms: list[float] = []
     asked: list[Asked] = []
-    t1, t1_mono = time.perf_counter(), time.monotonic()
+    t1 = time.perf_counter()
     for h in haystacks:
         ns = namespaces[h.key]
         resolve = make_id_resolver(ns, h.turns)
@@ -108,7 +108,7 @@ def run_dataset(client: RecallClient, dataset: str, haystacks: Sequence[Haystack
             log(f"[{dataset}] {len(per_question)}/{n_questions} questions")
     query_s = time.perf_counter() - t1
     stability = ask_again(client, asked, max_results, log=log,
-                          not_before=t1_mono + AGAIN_AFTER_S)
+                          not_before=t1 + AGAIN_AFTER_S)
 
     summary = summarise(dataset, per_question)
     return {

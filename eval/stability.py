@@ -45,7 +45,7 @@ def ids_of(memories: Sequence[dict[str, Any]]) -> tuple[str, ...]:
 
 def ask_again(client: _Recalls, asked: Sequence[Asked], max_results: int,
               log: Callable[[str], None] = print, not_before: float = 0.0,
-              clock: Callable[[], float] = time.monotonic,
+              clock: Callable[[], float] = time.perf_counter,
               sleep: Callable[[float], None] = time.sleep) -> dict[str, int]:
     """→ {"asked_again": n, "same_ranking": m} for the first `ASK_AGAIN` of `asked`, asked
     again no earlier than `not_before` (on `clock`)."""

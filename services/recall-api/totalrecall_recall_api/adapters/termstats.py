@@ -127,7 +127,7 @@ class TermStats:
 
     async def describe(self, namespace: str | None) -> dict[str, object] | None:
         """What `namespace`'s next search weighs its words by (`/memory/stats`): its own counts
-        or every namespace's, over how many memories, read how long ago.
+        or every namespace's, over how many memories (`age_s` 0: read for this call).
 
         Read now, and kept for the searches: a client that waits for a bulk load to be
         searchable (the evals, a test) polls this, and once it shows the whole load, the
