@@ -59,11 +59,13 @@ class KeywordSearch:
             return []
         # OR semantics (an AND of every question word matches almost nothing), each matched term
         # scoring its IDF (BM25 with binary term frequency: memories are short), plus a little of
-        # ts_rank for term frequency and the summary-over-detail weighting; the words too common
-        # to search by do not score (eval/results/notes.md, 2026-11-25).
+        # ts_rank for term frequency and the summary-over-detail weighting.
         phrases = await self._phrases(terms, counts)
-        # The common words score but do not select: which memories are ranked is decided by
-        # the telling words alone (`Counts.common`).
+        # The words too common to search by score but do not select: which memories are ranked
+        # is decided by the telling words alone (`Counts.common`). A trade measured both ways
+        # (eval/results/notes.md, 2026-11-30, fourteenth session): scoring them wins LogQA's
+        # "what did X fail to …" questions and costs LongMemEval two questions whose answer
+        # lacks the common word ("using" a service; the gold turn says "on Spotify").
         scored = [*weighted, *common]
         n = len(scored) + len(phrases)
         # A word searched as a prefix scores its own IDF where the memory holds the word itself
