@@ -90,3 +90,34 @@ async def test_a_refresh_is_not_timed_as_the_recall_that_started_it() -> None:
         await cache.get("ns", read)
         await cache.settled()
     assert "hosts" not in times
+
+
+async def test_an_empty_value_is_read_again_sooner() -> None:
+    """A namespace asked about before its first memories: its speakers are known a second after
+    they arrive, not after the full keeping time."""
+    now = [0.0]
+    cache: Refreshing[str, frozenset[str]] = Refreshing(30.0, empty_ttl_s=1.0,
+                                                        clock=lambda: now[0])
+    speakers: frozenset[str] = frozenset()
+    reads = 0
+
+    async def read() -> frozenset[str]:
+        nonlocal reads
+        reads += 1
+        return speakers
+
+    assert await cache.get("ns", read) == frozenset() and reads == 1
+    speakers = frozenset({"caroline"})
+    now[0] = 0.5
+    assert await cache.get("ns", read) == frozenset() and reads == 1  # kept a moment
+    now[0] = 1.5
+    assert await cache.get("ns", read) == frozenset()  # expired: refreshed behind
+    await cache.settled()
+    assert reads == 2 and await cache.get("ns", read) == {"caroline"}
+    now[0] = 20.0  # a value that is not empty keeps the full time
+    assert await cache.get("ns", read) == {"caroline"} and reads == 2
+
+
+async def test_the_empty_keeping_never_exceeds_the_keeping() -> None:
+    cache: Refreshing[str, list[str]] = Refreshing(0.5, empty_ttl_s=1.0)
+    assert cache.empty_ttl_s == 0.5

@@ -6,6 +6,10 @@ Kept the plain way (read again once expired), an agent that asks once a minute, 
 than the keeping, pays the read on every recall, before its question is even embedded. Here an
 expired value is answered at once while one read refreshes it behind; only the very first
 recall of a namespace waits for the read.
+
+An empty answer (no hosts, no speakers yet) is kept only `empty_ttl_s`: an agent's first recall
+in a namespace often comes before its first memories, and keeping "nobody speaks here" for the
+full `ttl_s` would ignore the conversation's speakers for that long once its turns arrive.
 """
 
 from __future__ import annotations
@@ -24,11 +28,15 @@ log = logging.getLogger("totalrecall.recall")
 
 
 class Refreshing(Generic[K, V]):
-    """Values per key, each read again at most every `ttl_s` (0: read on every call)."""
+    """Values per key, each read again at most every `ttl_s` (0: read on every call); an empty
+    value (falsy) at most every `empty_ttl_s` (capped by `ttl_s`): a namespace that has nothing
+    yet costs one read behind the recalls per `empty_ttl_s`, one that never will (a log's
+    speakers) the same."""
 
-    def __init__(self, ttl_s: float, *, max_keys: int = 1024,
+    def __init__(self, ttl_s: float, *, empty_ttl_s: float = 1.0, max_keys: int = 1024,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.ttl_s, self.max_keys, self.clock = ttl_s, max_keys, clock
+        self.empty_ttl_s = min(empty_ttl_s, ttl_s)
         self._kept: dict[K, tuple[float, V]] = {}
         self._reading: dict[K, asyncio.Task[None]] = {}
 
@@ -44,7 +52,8 @@ class Refreshing(Generic[K, V]):
             self._keep(key, value)
             return value
         at, value = kept
-        if self.clock() - at >= self.ttl_s and key not in self._reading:
+        ttl = self.ttl_s if value else self.empty_ttl_s
+        if self.clock() - at >= ttl and key not in self._reading:
             # In a context of its own: the refresh is no request's, so its time and a failure
             # are not the Server-Timing or the `degraded` of the recall that started it.
             self._reading[key] = asyncio.create_task(self._refresh(key, read),
