@@ -201,7 +201,7 @@ async def test_host_is_filled_for_rows_written_before_it(pg_dsn: str) -> None:
                                      source, severity, summary, metadata)
                VALUES ($1, $1, 'default', now(), 'system.service', 'general', 'system', 'api',
                        'info', $1, $2::jsonb)""", [(k, json.dumps(m)) for k, m in rows])
-        assert await migrate(conn, HostInfo("here", "a" * 32)) == [15, 16, 17]
+        assert await migrate(conn, HostInfo("here", "a" * 32)) == [15, 16, 17, 18]
         got = {r["key"]: (r["host"], json.loads(r["metadata"]))
                for r in await conn.fetch("SELECT key, host, metadata FROM memories")}
         # the metadata as the event gave it; the column normalised
@@ -223,5 +223,34 @@ async def test_host_is_filled_for_rows_written_before_it(pg_dsn: str) -> None:
             "SELECT indexname FROM pg_indexes WHERE tablename = 'memories'")}
         assert "memories_ns_host_ts" in indexes
         assert await migrate(conn) == []
+    finally:
+        await conn.close()
+
+
+async def test_the_keyword_index_pending_list_stays_small(pg_dsn: str) -> None:
+    """Migration 18: rows inserted between two vacuums do not pile up in the GIN index's pending
+    list, which every keyword lookup reads end to end; the inserting backend merges it once it
+    passes 64 kB, and the rows stay findable."""
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        await _database_at(conn, 17)
+        assert await migrate(conn) == [18]
+        await conn.execute("ALTER TABLE memories SET (autovacuum_enabled = false)")
+        await conn.execute("CREATE EXTENSION IF NOT EXISTS pgstattuple")  # contrib: the reader
+        words = " ".join(f"word{i}" for i in range(200))  # a long turn: ~200 lexemes
+        await conn.execute(
+            """INSERT INTO memories (key, id, namespace, ts, category, subcategory, actor,
+                                     source, severity, summary)
+               SELECT 'k' || i, 'k' || i, 'default', now(), 'conversation', 'general', 'user',
+                      'api', 'info', 'turn ' || i || ' ' || $1
+               FROM generate_series(1, 400) AS i""", words)
+        pending_bytes = await conn.fetchval(
+            "SELECT (pgstatginindex('memories_tsv_gin')).pending_pages * "
+            "current_setting('block_size')::int")
+        # 400 such rows are ~1 MB of pending entries under the default 4 MB limit
+        assert pending_bytes <= 64 * 1024 + 8192
+        found = await conn.fetchval(
+            "SELECT count(*) FROM memories WHERE tsv @@ to_tsquery('simple', 'word199')")
+        assert found == 400
     finally:
         await conn.close()

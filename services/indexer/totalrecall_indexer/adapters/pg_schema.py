@@ -368,6 +368,17 @@ ALTER TABLE memories ADD COLUMN IF NOT EXISTS part smallint;
     (17, "the actors of each category, for the speakers a question names", """
 CREATE INDEX IF NOT EXISTS memories_ns_cat_actor ON memories (namespace, category, actor);
 """),
+    # Keyword search looks each word up in the GIN index, and every lookup also reads the
+    # index's pending list end to end: the rows inserted since it was last merged into the
+    # index, by a vacuum (the indexer's, every `VACUUM_MIN_NEW_ROWS` inserts) or once the list
+    # outgrows `gin_pending_list_limit` (4 MB by default). A load that ends short of the next
+    # vacuum leaves its last rows there for good: 869 long conversation turns, and a recall's
+    # keyword search took ~63 ms instead of ~15 (docs/perf/2026-11-30-keyword-pending-list.md).
+    # Bounded at the minimum, 64 kB, the inserting indexer merges it as it goes (an insert of
+    # ~1,000 such turns 1.0 -> 1.6 s: the merge a vacuum would have done later).
+    (18, "the keyword index's pending list kept small", """
+ALTER INDEX memories_tsv_gin SET (gin_pending_list_limit = 64);
+"""),
 ]
 
 _ADVISORY_LOCK_ID = 0x7452_4D45  # "tRME"
