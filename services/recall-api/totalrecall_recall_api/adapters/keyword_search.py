@@ -62,8 +62,8 @@ class KeywordSearch:
         # ts_rank for term frequency and the summary-over-detail weighting.
         phrases = await self._phrases(terms, counts)
         # The words too common to search by score but do not select: which memories are ranked
-        # is decided by the telling words alone (`Counts.common`). A trade measured both ways
-        # (eval/results/notes.md, 2026-11-30, fourteenth session): scoring them wins LogQA's
+        # is decided by the telling words alone (`Counts.common`). A trade (eval/results/notes.md,
+        # "the common words' score, a trade measured both ways"): scoring them wins LogQA's
         # "what did X fail to …" questions and costs LongMemEval two questions whose answer
         # lacks the common word ("using" a service; the gold turn says "on Spotify").
         scored = [*weighted, *common]
