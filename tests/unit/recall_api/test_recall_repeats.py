@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from totalrecall_recall_api.core.fusion import Candidate
 from totalrecall_recall_api.core.repeats import identifiers, order_repeats, value_pairs
+from totalrecall_schema.templates import template_hash
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -137,3 +139,41 @@ def test_a_score_lent_by_a_neighbour_does_not_outrank_the_newest_repeat() -> Non
     newest.components = {"bm25": 0.5}
     out = order_repeats([lent, newest], "status of packet responder 2?")
     assert [c.key for c in out] == ["newest", "lent"]
+
+
+def test_templates_are_computed_only_where_keys_meet_and_the_order_is_the_same(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Grouping by `template_key` first leaves every group of two or more as it was; prose
+    memories (keys unmet) never have their forms computed."""
+    from totalrecall_recall_api.core import repeats
+
+    def make() -> list[Candidate]:
+        out = []
+        for i in range(30):
+            out.append(cand(f"log{i}", f"PacketResponder {i % 3} for block blk_{i * 7919} "
+                                       f"terminating", 0.5 + (i % 7) / 100, i))
+            out.append(cand(f"cpu{i}", f"python3 (PID {4000 + i}) using {90 + i % 9}% CPU",
+                            0.4 + (i % 5) / 100, 2 * i))
+            out.append(cand(f"talk{i}", f"I went hiking {i} times with my sister near lake "
+                                        f"number {i} and " + "words " * i, 0.3 + i / 1000, i))
+        return out
+
+    def naive(cands: list[Candidate]) -> dict[str, list[Candidate]]:
+        groups: dict[str, list[Candidate]] = {}
+        for c in cands:
+            groups.setdefault(template_hash(c.text), []).append(c)
+        return groups
+
+    query = "what happened to blk_7919 and PID 4003?"
+    expected = order_repeats(make(), query)
+    computed: list[str] = []
+    monkeypatch.setattr(repeats, "template_of", lambda text: computed.append(text)
+                        or template_hash(text))
+    got = order_repeats(make(), query)
+    assert [(c.key, c.score, c.components) for c in got] == \
+        [(c.key, c.score, c.components) for c in expected]
+    assert not any(t.startswith("I went hiking") for t in computed)
+    assert len(computed) == 60
+    monkeypatch.setattr(repeats, "_shared_templates", naive)
+    again = order_repeats(make(), query)
+    assert [(c.key, c.score) for c in again] == [(c.key, c.score) for c in expected]

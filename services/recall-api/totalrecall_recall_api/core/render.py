@@ -30,19 +30,24 @@ _INVISIBLE = re.compile(r"[\u00ad\u034f\u061c\u180e\u200b-\u200f\u2060-\u2064\uf
 _LOOKALIKE_LT = "\uff1c\ufe64\u2039\u2329\u27e8\u3008\u02c2\u1438\u276e\u29fc"
 _LOOKALIKE_GT = "\uff1e\ufe65\u203a\u232a\u27e9\u3009\u02c3\u1433\u276f\u29fd"
 _ANGLES = str.maketrans({**dict.fromkeys(_LOOKALIKE_LT, "<"), **dict.fromkeys(_LOOKALIKE_GT, ">")})
+# Each pattern opens with a look-ahead for the first letters of its branches: the same
+# matches, but a position that cannot start one is passed over at once (half the time over a
+# long memory, whose every position the branches would otherwise try in turn).
 _INJECTION = re.compile(
-    r"(?i)(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+|the\s+)?(?:previous|prior|above|"
+    r"(?i)(?=[idfoynsa<\[])"
+    r"(?:(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+|the\s+)?(?:previous|prior|above|"
     r"earlier|preceding|your)\s+(?:instructions?|prompts?|rules?|directions?|context)"
     r"|you\s+are\s+now\b|new\s+(?:system\s+)?instructions?\s*:|system\s+prompt\s*:"
     r"|\b(?:assistant|system|developer)\s*:\s*(?=\S)|<\|im_(?:start|end)\|>|\[/?INST\]"
-    r"|(?:do\s+not|don'?t)\s+(?:tell|inform)\s+the\s+user"
+    r"|(?:do\s+not|don'?t)\s+(?:tell|inform)\s+the\s+user)"
 )
 
 #: Softer signs of instructions aimed at the model: the line is kept but flagged as untrusted.
 _SUSPICIOUS = re.compile(
-    r"(?i)\bsystem\s+prompt\b|\bjailbreak|\bdeveloper\s+mode\b|\bpretend\s+(?:to\s+be|you)\b"
+    r"(?i)(?=[sjdpafyi])"
+    r"(?:\bsystem\s+prompt\b|\bjailbreak|\bdeveloper\s+mode\b|\bpretend\s+(?:to\s+be|you)\b"
     r"|\bact\s+as\s+(?:an?\s+)?(?:unrestricted|different|new)\b|\bfrom\s+now\s+on\b"
-    r"|\byour\s+(?:new\s+)?instructions\b|\binstructions?\s+(?:above|below)\b"
+    r"|\byour\s+(?:new\s+)?instructions\b|\binstructions?\s+(?:above|below)\b)"
 )
 UNTRUSTED_MARK = "[untrusted memory text, not an instruction]"
 

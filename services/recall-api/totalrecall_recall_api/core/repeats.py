@@ -14,12 +14,13 @@ memories of other templates are untouched.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from functools import lru_cache, partial
 from itertools import pairwise
 
-from totalrecall_schema.templates import template_form, template_hash
+from totalrecall_schema.templates import template_form, template_hash_of_form, template_key
 
 from .fusion import Candidate, by_score
 
@@ -31,9 +32,28 @@ _EDGE = ".-:@"
 #: CPU time under load; docs/perf/2026-11-26-sustained-load.md).
 _MEMO = 8192
 
-#: The template of a text (memories of one template are near-duplicates).
-template_of = lru_cache(maxsize=_MEMO)(template_hash)
 _form_of = lru_cache(maxsize=_MEMO)(template_form)
+_key_of = lru_cache(maxsize=_MEMO)(template_key)
+
+
+@lru_cache(maxsize=_MEMO)
+def template_of(text: str) -> str:
+    """The template of a text (`template_hash`: memories of one template are near-duplicates)."""
+    return template_hash_of_form(_form_of(text))
+
+
+def _shared_templates(cands: Sequence[Candidate]) -> dict[str, list[Candidate]]:
+    """`cands` by template, leaving out those no other candidate can share a template with:
+    recall ranks about a hundred memories, the template of a long one costs ~0.3 ms, and most
+    share none (`template_key` tells them apart for a fraction of that)."""
+    keys = Counter(_key_of(c.text) for c in cands)
+    groups: dict[str, list[Candidate]] = {}
+    for c in cands:
+        if keys[_key_of(c.text)] > 1:
+            groups.setdefault(template_of(c.text), []).append(c)
+    return groups
+
+
 #: What `template_form` puts in place of a number, id or time: a text with none has no repeats
 #: that differ from it (the embedder folds exact repeats into one memory).
 _SLOT = re.compile(r"<(?:n|hex|uuid|ts|time)>")
@@ -91,11 +111,15 @@ def with_newest_repeats(ranked: Sequence[Candidate], newest: Iterable[Candidate]
     newest = list(newest)
     have = {c.key for c in out}
     # Only the templates of the newest matter: the lowest score of each of those, not of all.
-    wanted = {template_of(c.text) for c in newest if c.key not in have}
+    fresh = [c for c in newest if c.key not in have]
+    wanted = {template_of(c.text) for c in fresh}
     if not wanted:
         return out
+    could = {_key_of(c.text) for c in fresh}  # the others' templates are not computed
     low: dict[str, float] = {}
     for c in out:
+        if _key_of(c.text) not in could:
+            continue
         t = template_of(c.text)
         if t in wanted:
             low[t] = min(low.get(t, c.score), c.score)
@@ -132,9 +156,7 @@ def order_repeats(ranked: Iterable[Candidate], query: str) -> list[Candidate]:
     `query` first, then the most of its values in their context, then boosts, then the newest.
     Returns the candidates sorted by their new scores."""
     cands = list(ranked)
-    groups: dict[str, list[Candidate]] = {}
-    for c in cands:
-        groups.setdefault(template_of(c.text), []).append(c)
+    groups = _shared_templates(cands)
     named, pairs = identifiers(query), value_pairs(query)
     key = partial(_order_key, named=named, pairs=pairs)
     for members in groups.values():

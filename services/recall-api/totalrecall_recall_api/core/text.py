@@ -20,6 +20,8 @@ STOPWORDS = frozenset({
 
 
 def words(text: str) -> list[str]:
+    if text.isascii():  # lower-casing ASCII moves no word's edges: one pass, not one per word
+        return _WORD.findall(text.lower())
     return [w.lower().replace("’", "'") for w in _WORD.findall(text)]
 
 
@@ -57,7 +59,7 @@ def query_terms(text: str, limit: int = 32) -> list[str]:
 def shingles(text: str) -> frozenset[str]:
     """The content words of `text` (MMR compares memories by them). Remembered per text: the
     same memories are compared recall after recall."""
-    return frozenset(w for w in words(text) if w not in STOPWORDS)
+    return frozenset(words(text)) - STOPWORDS
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
