@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache, partial
 from itertools import pairwise
@@ -90,14 +90,22 @@ _LIKENESS = frozenset({"vector", "bm25", "recency", "neighbour", "repeat_order",
 
 
 def slotted_templates(ranked: Sequence[Candidate], k: int,
-                      named: frozenset[str] = frozenset()) -> list[str]:
+                      named: frozenset[str] = frozenset(),
+                      summary_of: Mapping[str, str] | None = None) -> list[str]:
     """The templates of the first `k` candidates that have repeats: texts with a number, id or
     time in them ("PacketResponder 2 for block blk_… terminating"), best first. Not the template
     of a candidate carrying an identifier the question names (`named`): that memory is the one
-    asked about, and its template's other members are other events."""
+    asked about, and its template's other members are other events.
+
+    The templates are the ones the store keeps (`template_hash` of a memory's summary):
+    `summary_of` gives each candidate's summary by key, where its text also holds the detail (a
+    journal line's priority, unit and PID); without it, the text is taken for the summary."""
     top = ranked[:k]
-    asked = {template_of(c.text) for c in top if named and named & identifiers(c.text)}
-    return [t for t in dict.fromkeys(template_of(c.text) for c in top
+
+    def kept(c: Candidate) -> str:
+        return template_of(summary_of.get(c.key, c.text) if summary_of else c.text)
+    asked = {kept(c) for c in top if named and named & identifiers(c.text)}
+    return [t for t in dict.fromkeys(kept(c) for c in top
                                      if _SLOT.search(_form_of(c.text))) if t not in asked]
 
 

@@ -381,7 +381,9 @@ class RecallService:
         """`ranked` with the newest memories of its first templates that it lacks
         (`core/repeats.with_newest_repeats`), from a store that knows templates."""
         n = self.settings.repeats_newest
-        templates = slotted_templates(ranked, k, named_identifiers(req.query)) if n > 0 else []
+        summaries = {key: m.summary for key, m in by_key.items()}
+        templates = slotted_templates(ranked, k, named_identifiers(req.query),
+                                      summaries) if n > 0 else []
         rows = await self._guard("repeats", self.sources.newest_of_templates(
             req, templates, since, until, n))
         if not rows:
@@ -392,7 +394,8 @@ class RecallService:
                 continue
             key = memory_key(m.namespace, m.id)
             by_key.setdefault(key, m)
-            newest.append(Candidate(key, m.timestamp, m.summary, tier=m.tier,
+            # Described as the ranked candidates are (`describe`), so their templates compare.
+            newest.append(Candidate(key, m.timestamp, f"{m.summary} {m.detail}", tier=m.tier,
                                     category=m.category))
         return with_newest_repeats(ranked, newest)
 
