@@ -26,7 +26,7 @@ _TIMESTAMPS: list[tuple[re.Pattern[str], str]] = [
 
 #: Each pattern with what a text must hold for it to match (checked first: a scan for one
 #: character costs a fraction of a pattern's, and most text, prose above all, holds no
-#: timestamp, UUID or hex word; recall computes this form for every candidate it ranks).
+#: timestamp, UUID or hex word; recall computes this form for many of the memories it ranks).
 _DIGIT = re.compile(r"\d")  # Unicode digits, as `\d` in the patterns matches
 
 

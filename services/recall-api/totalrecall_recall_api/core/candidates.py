@@ -53,10 +53,16 @@ def collect(vec_hits: Sequence[VectorHit], bm25_hits: Sequence[tuple[str, float]
     return cands
 
 
+def text_of(m: Row) -> str:
+    """What recall compares a memory by once its row is read (MMR, templates): summary and
+    detail."""
+    return f"{m.summary} {m.detail}"
+
+
 def describe(cands: Mapping[str, Candidate], by_key: Mapping[str, Row]) -> None:
     """Text and category of the candidates whose rows are at hand (MMR compares texts)."""
     for key, c in cands.items():
         m = by_key.get(key)
         if m is not None:
-            c.text = f"{m.summary} {m.detail}"
+            c.text = text_of(m)
             c.category = m.category

@@ -24,7 +24,7 @@ from totalrecall_schema.host import hostname_of
 from ..adapters.candidates import SYSTEM_CATEGORIES, Sources
 from ..adapters.citations import Citations
 from ..core.answer_type import answer_type_first
-from ..core.candidates import collect, describe
+from ..core.candidates import collect, describe, text_of
 from ..core.categories import categories_of
 from ..core.choose import choose
 from ..core.classify import QueryClass, classify
@@ -381,9 +381,10 @@ class RecallService:
         """`ranked` with the newest memories of its first templates that it lacks
         (`core/repeats.with_newest_repeats`), from a store that knows templates."""
         n = self.settings.repeats_newest
-        summaries = {key: m.summary for key, m in by_key.items()}
-        templates = slotted_templates(ranked, k, named_identifiers(req.query),
-                                      summaries) if n > 0 else []
+        templates: list[str] = []
+        if n > 0:  # looked up by the template the store keeps: of the summary alone
+            summaries = {c.key: by_key[c.key].summary for c in ranked[:k] if c.key in by_key}
+            templates = slotted_templates(ranked, k, named_identifiers(req.query), summaries)
         rows = await self._guard("repeats", self.sources.newest_of_templates(
             req, templates, since, until, n))
         if not rows:
@@ -394,8 +395,8 @@ class RecallService:
                 continue
             key = memory_key(m.namespace, m.id)
             by_key.setdefault(key, m)
-            # Described as the ranked candidates are (`describe`), so their templates compare.
-            newest.append(Candidate(key, m.timestamp, f"{m.summary} {m.detail}", tier=m.tier,
+            # Described as the ranked candidates are, so their templates compare.
+            newest.append(Candidate(key, m.timestamp, text_of(m), tier=m.tier,
                                     category=m.category))
         return with_newest_repeats(ranked, newest)
 
