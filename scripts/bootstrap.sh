@@ -50,8 +50,17 @@ PIP="$VENV/bin/pip"
 # AVX2 build). The wheel is kept per CPU feature set and CMAKE_ARGS, never in pip's cache, so a
 # home or venv that moves to another CPU gets a build of its own instead of illegal instructions.
 # CMAKE_ARGS overrides the flags (e.g. "-DGGML_CUDA=on"; the Docker image builds a portable one).
+# On x86-64 the native build leaves out AMX: the pinned llama.cpp's AMX matrix kernels die with
+# SIGILL on the first embedding (their tile configuration, built on the stack, is optimised away
+# by the compiler; upstream ggml-org/llama.cpp#26954), seen on a Xeon whose CPU and kernel run
+# AMX. AVX-512 and VNNI stay. Portable builds (GGML_NATIVE=OFF) have no AMX by default.
 LLAMA_VERSION=$(sed -n 's/.*"llama-cpp-python==\([^"]*\)".*/\1/p' services/embedder/pyproject.toml)
-LLAMA_CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=ON -DLLAVA_BUILD=OFF}"
+LLAMA_NATIVE_ARGS="-DGGML_NATIVE=ON -DLLAVA_BUILD=OFF"
+if [ "$(uname -m)" = x86_64 ]; then
+  NO_AMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+  LLAMA_NATIVE_ARGS="$LLAMA_NATIVE_ARGS '-DCMAKE_C_FLAGS=$NO_AMX' '-DCMAKE_CXX_FLAGS=$NO_AMX'"
+fi
+LLAMA_CMAKE_ARGS="${CMAKE_ARGS:-$LLAMA_NATIVE_ARGS}"
 CPU_KEY=$({ grep -m1 -E '^(flags|Features)' /proc/cpuinfo 2>/dev/null || uname -m; \
             echo "$LLAMA_VERSION $LLAMA_CMAKE_ARGS $("$VENV/bin/python" -V)"; } | { sha256sum 2>/dev/null || shasum -a 256; } \
           | cut -c1-16)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -210,6 +211,20 @@ def _verify_inprocess(path: Path) -> dict[str, Any]:
             "pooling_type": int(llm.pooling_type())}
 
 
+def _signal_hint(returncode: int) -> str:
+    """What a verification killed by a signal says about the llama-cpp-python build."""
+    if returncode == -signal.SIGILL:
+        return ("; SIGILL, an illegal instruction: the llama-cpp-python build uses an instruction "
+                "this CPU or its kernel does not run; rebuild it with other CMAKE_ARGS, see "
+                "scripts/bootstrap.sh")
+    if returncode < 0:
+        try:
+            return f"; killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"; killed by signal {-returncode}"
+    return ""
+
+
 def verify(path: Path) -> dict[str, Any]:
     try:
         proc = subprocess.run(
@@ -220,7 +235,8 @@ def verify(path: Path) -> dict[str, Any]:
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
         raise BuildError(f"loading {path.name} with llama_cpp failed "
-                         f"(exit {proc.returncode}): {' | '.join(tail)}")
+                         f"(exit {proc.returncode}{_signal_hint(proc.returncode)}): "
+                         f"{' | '.join(tail)}")
     res: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     problems = []
     if res["dim"] != DIM:

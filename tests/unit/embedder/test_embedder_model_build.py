@@ -69,3 +69,22 @@ def test_safetensors_reader(tmp_path: Path) -> None:
     assert list(got) == ["a.weight", "b.bias"]
     np.testing.assert_array_equal(got["a.weight"], a)
     np.testing.assert_array_equal(got["b.bias"], b)
+
+
+@pytest.mark.parametrize(("returncode", "says"), [
+    (-4, "SIGILL, an illegal instruction"),
+    (-9, "killed by SIGKILL"),
+    (1, "(exit 1): boom"),
+])
+def test_a_failed_verification_says_how_the_loader_died(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, returncode: int, says: str) -> None:
+    import subprocess
+
+    def died(*_a: object, **_k: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess([], returncode, stdout="", stderr="boom\n")
+
+    monkeypatch.setattr(mb.subprocess, "run", died)
+    with pytest.raises(mb.BuildError) as err:
+        mb.verify(tmp_path / "m.gguf")
+    assert says in str(err.value)
+    assert "boom" in str(err.value)
