@@ -130,6 +130,25 @@ def test_the_newest_repeats_join_their_template_and_the_rule_puts_the_newest_fir
     assert ordered[0].score == 0.9
 
 
+def test_a_joined_repeat_shares_its_templates_lifts_so_the_newest_still_comes_first() -> None:
+    """"latest failed password for root?": the question's intent lifted every ranked line of
+    the template (they all answer it); the newest line, joined after the lifts, answers it as
+    well, so the lift is no evidence for the older ones and the newest comes first."""
+    from totalrecall_recall_api.core.repeats import with_newest_repeats
+
+    ranked = [cand("old1", "Failed password for root from 10.0.0.5 port 4411 ssh2", 1.9, 0),
+              cand("old2", "Failed password for root from 10.0.0.9 port 5120 ssh2", 1.7, 5),
+              cand("other", "session opened for user root", 0.8, 7)]
+    for c in ranked[:2]:
+        c.components = {"bm25": 0.4, "vector": 0.5, "intent": 1.0}
+    newest = [cand("new", "Failed password for root from 10.0.0.7 port 6001 ssh2", 0.0, 60)]
+    out = with_newest_repeats(ranked, newest)
+    joined = next(c for c in out if c.key == "new")
+    assert joined.score == 1.7 and joined.components == {"intent": 1.0, "repeat_of": 1.7}
+    ordered = order_repeats(out, "latest failed password for root?")
+    assert [c.key for c in ordered] == ["new", "old2", "old1", "other"]
+
+
 def test_a_score_lent_by_a_neighbour_does_not_outrank_the_newest_repeat() -> None:
     """What a neighbouring hit lends is likeness (which lines happened to be hit beside it),
     not evidence the question gives: among repeats, the newest still comes first."""

@@ -112,7 +112,8 @@ def slotted_templates(ranked: Sequence[Candidate], k: int,
 def with_newest_repeats(ranked: Sequence[Candidate], newest: Iterable[Candidate]
                         ) -> list[Candidate]:
     """`ranked` and the members of its templates in `newest` it lacks (the store's newest of
-    each template), each at the lowest score of its template's members (component `repeat_of`):
+    each template), each at the lowest score of its template's members and with that member's
+    lifts (component `repeat_of`):
     the searches return some of a template's hundreds of members, chosen by embedding noise,
     and the operator's rule (`order_repeats`: the newest first) must see the newest ones."""
     out = list(ranked)
@@ -124,20 +125,25 @@ def with_newest_repeats(ranked: Sequence[Candidate], newest: Iterable[Candidate]
     if not wanted:
         return out
     could = {_key_of(c.text) for c in fresh}  # the others' templates are not computed
-    low: dict[str, float] = {}
+    low: dict[str, Candidate] = {}
     for c in out:
         if _key_of(c.text) not in could:
             continue
         t = template_of(c.text)
-        if t in wanted:
-            low[t] = min(low.get(t, c.score), c.score)
+        if t in wanted and (t not in low or c.score < low[t].score):
+            low[t] = c
     added = False
     for c in newest:
         t = template_of(c.text)
         if c.key in have or t not in low:
             continue
-        c.score = low[t]
-        c.components = {"repeat_of": round(low[t], 6)}
+        # What that member was lifted by (the question's intent, the kind of value it asks
+        # for) holds for every line of its template: without it, `order_repeats` would count
+        # the lift as evidence for the older members and never put the newest first.
+        like = low[t]
+        c.score = like.score
+        c.components = {**{k: v for k, v in like.components.items() if k not in _LIKENESS},
+                        "repeat_of": round(like.score, 6)}
         out.append(c)
         have.add(c.key)
         added = True
