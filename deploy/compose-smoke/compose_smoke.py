@@ -291,7 +291,11 @@ def llama_prebuilt(podman: Podman) -> str:
     Dockerfile's default (an image without one: the build compiles llama.cpp)."""
     pyproject = (REPO / "services" / "embedder" / "pyproject.toml").read_text()
     version = pyproject.split('"llama-cpp-python==', 1)[1].split('"', 1)[0]
-    wheels = sorted((CACHE / "wheels").glob(f"*/llama_cpp_python-{version}-*.whl"),
+    # The wheel this checkout's venv installed (`.venv/.llama-build` names its build, one per
+    # CPU and CMAKE_ARGS), not the newest of any: another CPU's or flags' build may not run here.
+    key = REPO / os.environ.get("VENV", ".venv") / ".llama-build"
+    built = key.read_text().strip() if key.is_file() else "*"
+    wheels = sorted((CACHE / "wheels").glob(f"{built}/llama_cpp_python-{version}-*.whl"),
                     key=lambda p: p.stat().st_mtime)
     if not wheels:
         say("no cached llama-cpp-python wheel: the embedder image compiles llama.cpp")
