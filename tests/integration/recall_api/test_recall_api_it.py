@@ -792,6 +792,29 @@ async def test_the_newest_repeats_of_a_template_within_the_filters(pg_dsn: str) 
         await pool.close()
 
 
+async def test_the_newest_repeats_logged_in_one_second_are_the_same_every_time(
+        pg_dsn: str) -> None:
+    """Log lines of one template written in the same second (a Spark stage's tasks) tie on
+    time: the store gives the ones with the greatest keys, the order recall ranks repeats in,
+    not whichever the table happens to hold first (that followed the order of ingest, so the
+    same question over the same lines ranked otherwise after a re-import)."""
+    from totalrecall_recall_api.adapters import PostgresStore
+
+    await create_memories_table(pg_dsn)
+    t0 = datetime(2017, 6, 9, 20, 11, 11, tzinfo=UTC)
+    keys = await insert_rows(pg_dsn, [
+        {"id": f"s{i}", "namespace": "spark", "category": "system.service", "ts": t0,
+         "summary": f"Running task {i}.0 in stage 29.0 (TID {1340 + i})"} for i in range(6)])
+    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=2)
+    try:
+        store = PostgresStore(pool)
+        tpl = template_hash("Running task 1.0 in stage 2.0 (TID 3)")
+        got = await store.newest_of_templates("spark", [tpl], None, None, None, 2)
+        assert [memory_key("spark", m.id) for m in got] == sorted(keys.values(), reverse=True)[:2]
+    finally:
+        await pool.close()
+
+
 async def test_the_counts_of_a_burst_of_inserts_weigh_the_next_search(pg_dsn: str) -> None:
     """The store's counts are exact at every commit: a load is weighed by its own words at the
     next search that reads them, with no refresh to wait for."""

@@ -167,7 +167,9 @@ class PostgresStore(KeywordSearch):
                                   since: datetime | None, until: datetime | None,
                                   category: CategoryFilter, per_template: int) -> list[Row]:
         """The newest `per_template` memories of each template (`template_hash` of the summary),
-        within the filters: a walk of the (namespace, template, ts) index per template."""
+        within the filters: a walk of the (namespace, template, ts) index per template. Lines of
+        one second tie on time: the greatest keys first, as `core/repeats.order_repeats` ranks
+        them, not the table's order (which follows ingest, so a re-import answered otherwise)."""
         if not templates or per_template <= 0:
             return []
         try:
@@ -179,7 +181,7 @@ class PostgresStore(KeywordSearch):
                           AND ts >= COALESCE($3::timestamptz, '-infinity')
                           AND ts <= COALESCE($4::timestamptz, 'infinity')
                           AND ($5::text[] IS NULL OR category = ANY($5::text[]))
-                        ORDER BY ts DESC LIMIT $6) AS m""",
+                        ORDER BY ts DESC, key DESC LIMIT $6) AS m""",
                 namespace, list(templates), since, until, any_of(category), per_template,
                 timeout=self.timeout, record_class=MemoryRecord)
         except asyncpg.UndefinedColumnError:  # a store from before the indexer's migration 9
