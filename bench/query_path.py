@@ -1,7 +1,8 @@
 """A question's embedding made in the recall API's process (its query model) vs the embedder's
 query RPC through NATS, asked in turn, one question each way, idle and while the embedder
-ingests a backlog. nats-server, the embedder and this process run in one session (one scheduler
-group, as a stack does), so that neither path gets another group's share of the CPUs.
+ingests a backlog, in interleaved rounds (idle, under ingest, idle, ...). nats-server, the
+embedder and this process run in one session (one scheduler group, as a stack does), so that
+neither path gets another group's share of the CPUs.
 
     .venv/bin/python -m bench.query_path                       # the embedder's defaults
     .venv/bin/python -m bench.query_path --threads 0 --ingest-idle
@@ -74,41 +75,47 @@ async def run(url: str, model: Path, home: Path, args: argparse.Namespace) -> No
                 await embed(next(questions))
                 res[f"{name} {phase}"].append((time.perf_counter() - t0) * 1000)
 
-        for i in range(args.queries):
-            await both(i, "idle")
-            await asyncio.sleep(0.01)
-        for i, text in enumerate(texts(args.n, 2)):
-            ev = MemoryEvent(id=f"w-{i}", category="system.process", summary=text)
-            await js.publish(topo.events_subject(ev.category), ev.model_dump_json().encode(),
-                             headers={"Nats-Msg-Id": ev.key})
-        t0, got = time.perf_counter(), 0
+        # Interleaved rounds: idle questions, then questions under a backlog published for the
+        # round, drained before the next round's idle ones. This machine's speed moves within
+        # seconds; blocks of each phase spread over the whole run compare like with like.
+        per_round = -(-args.queries // args.rounds)
+        wave, rates, short = args.n, [], 0
+        for r in range(args.rounds):
+            for i in range(per_round):
+                await both(i, "idle")
+                await asyncio.sleep(0.01)
+            for i, text in enumerate(texts(wave, 2 + r)):
+                ev = MemoryEvent(id=f"w{r}-{i}", category="system.process", summary=text)
+                await js.publish(topo.events_subject(ev.category), ev.model_dump_json().encode(),
+                                 headers={"Nats-Msg-Id": ev.key})
+            t0, got = time.perf_counter(), 0
 
-        async def drain() -> None:
-            nonlocal got
-            while got < args.n:
-                with contextlib.suppress(TimeoutError):
-                    got += len(await sub.fetch(256, timeout=0.5))
+            async def drain(expected: int) -> None:
+                nonlocal got
+                while got < expected:
+                    with contextlib.suppress(TimeoutError):
+                        got += len(await sub.fetch(256, timeout=0.5))
 
-        draining = asyncio.create_task(drain())
-        asked = 0
-        # The backlog outlasts the questions (`--n` is many times what one core embeds while
-        # they are asked): every question under ingest is asked while ingest runs, and the rate
-        # is what was stored meanwhile.
-        while not draining.done() and asked < args.queries:
-            await both(asked, "ingest")
-            asked += 1
-            await asyncio.sleep(0.02)
-        rate = got / (time.perf_counter() - t0)
-        if draining.done():
-            print(f"  the backlog of {args.n} ran out after {asked} questions: raise --n")
-        draining.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await draining
+            draining = asyncio.create_task(drain(wave))
+            asked = 0
+            # Every question of this phase is asked while the round's backlog is ingested.
+            while not draining.done() and asked < per_round:
+                await both(asked, "ingest")
+                asked += 1
+                await asyncio.sleep(0.02)
+            rates.append(got / (time.perf_counter() - t0))
+            short += per_round - asked
+            if asked < per_round:  # the backlog ran out: a larger one for the next rounds
+                wave *= 2
+            await asyncio.wait_for(draining, 300)
+        rate = statistics.median(rates)
+        if short:
+            print(f"  {short} questions under ingest not asked: a backlog ran out (raise --n)")
     pool.shutdown()
     backend.close()
     await nc.close()
     print(f"embedder ingest: {args.threads or 'every'} thread(s), SCHED_IDLE {args.ingest_idle}: "
-          f"{rate:.1f} texts/s ingested")
+          f"{rate:.1f} texts/s ingested (median of {args.rounds} rounds)")
     for key, xs in res.items():
         print(f"  {key:20s} p50 {statistics.median(xs):6.1f} ms  p99 {pct(xs, 0.99):6.1f} ms"
               f"  (n={len(xs)})")
@@ -129,8 +136,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=1, help="the embedder's ingest threads (0: all)")
     p.add_argument("--ingest-idle", action="store_true", help="the embedder's ingest SCHED_IDLE")
-    p.add_argument("--n", type=int, default=5000,
-                   help="events published as the backlog ingested while asking")
+    p.add_argument("--n", type=int, default=600,
+                   help="events published per round as the backlog ingested while asking")
+    p.add_argument("--rounds", type=int, default=5,
+                   help="interleaved rounds of idle questions and questions under ingest")
     p.add_argument("--queries", type=int, default=200,
                    help="questions per path and phase (p99 of 200: the second largest)")
     args = p.parse_args()
