@@ -2,7 +2,8 @@
 same machine and in the same run as the recall figures it divides.
 
 `embedding_floor(texts)` embeds each text once with 1 and with 2 threads (after a warm-up) and
-keeps, per statistic, the better of the two: what the hardware needs to embed the question at
+keeps, per statistic, the better of the two (`floor_samples` and `pooled_floor`: the same over
+rounds interleaved with the recalls): what the hardware needs to embed the question at
 all. What is embedded is what a recall embeds of the text: the query prefix and the end of a long
 prompt that fits the query's token limit (`query_input`, with the embedder's settings as the
 recall API reads them), not the whole prompt, which costs more than a recall ever spends on it.
@@ -39,8 +40,11 @@ class Floor:
         return f"p50 {self.p50:.1f} ms, p99 {self.p99:.1f} ms (best of: {each})"
 
 
-def embedding_floor(texts: Sequence[str], model_path: Path | None = None,
-                    threads: Sequence[int] = (1, 2)) -> Floor:
+def floor_samples(texts: Sequence[str], model_path: Path | None = None,
+                  threads: Sequence[int] = (1, 2)) -> dict[int, list[float]]:
+    """Per thread count, the latency (ms) of embedding each of `texts` alone, after a warm-up
+    on the first five: what `embedding_floor` summarises, and what rounds interleaved with the
+    recalls they divide pool (`pooled_floor`)."""
     from totalrecall.paths import default_model_path
     from totalrecall_worker.llama_model import LlamaBackend, default_prefixes, query_input
 
@@ -49,7 +53,7 @@ def embedding_floor(texts: Sequence[str], model_path: Path | None = None,
     if prefix is None:
         prefix = default_prefixes(model.name)[0]
     limit = int(os.environ.get("TR_EMBEDDER_QUERY_MAX_TOKENS") or 128)
-    per: dict[int, tuple[float, float]] = {}
+    per: dict[int, list[float]] = {}
     asked: list[str] | None = None
     for t in threads:
         backend = LlamaBackend(model, n_threads=t)
@@ -65,8 +69,24 @@ def embedding_floor(texts: Sequence[str], model_path: Path | None = None,
                 lat.append((time.perf_counter() - t0) * 1000)
         finally:
             backend.close()
-        per[t] = (statistics.median(lat), pct(lat, 0.99))
+        per[t] = lat
+    return per
+
+
+def pooled_floor(samples: Sequence[dict[int, list[float]]]) -> Floor:
+    """The floor of several `floor_samples` (rounds), each thread count's latencies pooled:
+    per statistic the better thread count."""
+    pooled: dict[int, list[float]] = {}
+    for part in samples:
+        for t, lat in part.items():
+            pooled.setdefault(t, []).extend(lat)
+    per = {t: (statistics.median(lat), pct(lat, 0.99)) for t, lat in pooled.items()}
     return Floor(min(a for a, _ in per.values()), min(b for _, b in per.values()), per)
+
+
+def embedding_floor(texts: Sequence[str], model_path: Path | None = None,
+                    threads: Sequence[int] = (1, 2)) -> Floor:
+    return pooled_floor([floor_samples(texts, model_path, threads)])
 
 
 def floor_ratios(what: str, lat: Sequence[float], floor: Floor, p50_target: float = 2.0,
