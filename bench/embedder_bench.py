@@ -9,8 +9,8 @@ synthetic sentences of ~30–45 tokens, all different (dedup is off, so every ev
 
 The ratios come from interleaved rounds (`--rounds`, 5): llama.cpp alone on every core, then the
 service on fresh texts, then queries idle and under ingest, each round within seconds. A machine
-whose speed drifts during the run (a shared VM's did by 2x) then moves a round's floor and its
-service alike: the ingest ratio is the median round's, the query latencies are pooled.
+whose speed drifts during the run then moves a round's floor and its service alike: the ingest
+ratio is the median round's, the query latencies are pooled.
 
     .venv/bin/python bench/embedder_bench.py                  # ~1 minute on 2 cores
     .venv/bin/python bench/embedder_bench.py --n 1000 --threads 2
@@ -217,7 +217,7 @@ def summarise(rounds: list[Round]) -> tuple[dict[str, float], dict[str, Any]]:
 
 
 async def bench_service(nats_url: str, model: Path, threads: int, query_threads: int,
-                        n: int, home: Path, rounds: int = 3, raw_n: int = 160
+                        n: int, home: Path, rounds: int = 5, raw_n: int = 160
                         ) -> tuple[list[Round], dict[str, Any]]:
     """`rounds` interleaved rounds (`Round`), then the figures measured once: an event's latency
     through an idle pipeline, the mean batch size, re-ingest through the cache."""

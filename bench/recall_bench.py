@@ -269,10 +269,14 @@ def _timed(client: httpx.Client, queries: list[str], namespace: str | None = Non
 WARM_UPS = ("warm-up: is the stack ready?", "warm-up: nginx", "warm-up: disk")
 
 
-def _measure(client: httpx.Client, queries: int, namespace: str | None = None) -> list[float]:
+def _warm_up(client: httpx.Client, namespace: str | None = None) -> None:
     extra = {"namespace": namespace} if namespace else {}
     for q in WARM_UPS:
         client.post("/memory/recall", json={"query": q, **extra})
+
+
+def _measure(client: httpx.Client, queries: int, namespace: str | None = None) -> list[float]:
+    _warm_up(client, namespace)
     # distinct up to 315 queries
     return _timed(client, [ALL_QUERIES[i % len(ALL_QUERIES)] for i in range(queries)], namespace)
 
@@ -498,8 +502,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tiers: {stats.get('by_tier')}; index: {stats.get('index', {}).get('tiers')}")
         print(_wait_quiet())
         with httpx.Client(base_url=api, timeout=30) as client:
-            for q in WARM_UPS:
-                client.post("/memory/recall", json={"query": q})
+            _warm_up(client)
             # The floor, llama.cpp alone embedding the very texts asked, in rounds between
             # the recalls' (`_interleaved`).
             lat, floor, spent = _interleaved(client, stack, questions)
