@@ -1,11 +1,13 @@
 """A recall setting measured paired: the same memories, vectors and questions, two recall APIs.
 
     python -m eval.paired --dataset locomo TR_RECALL_EMBED_WITHOUT_SPEAKERS=false
+    python -m eval.paired --dataset workstation TR_RECALL_RESTATED_TURNS_ONCE=false
 
 One stack (`eval.stack.Stack`) ingests the dataset once and its own recall API (this checkout's
 defaults) asks every question: the *default* run. Then a second recall API over the same NATS,
 Postgres and indexer, with the given settings on top of the stack's environment, asks them
-again: the *variant* run. On one stack the ranking is deterministic, so every difference
+again: the *variant* run. The workstation set's events are made once, for real, by a stack
+whose watchers watch its paths. On one stack the ranking is deterministic, so every difference
 between the two runs is the settings'. Prints `python -m eval.compare` of the two (the variant
 as OLD, the default as NEW: a positive delta is what the default gains over the variant) and
 writes both runs to `eval/results/paired/<dataset>-{default,variant}.json`.
@@ -30,7 +32,7 @@ from .runner import run_dataset
 from .stack import SecondApi, Stack, recall_api_env
 
 OUT_DIR = RESULTS_DIR / "paired"
-DATASETS = ("locomo", "longmemeval", "logqa")
+DATASETS = ("locomo", "longmemeval", "logqa", "workstation")
 
 
 def _log(msg: str) -> None:
@@ -47,15 +49,48 @@ def _ask(url: str, dataset: str, tag: str) -> dict[str, Any]:
         client.close()
 
 
+def _workstation(variant: dict[str, str], tmp: Path, tag: str
+                 ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The workstation set's events made once; its questions asked of both recall APIs."""
+    from .workstation import Paths, ask, make_events, questions, result
+
+    paths = Paths.make(tmp / "machine")
+    with Stack(log=_log, with_watchers=True, extra_env=paths.stack_env()) as stack:
+        client = RecallClient(stack.api)
+        t0 = time.perf_counter()
+        world = make_events(client, paths, log=_log, seed=f"workstation:{tag}")
+        made = time.perf_counter() - t0
+        api = None
+        try:
+            qs = questions(world)
+            runs = []
+            api = SecondApi(recall_api_env(stack), variant, tmp / "recall-api-variant.log")
+            for c in (client, RecallClient(api.url)):
+                t1 = time.perf_counter()
+                rows = ask(c, qs)
+                runs.append(result(c, tag, world, rows, made, time.perf_counter() - t1))
+                c.close()
+        finally:
+            world.stop()
+            if api is not None:
+                api.close()
+    return runs[0], runs[1]
+
+
 def run(dataset: str, variant: dict[str, str], out_dir: Path = OUT_DIR) -> tuple[Path, Path]:
     tag = f"pa{int(time.time())}"
-    with tempfile.TemporaryDirectory(prefix="tr-paired-") as tmp, Stack(log=_log) as stack:
-        default = _ask(stack.api, dataset, tag)
-        api = SecondApi(recall_api_env(stack), variant, Path(tmp) / "recall-api-variant.log")
-        try:
-            other = _ask(api.url, dataset, tag)  # ingest again: every id known, nothing new
-        finally:
-            api.close()
+    with tempfile.TemporaryDirectory(prefix="tr-paired-") as tmp:
+        if dataset == "workstation":
+            default, other = _workstation(variant, Path(tmp), tag)
+        else:
+            with Stack(log=_log) as stack:
+                default = _ask(stack.api, dataset, tag)
+                api = SecondApi(recall_api_env(stack), variant,
+                                Path(tmp) / "recall-api-variant.log")
+                try:
+                    other = _ask(api.url, dataset, tag)  # ingest again: every id known
+                finally:
+                    api.close()
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = out_dir / f"{dataset}-default.json", out_dir / f"{dataset}-variant.json"
     for path, result, env in ((paths[0], default, {}), (paths[1], other, variant)):

@@ -123,9 +123,15 @@ class Paths:
         return cls(root / "watched", root / "logs" / "app.log")
 
 
+#: The names and addresses a run makes up (`make_events` seeds it from the run's tag: a run in
+#: a stack of its own, tag `ev`, makes the same ones every time, so that two runs differ only
+#: by the code they run; a run against a shared store has a fresh tag and fresh names).
+RNG = random.Random()
+
+
 def marker(k: int = 8) -> str:
     """Letters only: numbers are what near-duplicate folding ignores."""
-    return "".join(random.choices(string.ascii_lowercase, k=k))
+    return "".join(RNG.choices(string.ascii_lowercase, k=k))
 
 
 def log_lines(app_log: Path, lines: Sequence[str]) -> None:
@@ -182,10 +188,12 @@ def _hog(tag: str, seconds: float | None) -> subprocess.Popen[bytes]:
 
 
 def make_events(client: RecallClient, paths: Paths, *, log: Callable[[str], None] = print,
-                timeout: float = 90.0) -> World:
+                timeout: float = 90.0, seed: str | None = None) -> World:
     """Make every scenario's events for real, wait until each is recallable. Should a step
     fail, the processes started before it are stopped (a CPU hog left running slowed every
-    test after it)."""
+    test after it). `seed`: the made-up names and addresses (`RNG`) follow from it."""
+    if seed is not None:
+        RNG.seed(seed)
     w = World()
     for k in ("hogold", "hognow", "unit", "cfgsvc", "cfg", "disk", "pkg", "ssh", "dup"):
         w.m[k] = marker()
@@ -265,14 +273,14 @@ def _make_events(client: RecallClient, paths: Paths, w: World, log: Callable[[st
 
     # 6. an SSH login failure burst (distinct users and addresses)
     users = [f"{u}{w.m['ssh']}" for u in ("admin", "oracle", "git", "test")]
-    w.ips = [f"203.0.113.{random.randint(10, 250)}", f"198.51.100.{random.randint(10, 250)}",
-             f"192.0.2.{random.randint(10, 250)}", f"203.0.113.{random.randint(10, 250)}"]
+    w.ips = [f"203.0.113.{RNG.randint(10, 250)}", f"198.51.100.{RNG.randint(10, 250)}",
+             f"192.0.2.{RNG.randint(10, 250)}", f"203.0.113.{RNG.randint(10, 250)}"]
     w.ips = list(dict.fromkeys(w.ips))
     lines = [syslog("sshd", 4000 + i, f"Failed password for invalid user {users[i % len(users)]} "
                                       f"from {ip} port {40000 + i} ssh2")
              for i, ip in enumerate(w.ips)]
     # the same user from another address: only the address differs
-    w.ips.append(f"198.51.100.{random.choice([x for x in range(10, 250)])}")
+    w.ips.append(f"198.51.100.{RNG.choice([x for x in range(10, 250)])}")
     lines.append(syslog("sshd", 4100, f"Failed password for invalid user {users[0]} from "
                                       f"{w.ips[-1]} port 51515 ssh2"))
     log_lines(paths.app_log, lines)
@@ -445,15 +453,20 @@ def run_workstation(client: RecallClient, *, tag: str, log: Callable[[str], None
         paths = Paths(Path(json.loads(os.environ["TR_WATCHERS_FILESYSTEM__PATHS"])[0]),
                       Path(json.loads(os.environ["TR_WATCHERS_JOURNAL__LOG_FILES"])[0]))
     t0 = time.perf_counter()
-    world = make_events(client, paths, log=log)
+    world = make_events(client, paths, log=log, seed=f"workstation:{tag}")
     try:
         make_s = time.perf_counter() - t0
-        qs = questions(world)
         t1 = time.perf_counter()
-        rows = ask(client, qs, max_results)
+        rows = ask(client, questions(world), max_results)
         query_s = time.perf_counter() - t1
     finally:
         world.stop()
+    return result(client, tag, world, rows, make_s, query_s, max_results)
+
+
+def result(client: RecallClient, tag: str, world: World, rows: list[dict[str, Any]],
+           make_s: float, query_s: float, max_results: int = 10) -> dict[str, Any]:
+    """A run's record: its questions' rows, their summary, the run's timing."""
     lat = [r["latency_ms"] for r in rows]
     return {
         "dataset": "workstation", "run_at": datetime.now(UTC).isoformat(timespec="seconds"),

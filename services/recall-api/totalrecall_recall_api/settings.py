@@ -118,6 +118,9 @@ class Settings(ServiceSettings):
     # With min-max: similarities under this count as no vector evidence (the scale starts here).
     vector_floor: float = 0.2
     mmr_lambda: float = 0.7
+    #: A conversation turn that its conclusion says again whole (a turn of one sentence) is
+    #: shown once, as the conclusion (`core/derived.without_restated_turns`; false: both).
+    restated_turns_once: bool = True
     #: The newest memories of each template among the first results that recall adds when its
     #: searches did not return them (`core/repeats.with_newest_repeats`; 0: off).
     repeats_newest: int = Field(default=3, ge=0)

@@ -234,3 +234,22 @@ async def test_a_conclusion_stands_before_its_turn_whatever_the_question(
         "query": "did I approve the remount of the NAS?"})).json()
     first = body["memories"][0]
     assert first["category"] == "approval" and first["summary"] == "Yes, go ahead.", ids
+
+
+async def test_a_turn_said_again_whole_by_its_conclusion_is_shown_once(
+        client: httpx.AsyncClient, world: World) -> None:
+    await client.post("/memory/ingest", json=[
+        *CONVERSATION,
+        {"id": "a3", "actor": "agent", "timestamp": _at(25), "metadata": {"session": "s1"},
+         "summary": "The root cause was an expired SSH key on the NAS backup target."}])
+    body = (await client.post("/memory/recall", json={
+        "query": "what was the root cause of the NAS backup failure?"})).json()
+    ids = [m["id"] for m in body["memories"]]
+    summaries = [m["summary"] for m in body["memories"]]
+    sentence = "The root cause was an expired SSH key on the NAS backup target."
+    assert summaries.count(sentence) == 1 and "a3" not in ids, ids
+    shown = next(m for m in body["memories"] if m["summary"] == sentence)
+    assert shown["category"] == "diagnosis" and shown["metadata"]["derived_from"] == "a3"
+    assert body["system_memory"].count(sentence) == 1
+    # a turn that says more than what it concluded is still shown beside its conclusion
+    assert "a1" in ids

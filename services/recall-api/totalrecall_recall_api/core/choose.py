@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from totalrecall_schema import Memory
 
-from .derived import derived_before_turns
+from .derived import derived_before_turns, without_restated_turns
 from .fusion import Candidate, mmr
 
 if TYPE_CHECKING:
@@ -16,7 +16,10 @@ if TYPE_CHECKING:
 
 
 def choose(ranked: Sequence[Candidate], by_key: Mapping[str, Row], k: int,
-           lam: float) -> list[Memory]:
+           lam: float, restated_once: bool = True) -> list[Memory]:
+    """`restated_once`: a turn said again whole by its conclusion is shown once."""
+    if restated_once:
+        ranked = without_restated_turns(ranked, by_key)
     # Diversity may have chosen a turn before its conclusion: the conclusion still leads.
     chosen = derived_before_turns(mmr(ranked, k, lam), by_key)
     out: list[Memory] = []

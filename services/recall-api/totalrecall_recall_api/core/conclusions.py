@@ -34,7 +34,7 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from totalrecall_schema import Memory, MemoryEvent
 
@@ -209,7 +209,16 @@ def is_turn(event: MemoryEvent) -> bool:
             and "derived_from" not in extra)
 
 
-def turn_text(event: MemoryEvent) -> str:
+class Said(Protocol):
+    """What a stored turn says (a `MemoryEvent`, a store's row, a `Memory`)."""
+
+    @property
+    def summary(self) -> str: ...
+    @property
+    def detail(self) -> str: ...
+
+
+def turn_text(event: Said) -> str:
     """The words of a stored turn: its summary without the role it opens with, or its detail
     when that holds the whole turn (a long flushed turn's summary is cut), or both."""
     summary = _ROLE_PREFIX.sub("", event.summary, count=1).strip()

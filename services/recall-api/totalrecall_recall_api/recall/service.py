@@ -29,7 +29,7 @@ from ..core.categories import categories_of
 from ..core.choose import choose
 from ..core.classify import QueryClass, classify
 from ..core.conclusions import profile as stated_profile
-from ..core.derived import derived_before_turns
+from ..core.derived import derived_before_turns, shown_as_turn
 from ..core.expansion import expansion_keys, with_neighbours
 from ..core.fusion import Candidate, boost_actors, by_score
 from ..core.hosts import host_allowed, hosts_first, named_hosts
@@ -132,8 +132,10 @@ class RecallService:
             # The user's patterns do not depend on the search: fetched alongside it.
             memories, profile = await asyncio.gather(found, self._guard(
                 "profile", self._scope_profile(req.scope())))
-            shown = {memory_key(m.namespace, m.id) for m in memories}
-            profile = [p for p in profile if memory_key(p.namespace, p.id) not in shown]
+            shown = {memory_key(m.namespace, m.id): m for m in memories}
+            # Each said once: a pattern shown among the memories, or stated by a turn shown whole.
+            profile = [p for p in profile if memory_key(p.namespace, p.id) not in shown
+                       and not (self.settings.restated_turns_once and shown_as_turn(p, shown))]
             # Asked as of a moment: nothing from its future (see `_continuation`, `_hybrid`).
             memories = [m for m in memories if not after_asking(m, req.as_of)]
             profile = [p for p in profile if not after_asking(p, req.as_of)]
@@ -333,7 +335,7 @@ class RecallService:
                                                           allowed), req.query)
         # MMR
         t_mmr = time.perf_counter()
-        out = choose(ranked, by_key, k, s.mmr_lambda)
+        out = choose(ranked, by_key, k, s.mmr_lambda, s.restated_turns_once)
         self.metrics.stage("mmr", time.perf_counter() - t_mmr)
         return out
 
