@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 def derived_before_turns(ranked: list[Candidate], by_key: Mapping[str, Row]) -> list[Candidate]:
     """The conclusion answers, the turn is its context. A moved memory takes the turn's score
     (and a hair more), so later sorts keep the order."""
-    turns = {c.key: t for c in ranked if (t := turn_of(c.key, by_key)) is not None}
+    turns = {c.key: t for c in ranked if (t := source_key(by_key.get(c.key))) is not None}
     if not turns:
         return ranked
     order = derived_first([c.key for c in ranked], turns)
@@ -54,9 +54,8 @@ def restates(derived: Said, turn: Said) -> bool:
     return _said(derived.summary) == _said(turn_text(turn))
 
 
-def turn_of(key: str, by_key: Mapping[str, Row]) -> str | None:
-    """The key of the turn the memory `key` was derived from (None: not derived)."""
-    m = by_key.get(key)
+def source_key(m: Row | Memory | None) -> str | None:
+    """The key of the turn the memory `m` was derived from (None: not derived, or unknown)."""
     source = m.metadata.get("derived_from") if m is not None else None
     return memory_key(m.namespace, source) if m is not None and isinstance(source, str) \
         and source else None
@@ -68,36 +67,31 @@ def without_restated_turns(ranked: Sequence[Candidate], by_key: Mapping[str, Row
     twice tells the model nothing more and takes a place another memory could have. The
     conclusion stays (its kind, a diagnosis or a preference, is what a question about
     conclusions asks for), at the better place and score of the two."""
-    whole: dict[str, str] = {}  # a restated turn → its conclusion
-    for c in ranked:
-        turn = turn_of(c.key, by_key)
-        if turn is not None and turn in by_key and turn not in whole \
-                and restates(by_key[c.key], by_key[turn]):
-            whole[turn] = c.key
-    if not whole:
-        return list(ranked)
     present = {c.key: c for c in ranked}
-    whole = {t: d for t, d in whole.items() if t in present}
-    conclusion_of = {d: present[t] for t, d in whole.items()}
+    shown_for: dict[str, Candidate] = {}  # a restated turn's key → the conclusion shown instead
+    for c in ranked:
+        turn = source_key(by_key.get(c.key))
+        if turn in present and turn in by_key and turn not in shown_for \
+                and restates(by_key[c.key], by_key[turn]):
+            shown_for[turn] = c
+    if not shown_for:
+        return list(ranked)
+    for turn, c in shown_for.items():
+        if present[turn].score > c.score:
+            c.components["turn"] = round(present[turn].score - c.score, 6)
+            c.score = present[turn].score
     out: list[Candidate] = []
     placed: set[str] = set()
-    for c in ranked:
-        d = whole.get(c.key)
-        keep = present[d] if d is not None else c
-        if keep.key in placed:
-            continue
-        said = conclusion_of.get(keep.key)  # the turn it stands for
-        if said is not None and said.score > keep.score:
-            keep.components["turn"] = round(said.score - keep.score, 6)
-            keep.score = said.score
-        placed.add(keep.key)
-        out.append(keep)
+    for c in ranked:  # each conclusion at the first place of the two
+        keep = shown_for.get(c.key, c)
+        if keep.key not in placed:
+            placed.add(keep.key)
+            out.append(keep)
     return out
 
 
 def shown_as_turn(pattern: Memory, shown: Mapping[str, Memory]) -> bool:
     """A pattern of the profile (a stated preference) whose turn is among the memories shown
     and says the same: the profile need not say it again."""
-    source = pattern.metadata.get("derived_from")
-    turn = shown.get(memory_key(pattern.namespace, source)) if isinstance(source, str) else None
+    turn = shown.get(source_key(pattern) or "")
     return turn is not None and restates(pattern, turn)
