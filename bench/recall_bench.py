@@ -188,6 +188,26 @@ def _wait_indexed(api: str, n: int, timeout: float, namespace: str | None = None
         time.sleep(1)
 
 
+def _wait_built(api: str, timeout: float = 900.0,
+                headers: dict[str, str] | None = None) -> str:
+    """Wait until the indexer has no HNSW build left that the load called for (`builds` in the
+    index stats): the last one of a bulk load can start up to a build tick after its last write
+    and run a minute, and a recall measured beside it measures the build. Returns what it saw."""
+    t0 = time.perf_counter()
+    seen: dict[str, object] = {}
+    while True:
+        index = httpx.get(f"{api}/memory/stats", timeout=30, headers=headers).json().get("index")
+        builds = (index or {}).get("builds") or {}
+        seen.update(builds)
+        waited = time.perf_counter() - t0
+        if not builds:
+            return (f"HNSW builds after the load: {', '.join(sorted(seen))} ({waited:.0f}s)"
+                    if seen else "no HNSW build left after the load")
+        if waited > timeout:
+            return f"HNSW builds still not done after {waited:.0f}s: {builds} (measured anyway)"
+        time.sleep(1)
+
+
 def _cpu_busy(window_s: float = 2.0) -> float:
     """The machine's busy share of CPU time over `window_s` (from /proc/stat)."""
     def sample() -> tuple[int, int]:
@@ -446,6 +466,7 @@ def _running_stack(args: argparse.Namespace, rng: random.Random) -> int:
         print(f"seeded {n} memories through POST /memory/ingest into namespace "
               f"{args.namespace!r} (had {before.get('total', 0)}): ingest {seed_s:.1f}s, "
               f"searchable after {seed_s + wait_s:.1f}s")
+        print(_wait_built(args.url, headers=headers))
         print(_wait_quiet())
         lat = _measure(client, args.queries, args.namespace)
         metrics = client.get("/metrics").text  # the stages of the short questions alone
@@ -500,6 +521,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"compact + HNSW build: {time.perf_counter() - t:.1f}s")
         stats = httpx.get(f"{api}/memory/stats", timeout=30).json()
         print(f"tiers: {stats.get('by_tier')}; index: {stats.get('index', {}).get('tiers')}")
+        print(_wait_built(api))
         print(_wait_quiet())
         with httpx.Client(base_url=api, timeout=30) as client:
             _warm_up(client)

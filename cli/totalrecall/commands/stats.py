@@ -41,7 +41,8 @@ def render(s: dict[str, Any]) -> str:
                      f"{index.get('pg_count')} in Postgres, Markdown days "
                      f"{index.get('markdown_days')}")
         lines.append(f"  Zvec documents: {_counts(index.get('docs'))}")
-        for key, label in (("writes_held", "writes held"), ("reindex", "re-indexing")):
+        for key, label in (("writes_held", "writes held"), ("reindex", "re-indexing"),
+                           ("builds", "HNSW builds not done")):
             if index.get(key):
                 lines.append(f"  {label}: {index[key]}")
     return "\n".join(lines)

@@ -136,6 +136,8 @@ def _sum_stats(results: Sequence[dict[str, object]]) -> dict[str, object]:
                         for tier, why in _dict(res.get("writes_held")).items()},
         "reindex": {f"{tier} (owner {i})": why for i, res in enumerate(results)
                     for tier, why in _dict(res.get("reindex")).items()},
+        "builds": {f"{tier} (owner {i})": what for i, res in enumerate(results)
+                   for tier, what in _dict(res.get("builds")).items()},
     }
 
 

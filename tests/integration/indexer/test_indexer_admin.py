@@ -68,6 +68,7 @@ async def test_stats_and_compact(settings: Settings, harness: Harness) -> None:
         assert rep.ok and rep.result["docs"] == {"hot": 6, "warm": 0, "cold": 0}
         assert rep.result["pg_count"] == 6 and rep.result["model"] == MODEL
         assert 0.0 <= rep.result["index_completeness"]["hot"] <= 1.0
+        assert rep.result["builds"] == {}  # six memories are searched exactly: nothing to build
 
         # nothing is old yet: compact moves nothing
         rep = await admin(harness, verb="compact")

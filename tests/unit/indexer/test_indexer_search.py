@@ -130,3 +130,25 @@ def test_a_copied_tier_past_half_the_copy_is_built_ahead() -> None:
         idx._new_since_optimize[tier] = 5000
         assert not idx.optimize_due(tier, 0.0, 12_000, mirrored=True)
         assert idx.optimize_due(tier, 0.0, 20_001, mirrored=False)
+
+
+def test_builds_not_done_are_named_running_or_due() -> None:
+    """`stats` names the builds a load still calls for: a client that measures, or waits for a
+    complete index, waits until none is left."""
+    from totalrecall_indexer.core.indexer import Indexer, IndexerConfig
+
+    class Tiers:
+        def has_mirror(self, tier: str) -> bool:
+            return False
+
+    idx = Indexer(markdown=None, pg=None, tiers=Tiers(),  # type: ignore[arg-type]
+                  config=IndexerConfig(linear_max_docs=20_000, optimize_min_new_docs=2000))
+    stats = {"hot": {"doc_count": 3375, "index_completeness": 0.0},    # searched exactly
+             "warm": {"doc_count": 96_634, "index_completeness": 0.83},  # built at the next tick
+             "cold": {"doc_count": 0, "index_completeness": 1.0}}
+    assert idx.maintenance.builds(stats) == {"warm": "due"}
+    idx.maintenance.building = "warm"
+    assert idx.maintenance.builds(stats) == {"warm": "running"}
+    idx.maintenance.building = None
+    stats["warm"]["index_completeness"] = 1.0
+    assert idx.maintenance.builds(stats) == {}

@@ -94,7 +94,8 @@ def test_stats_of_every_owner_are_summed_and_shown_even_with_one_missing() -> No
     def stats(hot: int, completeness: float, pg: int) -> dict[str, Any]:
         return {"tiers": {"hot": {"doc_count": hot, "index_completeness": completeness}},
                 "model": "m", "dim": 384, "pg_count": pg, "pg_by_tier": {"hot": pg},
-                "markdown_days": 3, "writes_held": {}, "reindex": {}}
+                "markdown_days": 3, "writes_held": {}, "reindex": {},
+                "builds": {"hot": "due"} if completeness < 1.0 else {}}
     merged = merge_admin_replies("stats", [
         AdminReply(result=stats(10, 1.0, 10), partitions=[0]),
         AdminReply(result=stats(5, 0.5, 6), partitions=[1])], 3)
@@ -103,3 +104,4 @@ def test_stats_of_every_owner_are_summed_and_shown_even_with_one_missing() -> No
     assert r["docs"] == {"hot": 15} and r["index_completeness"] == {"hot": 0.5}
     assert r["pg_count"] == 16 and r["pg_by_tier"] == {"hot": 16}
     assert r["model"] == "m" and r["dim"] == 384 and r["missing_partitions"] == [2]
+    assert r["builds"] == {"hot (owner 1)": "due"}

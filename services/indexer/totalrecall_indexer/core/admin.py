@@ -44,6 +44,7 @@ class Admin:
             "reindex": {t: {"reason": why, **st.reindex_state.get(t, {})}
                         for t, why in st.tiers.reindex.items()},
             "writes_held": dict(st.tiers.held),
+            "builds": self.maintenance.builds(tiers),
         }
         try:
             out["pg_count"] = await st.pg.count()

@@ -38,6 +38,8 @@ class TierMaintenance:
         self.state = state
         self.gate = gate
         self.last_compaction: dict[str, Any] | None = None
+        #: The tier whose HNSW is being built now, if any.
+        self.building: str | None = None
 
     # --- aging -----------------------------------------------------------------------------
     async def compact(self, now: int | None = None) -> dict[str, int]:
@@ -126,6 +128,20 @@ class TierMaintenance:
         return (time.monotonic() - self.state.last_optimize[tier]
                 >= self.state.cfg.optimize_max_delay_s)
 
+    def builds(self, stats: dict[str, dict[str, Any]]) -> dict[str, str]:
+        """The HNSW builds not done yet, by tier: `running`, or `due` at the next optimize tick.
+        Recall works meanwhile, at a cost: the build takes CPU, and a tier's part not in its
+        graph yet is searched by brute force. Empty once every build a load called for is done
+        (a bulk load's last build can end minutes after its last write)."""
+        out: dict[str, str] = {}
+        for tier, s in stats.items():
+            if tier == self.building:
+                out[tier] = "running"
+            elif self.optimize_due(tier, float(s["index_completeness"]), int(s["doc_count"]),
+                                   mirrored=self.state.tiers.has_mirror(tier)):
+                out[tier] = "due"
+        return out
+
     async def optimize_once(self, force: bool = False) -> dict[str, float]:
         """Build the HNSW of every tier that needs it (one at a time, in a thread)."""
         st = self.state
@@ -144,7 +160,11 @@ class TierMaintenance:
                 t0 = time.perf_counter()
                 log.info("building the HNSW of %s (%d docs, %.0f%% indexed)", tier,
                          s["doc_count"], 100 * s["index_completeness"])
-                await build_hnsw(st.tiers, tier)
+                self.building = tier
+                try:
+                    await build_hnsw(st.tiers, tier)
+                finally:
+                    self.building = None
                 took = time.perf_counter() - t0
                 st.last_optimize[tier] = time.monotonic()
                 st.metrics.optimize_seconds.labels(tier=tier).observe(took)
