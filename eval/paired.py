@@ -16,6 +16,7 @@ writes both runs to `eval/results/paired/<dataset>-{default,variant}.json`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
@@ -55,25 +56,24 @@ def _workstation(variant: dict[str, str], tmp: Path, tag: str
     from .workstation import Paths, ask, make_events, questions, result
 
     paths = Paths.make(tmp / "machine")
-    with Stack(log=_log, with_watchers=True, extra_env=paths.stack_env()) as stack:
+    with Stack(log=_log, with_watchers=True, extra_env=paths.stack_env()) as stack, \
+            contextlib.ExitStack() as opened:  # closed in reverse, on error too
         client = RecallClient(stack.api)
+        opened.callback(client.close)
         t0 = time.perf_counter()
         world = make_events(client, paths, log=_log, seed=f"workstation:{tag}")
+        opened.callback(world.stop)
         made = time.perf_counter() - t0
-        api = None
-        try:
-            qs = questions(world)
-            runs = []
-            api = SecondApi(recall_api_env(stack), variant, tmp / "recall-api-variant.log")
-            for c in (client, RecallClient(api.url)):
-                t1 = time.perf_counter()
-                rows = ask(c, qs)
-                runs.append(result(c, tag, world, rows, made, time.perf_counter() - t1))
-                c.close()
-        finally:
-            world.stop()
-            if api is not None:
-                api.close()
+        qs = questions(world)
+        api = SecondApi(recall_api_env(stack), variant, tmp / "recall-api-variant.log")
+        opened.callback(api.close)
+        other = RecallClient(api.url)
+        opened.callback(other.close)
+        runs = []
+        for c in (client, other):
+            t1 = time.perf_counter()
+            rows = ask(c, qs)
+            runs.append(result(c, tag, world, rows, made, time.perf_counter() - t1))
     return runs[0], runs[1]
 
 
