@@ -121,6 +121,10 @@ class Settings(ServiceSettings):
     #: A conversation turn that its conclusion says again whole (a turn of one sentence) is
     #: shown once, as the conclusion (`core/derived.without_restated_turns`; false: both).
     restated_turns_once: bool = True
+    #: Of the conclusions a question asks for ("what's my preference regarding X?"), those
+    #: holding more of what it asks about first (`core/intent.conclusions_about_first`; false:
+    #: the fused order).
+    conclusions_by_topic: bool = True
     #: The newest memories of each template among the first results that recall adds when its
     #: searches did not return them (`core/repeats.with_newest_repeats`; 0: off).
     repeats_newest: int = Field(default=3, ge=0)

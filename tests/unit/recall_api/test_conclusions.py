@@ -353,6 +353,12 @@ def test_the_profile_keeps_the_newest_few_statements_one_per_subject() -> None:
     ("which shell is my favourite?", {"user_pattern", "approval"}),
     ("what did I ask you to always do about backups?", {"user_pattern", "approval"}),
     ("what did we find was wrong with the wifi?", {"diagnosis"}),
+    # every form of each verb alike
+    ("what did you do to solve the slow builds?", {"diagnosis"}),
+    ("how was the NAS backup repaired?", {"diagnosis"}),
+    ("are we still fixing the VPN drops?", {"diagnosis"}),
+    ("what was the resolution for the wifi drops?", {"diagnosis"}),
+    ("who changed /etc/resolv.conf?", set()),
     ("did I approve the kernel upgrade?", {"approval"}),
     ("what is using my CPU right now?", set()),
     ("holiday plans in Lisbon", set()),
@@ -384,3 +390,46 @@ def test_the_conclusions_asked_for_come_first_in_their_order() -> None:
     fresh = [cand("turn", 0.9, "conversation"), cand("cause", 0.5, "diagnosis")]
     assert [c.key for c in routed_first(fresh, "nginx port 80", rows.get)] == ["turn", "cause"]
     assert [c.key for c in routed_first(fresh[:1], "what was the fix?", rows.get)] == ["turn"]
+
+
+@pytest.mark.parametrize(("query", "about"), [
+    ("what's my preference regarding the wifi?", {"regarding", "wifi"}),
+    ("what did you do to solve the slow builds?", {"slow", "builds"}),
+    ("what did we conclude about the flaky wifi (wifi-7)?", {"flaky", "wifi", "7"}),
+    ("how did we fix the NAS backup?", {"nas", "backup"}),
+])
+def test_what_a_question_about_a_conclusion_is_about(query: str, about: set[str]) -> None:
+    from totalrecall_recall_api.core.conclusions import asked_about
+
+    assert asked_about(query) == about
+
+
+def test_of_the_conclusions_asked_for_those_about_the_question_first() -> None:
+    """"what's my preference regarding the wifi?": every preference is lifted alike; the one
+    that repeats "prefer" does not outrank the one about the wifi. No other memory moves."""
+    from totalrecall_recall_api.core.intent import routed_first
+
+    class R:
+        def __init__(self, category: str) -> None:
+            self.category, self.subcategory, self.metadata, self.timestamp = \
+                category, "", {}, NOW
+
+    texts = {"nas": ("From now on I prefer restic over rsync for the NAS backups.", "user_pattern"),
+             "turn": ("The wifi keeps dropping, I prefer it fixed today.", "conversation"),
+             "wifi": ("Never change the wifi settings without asking me first.", "user_pattern"),
+             "build": ("Always run the tests before pushing.", "user_pattern")}
+    rows = {k: R(cat) for k, (_, cat) in texts.items()}
+
+    def ranked() -> list[Candidate]:
+        return [Candidate(k, NOW, texts[k][0], score=s, category=texts[k][1])
+                for k, s in (("nas", 0.9), ("turn", 0.8), ("build", 0.6), ("wifi", 0.5))]
+
+    query = "what's my preference regarding the wifi?"
+    out = routed_first(ranked(), query, rows.get)
+    assert [c.key for c in out] == ["wifi", "nas", "build", "turn"]
+    assert out[0].score == 0.9 + 0.9 and out[0].components["concluded_about"] == 0.4
+    assert [c.key for c in routed_first(ranked(), query, rows.get, conclusions_by_topic=False)] \
+        == ["nas", "build", "wifi", "turn"]
+    # none about the wifi, or all alike: the fused order
+    assert [c.key for c in routed_first(ranked(), "what's my preference regarding vim?",
+                                        rows.get)] == ["nas", "build", "wifi", "turn"]

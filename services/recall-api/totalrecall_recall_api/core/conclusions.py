@@ -40,6 +40,7 @@ from totalrecall_schema import Memory, MemoryEvent
 
 from .conclusion_rules import ASSISTANT, RULES, USER, Rule, candidates, rx
 from .supersede import subject_of
+from .text import STOPWORDS, words
 from .tools import tools_in_text
 
 #: How much of a turn is read (a pasted log or file is not where conclusions are).
@@ -313,15 +314,29 @@ def derived_first(keys: Sequence[str], turn_of: Mapping[str, str]) -> list[str]:
 # Not a bare "why did …": most such questions are about the machine ("why did backup.service
 # fail?"), answered by its events; a conversation's diagnosis would be lifted over them for no
 # reason but its category (the workstation set's why-failed kind: Hit@5 1.0 → 0.33).
+# Each verb in all its forms ("solve", "solved", "solving"), as `intent.CONCLUSION_KINDS` reads
+# them: a question's tense or person is no reason to miss what was found. Not a bare stem: "resolv"
+# alone is resolv.conf, a file asked about by its name.
 _ASKS_DIAGNOSIS = rx(r"\b(?:diagnos\w*|root[ -]cause|caus(?:e|ed|es|ing)|culprit|what went wrong|"
-                      r"(?:was|is) wrong|fix(?:ed|es)?|solution|solved|"
-                      r"resolved?|workaround)\b")
+                      r"(?:was|is) wrong|fix(?:ed|es|ing)?|solv(?:e|ed|es|ing)|solution|"
+                      r"resolv(?:e|ed|es|ing)|resolution|repair(?:s|ed|ing)?|workaround)\b")
 _ASKS_PREFERENCE = rx(r"\b(?:prefer\w*|preference|favou?rite|likes? to|wants? me to|"
                        r"how (?:do|does) (?:i|the user) (?:like|want)|my (?:rules?|defaults?)|"
                        r"(?:ask(?:ed)?|told|tell|want(?:ed)?) you to|"
                        r"correct(?:ed|ion))\b")
 _ASKS_APPROVAL = rx(r"\b(?:approv\w*|refus\w*|go[- ]ahead|allowed|said (?:yes|no)|agreed)\b")
 _ASKS_CONCLUSION = rx(r"\b(?:conclu\w*|decid\w*|decision|settle[ds]?|outcome|takeaways?)\b")
+
+
+def asked_about(query: str) -> frozenset[str]:
+    """The content words of a question about a conclusion, less those that ask for one: what it
+    is about ("what's my preference regarding the wifi?" → regarding, wifi; "what did you do to
+    solve the slow builds?" → slow, builds). The asking words route the question to its kind
+    of conclusion; once there they tell none of that kind from another."""
+    rest = query
+    for asking in (_ASKS_CONCLUSION, _ASKS_DIAGNOSIS, _ASKS_PREFERENCE, _ASKS_APPROVAL):
+        rest = asking.sub(" ", rest)
+    return frozenset(w.split("'")[0] for w in words(rest)) - STOPWORDS
 
 
 def asked_categories(query: str) -> frozenset[str]:

@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .conclusions import asked_categories
+from .conclusions import asked_about, asked_categories
 from .fusion import Candidate, by_score, lift_by_best
 from .subjects import UNIT_STATES, name_parts, subject
 from .supersede import ProcessRow, asks_about_now
@@ -147,7 +147,8 @@ def intents(query: str) -> tuple[Intent, ...]:
 
 
 def routed_first(ranked: Sequence[Candidate], query: str,
-                 row: Callable[[str], EventRow | None]) -> list[Candidate]:
+                 row: Callable[[str], EventRow | None],
+                 conclusions_by_topic: bool = True) -> list[Candidate]:
     """`ranked` with the memories answering the question's intents first (lifted by the best
     score times the number of its intents each answers, component `intent`), sorted; `row(key)`:
     the stored memory of a candidate (None: unknown, not lifted). A question about what a
@@ -155,8 +156,10 @@ def routed_first(ranked: Sequence[Candidate], query: str,
     intent, answered by those conclusions: the two are weighed alike, so "what caused the slow
     builds?" ranks the diagnosis that matches it and "what's the culprit of the high memory
     use?" the pressure event, each by its fused score. Within each level, the events of a
-    subject a word of the question names first (`named_subjects_first`). Unchanged without an
-    intent, a named subject or a candidate answering one."""
+    subject a word of the question names first (`named_subjects_first`), and of the conclusions
+    asked for, those about what the question is about (`conclusions_about_first`, unless
+    `conclusions_by_topic` is false). Unchanged without an intent, a named subject or a
+    candidate answering one."""
     cands = named_subjects_first(ranked, query, row)
     asked = intents(query)
     concluded = asked_categories(query)
@@ -168,7 +171,32 @@ def routed_first(ranked: Sequence[Candidate], query: str,
             counts[c.key] = n
     if counts:
         cands = lift_by_best(cands, lambda c: counts.get(c.key, 0), "intent")
+    if concluded and conclusions_by_topic:
+        cands = conclusions_about_first(cands, query, concluded)
     return asked_kind_first(named_things_first(cands, query), query, row)
+
+
+def conclusions_about_first(ranked: list[Candidate], query: str,
+                            concluded: frozenset[str]) -> list[Candidate]:
+    """The conclusions of the categories a question asks for (`concluded`) handed their scores
+    again, those holding more of what it is about (`conclusions.asked_about`) first (component
+    `concluded_about`), ties in the order they had. The words that ask for a kind of conclusion
+    lift every conclusion of that kind alike (`routed_first`); left in the fused score they
+    also rank one conclusion that repeats them over another that names what was asked about:
+    "what's my preference regarding the wifi?" put "I prefer restic for the NAS backups"
+    before "Never change the wifi settings without asking me". Only among those conclusions,
+    in the places they hold: no other memory moves."""
+    about = asked_about(asked_part(query))
+    group = [c for c in ranked if c.category in concluded]
+    if not about or len(group) < 2:
+        return ranked
+    held = {c.key: len(about & shingles(c.text)) for c in group}
+    if len(set(held.values())) < 2:
+        return ranked
+    order = sorted(group, key=lambda c: held[c.key], reverse=True)  # stable: ties keep order
+    if hand_out(order, "concluded_about"):
+        ranked.sort(key=by_score, reverse=True)
+    return ranked
 
 
 # --- a thing the question calls by its name ------------------------------------------------------

@@ -330,7 +330,7 @@ class RecallService:
             ranked = demote_superseded(ranked, by_key, s.superseded_fact_factor)
         ranked = [c for c in ranked if c.score >= s.min_score]
         ranked = self._answers_first(ranked, by_key, req.query, about_hosts,
-                                     s.neighbour_event_gap_s)
+                                     s.neighbour_event_gap_s, s.conclusions_by_topic)
         ranked = order_repeats(await self._newest_repeats(ranked, by_key, req, p.since, until, k,
                                                           allowed), req.query)
         # MMR
@@ -341,7 +341,8 @@ class RecallService:
 
     @staticmethod
     def _answers_first(ranked: list[Candidate], by_key: dict[str, Row], query: str,
-                       about_hosts: frozenset[str], incident_gap_s: float) -> list[Candidate]:
+                       about_hosts: frozenset[str], incident_gap_s: float,
+                       conclusions_by_topic: bool) -> list[Candidate]:
         """A memory holding the kind of value the question asks for (a port, an address, a
         function) before one that cannot answer it; an identifier the question names verbatim
         ranks its memories before all; memories of one template tie but for noise: the one the
@@ -351,7 +352,8 @@ class RecallService:
         # What the question asks about, in the words people use ("what ate my RAM", "who
         # touched …", "did the backup container die", "what was the fix for …"): the memories
         # of that kind first, and those naming the thing it names (`core/intent.py`).
-        ranked = named_first(routed_first(ranked, query, by_key.get), query)
+        ranked = named_first(routed_first(ranked, query, by_key.get, conclusions_by_topic),
+                             query)
         # A memory derived from a turn (what it concluded) just before that turn.
         ranked = derived_before_turns(ranked, by_key)
         # A host the question names: its memories before the others' (`core/hosts.py`).
