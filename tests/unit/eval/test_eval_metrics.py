@@ -131,3 +131,30 @@ def test_a_namespace_is_ready_once_keyword_search_counts_all_of_it() -> None:
     assert waiter._ready_by_stats("a") is False  # stored, words counted over 6 of 10
     assert waiter._ready_by_stats("a") is True
     assert waiter._ready_by_stats("a") is True  # an API without the figure: stored is enough
+
+
+def test_questions_wait_for_the_hnsw_builds_the_load_called_for() -> None:
+    """Searchable is not enough either: a question asked before a tier's graph is built is
+    searched otherwise than one asked after it."""
+    from datetime import UTC, datetime
+
+    from eval.client import SearchableWaiter
+    from eval.datasets import Turn
+
+    ts = datetime(2023, 1, 1, tzinfo=UTC)
+    turns = [Turn(id="D1:0", session="D1", index=0, speaker="A", text="line", timestamp=ts)]
+    index = iter([{"builds": {"warm": "due"}}, {"builds": {"warm": "running"}}, {"builds": {}}])
+    asked: list[str | None] = []
+
+    class Client:
+        def stats(self, namespace: str | None = None) -> object:
+            asked.append(namespace)
+            if namespace is not None:
+                return {"namespace": namespace, "total": 1}
+            return {"index": next(index)}
+
+    logged: list[str] = []
+    waiter = SearchableWaiter(Client(), {"a": turns}, log=logged.append)  # type: ignore[arg-type]
+    waiter.wait(timeout=10, every=0)
+    assert asked == ["a", None, None, None]
+    assert logged and "warm" in logged[0]

@@ -115,6 +115,18 @@ def test_a_file_event_answers_who_changed_it_only_when_it_names_the_writer() -> 
     assert [c.key for c in out] == ["written", "made"]
 
 
+def test_a_container_disk_report_answers_what_to_clean_only_with_something_reclaimable() -> None:
+    rows = {"full": Row("system.container", "disk", {"reclaimable_bytes": 0, "total_bytes": 9}),
+            "caches": Row("system.storage", "reclaimable"),
+            "images": Row("system.container", "disk", {"reclaimable_bytes": 5 * 10**9}),
+            "older": Row("system.container", "disk"),
+            "bytes": Row("system.container", "disk", {"reclaimable_bytes": 24})}
+    ranked = [_cand("full", 1.0), _cand("bytes", 0.9), _cand("caches", 0.8), _cand("images", 0.6),
+              _cand("older", 0.5)]
+    out = routed_first(ranked, "what can I prune to avoid a full disk?", rows.get)
+    assert [c.key for c in out] == ["caches", "images", "older", "full", "bytes"]
+
+
 @pytest.mark.parametrize(("query", "now"), [
     ("is nginx up now?", True), ("is the web container healthy?", True),
     ("is api still unhealthy?", True), ("what's the current health of web?", True),
