@@ -190,22 +190,18 @@ def _wait_indexed(api: str, n: int, timeout: float, namespace: str | None = None
 
 def _wait_built(api: str, timeout: float = 900.0,
                 headers: dict[str, str] | None = None) -> str:
-    """Wait until the indexer has no HNSW build left that the load called for (`builds` in the
-    index stats): the last one of a bulk load can start up to a build tick after its last write
-    and run a minute, and a recall measured beside it measures the build. Returns what it saw."""
-    t0 = time.perf_counter()
-    seen: dict[str, object] = {}
-    while True:
-        index = httpx.get(f"{api}/memory/stats", timeout=30, headers=headers).json().get("index")
-        builds = (index or {}).get("builds") or {}
-        seen.update(builds)
-        waited = time.perf_counter() - t0
-        if not builds:
-            return (f"HNSW builds after the load: {', '.join(sorted(seen))} ({waited:.0f}s)"
-                    if seen else "no HNSW build left after the load")
-        if waited > timeout:
-            return f"HNSW builds still not done after {waited:.0f}s: {builds} (measured anyway)"
-        time.sleep(1)
+    """Wait until the indexer has no HNSW build left that the load called for (the last one of
+    a bulk load can start up to a build tick after its last write and run a minute: a recall
+    measured beside it measures the build). Returns what it saw."""
+    from eval.client import wait_built
+
+    try:
+        seen, waited = wait_built(
+            lambda: httpx.get(f"{api}/memory/stats", timeout=30, headers=headers).json(), timeout)
+    except TimeoutError as exc:
+        return f"{exc} (measured anyway)"
+    return (f"HNSW builds after the load: {', '.join(sorted(seen))} ({waited:.0f}s)"
+            if seen else "no HNSW build left after the load")
 
 
 def _cpu_busy(window_s: float = 2.0) -> float:

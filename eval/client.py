@@ -258,26 +258,32 @@ class SearchableWaiter:
                          f"{len(self.expected)} namespaces searchable ({now - t0:.0f}s, "
                          f"by {self.method})")
             time.sleep(every)
-        self._wait_built(t0, timeout, every)
+        seen, _ = wait_built(self.client.stats, timeout - (time.monotonic() - t0), every)
+        if seen:
+            self.log(f"  HNSW builds after the load: {', '.join(sorted(seen))} "
+                     f"(done at {time.monotonic() - t0:.0f}s)")
         return time.monotonic() - t0
 
-    def _wait_built(self, t0: float, timeout: float, every: float) -> None:
-        """Until the index has no HNSW build left that the load called for (`builds` in the
-        stats; none reported: nothing to wait for). A tier's graph is built at a build tick after
-        its last write: questions asked before it are searched by another structure than those
-        asked after, and a paired run's two recall APIs, asked one after the other, ranked 23 of
-        LongMemEval's 48 questions apart."""
-        seen: set[str] = set()
-        while True:
-            stats = self.client.stats()
-            index = stats.get("index") if isinstance(stats, Mapping) else None
-            builds = index.get("builds") if isinstance(index, Mapping) else None
-            if not builds:
-                if seen:
-                    self.log(f"  HNSW builds after the load: {', '.join(sorted(seen))} "
-                             f"(done at {time.monotonic() - t0:.0f}s)")
-                return
-            seen.update(builds)
-            if time.monotonic() - t0 > timeout:
-                raise TimeoutError(f"HNSW builds not done after {timeout:.0f}s: {builds}")
-            time.sleep(every)
+
+def wait_built(stats: Callable[[], Any], timeout: float, every: float = 1.0
+               ) -> tuple[set[str], float]:
+    """Until the index has no HNSW build left that a load called for (`index.builds` in
+    `stats()`, the recall API's /memory/stats; none reported: nothing to wait for) → (the builds
+    seen, seconds waited). A tier's graph is built at a build tick after its last write: a
+    question asked before it is searched by another structure than one asked after (a paired
+    run's two recall APIs, asked one after the other, ranked 23 of LongMemEval's 48 questions
+    apart), and a recall timed beside it times the build. Raises TimeoutError naming those
+    left."""
+    t0 = time.monotonic()
+    seen: set[str] = set()
+    while True:
+        answer = stats()
+        index = answer.get("index") if isinstance(answer, Mapping) else None
+        builds = index.get("builds") if isinstance(index, Mapping) else None
+        waited = time.monotonic() - t0
+        if not builds:
+            return seen, waited
+        seen.update(builds)
+        if waited > timeout:
+            raise TimeoutError(f"HNSW builds not done after {waited:.0f}s: {builds}")
+        time.sleep(every)

@@ -48,3 +48,10 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
 }
 
 DEFAULT_CATEGORY = "conversation"
+
+
+#: A container engine's `disk` report advises pruning a kind of its storage (images, containers,
+#: volumes, build cache) from this much reclaimable space; under it the report says "nothing
+#: reclaimable". Written by the containers watcher, read by recall (a report with less is no
+#: answer to what can be cleaned).
+CONTAINER_DISK_ADVISED_BYTES = 1_000_000

@@ -25,6 +25,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from totalrecall_schema.taxonomy import CONTAINER_DISK_ADVISED_BYTES
+
 from .conclusions import asked_about, asked_categories
 from .fusion import Candidate, by_score, lift_by_best
 from .subjects import UNIT_STATES, name_parts, subject
@@ -60,18 +62,15 @@ def _written_by(m: EventRow) -> bool:
     return m.category == "file" and bool(m.metadata.get("changed_by"))
 
 
-#: The least a container engine's disk report advises pruning: under it, a kind's reclaimable
-#: space is not listed and the report says "nothing reclaimable" (the watchers' containers_disk).
-_ADVISED_BYTES = 1_000_000
-
-
-def _has_reclaimable(m: EventRow) -> bool:
+def _container_disk_to_reclaim(m: EventRow) -> bool:
     """A container engine's disk report that has something to get back. One that says "nothing
     reclaimable" (its total crossed a threshold, all of it in use; or a few bytes of stopped
     containers) is no answer to what can be cleaned: lifted with the reports that are, it ranked
     first for "what can I prune?". A report without the figure (an older one) is taken as one."""
+    if m.category != "system.container" or m.subcategory != "disk":
+        return False
     v = m.metadata.get("reclaimable_bytes")
-    return not isinstance(v, int | float) or v >= _ADVISED_BYTES
+    return not isinstance(v, int | float) or v >= CONTAINER_DISK_ADVISED_BYTES
 
 
 _SIZE = r"(?:big|bigger|biggest|large\w*|sizes?|space|room|takes?|taking|much|disk|worth)"
@@ -105,8 +104,7 @@ INTENTS = (
         # container is called "cache"
         r"|\b(?:caches?|journal|logs?)\b[^?!]*\b" + _SIZE + r"\b"
         r"|\b" + _SIZE + r"\b[^?!]*\b(?:caches?|journal|logs?)\b"),
-        _any(_of("system.storage", "reclaimable"),
-             lambda m: _of("system.container", "disk")(m) and _has_reclaimable(m))),
+        _any(_of("system.storage", "reclaimable"), _container_disk_to_reclaim)),
     # A container's life: started, died, OOM-killed, its health, its engine's disk use. (Not
     # the docker group: that is an account's membership.)
     Intent("containers", _re(r"\b(?:containers?|podman|docker(?! group)|compose|"

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from totalrecall_schema import MemoryEvent, Severity
+from totalrecall_schema.taxonomy import CONTAINER_DISK_ADVISED_BYTES
 
 from .base import EventContext
 from .containers_events import CATEGORY, si, to_int
@@ -166,7 +167,8 @@ def disk_check(ctx: EventContext, source: str, s: ContainersSettings, st: DiskSt
     cli = engine  # what one types: the advice names the command, not the configured path
     advice = [f"{si(r.reclaimable)} of {DF_WORDS[k]} reclaimable "
               f"({PRUNE[k].format(cli=cli)})"
-              for k in DF_ORDER if k in by_kind and (r := by_kind[k]).reclaimable >= 1e6]
+              for k in DF_ORDER
+              if k in by_kind and (r := by_kind[k]).reclaimable >= CONTAINER_DISK_ADVISED_BYTES]
     reclaim_text = "; ".join(advice) if advice else "nothing reclaimable"
     summary = (f"{engine} container storage: " + "; ".join(reasons) + f" — {reclaim_text}; "
                f"{si(total)} in all")
